@@ -1,0 +1,182 @@
+// model-bench: CPU decode and prefill speed of generated Llama models (the
+// BENCH.md shapes) in F32, F16 and Q8_0, next to the machine's ceilings
+// measured in the same run: memory read bandwidth (decode) and OpenBLAS sgemm
+// (prefill). Prints a table; --out FILE writes the JSON for bench/results/.
+#include "bench/common/machine_info.hpp"
+#include "bench/common/memory_bandwidth.hpp"
+#include "bench/common/sgemm_rate.hpp"
+#include "bench/model-bench/model_run.hpp"
+#include "bench/model-bench/report.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace pb = pensieve::bench;
+namespace pm = pensieve::model;
+
+namespace {
+
+const std::vector<pb::ModelShape> bench_shapes = {
+    {"M-tiny", 4, 256, 8, 4, 688},
+    {"M-100", 12, 768, 12, 4, 2048},
+    {"M-400", 24, 1024, 16, 8, 2816},
+};
+
+struct Args {
+  pb::ModelRunOptions run;
+  std::vector<std::string> models{"M-tiny", "M-100", "M-400"};
+  std::vector<pm::DType> dtypes{pm::DType::f32, pm::DType::f16, pm::DType::q8_0};
+  std::optional<std::string> out;
+  std::string commit = "unknown";
+  std::string note;
+  std::size_t bandwidth_mib = 1024;
+  bool ceilings_only = false;
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> parts;
+  std::stringstream in(s);
+  for (std::string part; std::getline(in, part, ',');) parts.push_back(part);
+  return parts;
+}
+
+std::optional<pm::DType> parse_dtype(const std::string& s) {
+  if (s == "f32") return pm::DType::f32;
+  if (s == "f16") return pm::DType::f16;
+  if (s == "q8_0") return pm::DType::q8_0;
+  return std::nullopt;
+}
+
+const char* usage =
+    "usage: model-bench [--threads N] [--models M-tiny,M-100,M-400] [--dtypes f32,f16,q8_0]\n"
+    "  [--prompt-tokens 512] [--prefill-reps 2] [--decode-context 16] [--decode-tokens 32]\n"
+    "  [--vocab-from VOCAB.gguf] [--model-dir DIR] [--reuse-models] [--seed 7]\n"
+    "  [--bandwidth-mib 1024 (>= 64; well above the L3)] [--ceilings-only] [--out FILE.json]\n"
+    "  [--commit HASH] [--note TEXT] (both copied into the JSON)\n";
+
+std::optional<Args> parse(int argc, char** argv) {
+  Args a;
+  a.run.model_dir = "/tmp/pensieve-model-bench";
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    auto value = [&]() -> std::optional<std::string> {
+      if (i + 1 >= argc) return std::nullopt;
+      return std::string(argv[++i]);
+    };
+    if (flag == "--reuse-models") { a.run.reuse_models = true; continue; }
+    if (flag == "--ceilings-only") { a.ceilings_only = true; continue; }
+    const auto v = value();
+    if (!v) return std::nullopt;
+    if (flag == "--threads") a.run.threads = std::stoul(*v);
+    else if (flag == "--models") a.models = split(*v);
+    else if (flag == "--prompt-tokens") a.run.prompt_tokens = std::stoi(*v);
+    else if (flag == "--prefill-reps") a.run.prefill_reps = std::stoi(*v);
+    else if (flag == "--decode-context") a.run.decode_context = std::stoi(*v);
+    else if (flag == "--decode-tokens") a.run.decode_tokens = std::stoi(*v);
+    else if (flag == "--vocab-from") a.run.vocab_from = *v;
+    else if (flag == "--model-dir") a.run.model_dir = *v;
+    else if (flag == "--seed") a.run.seed = std::stoull(*v);
+    else if (flag == "--bandwidth-mib") a.bandwidth_mib = std::stoul(*v);
+    else if (flag == "--out") a.out = *v;
+    else if (flag == "--commit") a.commit = *v;
+    else if (flag == "--note") a.note = *v;
+    else if (flag == "--dtypes") {
+      a.dtypes.clear();
+      for (const auto& d : split(*v)) {
+        auto t = parse_dtype(d);
+        if (!t) return std::nullopt;
+        a.dtypes.push_back(*t);
+      }
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (a.run.threads < 1 || a.run.prompt_tokens < 1 || a.run.decode_tokens < 1 ||
+      a.run.decode_context < 1 || a.run.prefill_reps < 1 || a.bandwidth_mib < 64)
+    return std::nullopt;
+  return a;
+}
+
+std::string joined_command_line(int argc, char** argv) {
+  std::string s;
+  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+  return s;
+}
+
+const pb::ModelShape* find_shape(const std::string& name) {
+  for (const auto& s : bench_shapes)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::optional<Args> args;
+  try {
+    args = parse(argc, argv);
+  } catch (const std::exception&) {  // std::stoi on a non-number
+    args.reset();
+  }
+  if (!args) {
+    std::fputs(usage, stderr);
+    return 2;
+  }
+  pb::ModelBenchReport report;
+  report.command_line = joined_command_line(argc, argv);
+  report.machine = pb::machine_info();
+  report.load_average_start = pb::load_average();
+  report.threads = args->run.threads;
+  report.commit = args->commit;
+  report.note = args->note;
+  report.options = args->run;
+  const int threads = static_cast<int>(args->run.threads);
+
+  pb::ReadBandwidthProbe probe(args->bandwidth_mib << 20, threads);
+  report.bandwidth.push_back(probe.measure(5));
+  report.sgemm.push_back(pb::measure_sgemm(512, 2816, 1024, threads, 5));
+  std::fprintf(stderr, "ceilings: %.1f GB/s read, %.1f GFLOP/s sgemm\n",
+               report.bandwidth.back().best_gb_per_s, report.sgemm.back().best_gflops);
+
+  int failures = 0;
+  for (const auto& name : args->ceilings_only ? std::vector<std::string>{} : args->models) {
+    const pb::ModelShape* shape = find_shape(name);
+    if (!shape) {
+      std::fprintf(stderr, "unknown model %s (M-tiny, M-100, M-400)\n", name.c_str());
+      return 2;
+    }
+    for (pm::DType dtype : args->dtypes) {
+      report.bandwidth.push_back(probe.measure(3));
+      auto run = pb::run_model(*shape, dtype, args->run);
+      if (!run) {
+        std::fprintf(stderr, "%s %s: %s\n", name.c_str(), pm::dtype_name(dtype),
+                     run.error().message.c_str());
+        ++failures;
+        continue;
+      }
+      std::fprintf(stderr, "%s %s: decode %.1f tok/s, prefill %.1f tok/s\n", name.c_str(),
+                   pm::dtype_name(dtype), run->decode_tokens_per_s, run->prefill_tokens_per_s);
+      report.runs.push_back(std::move(*run));
+    }
+  }
+  report.bandwidth.push_back(probe.measure(3));
+  report.sgemm.push_back(pb::measure_sgemm(512, 2816, 1024, threads, 3));
+
+  report.load_average_end = pb::load_average();
+  std::fputs(pb::format_table(report).c_str(), stdout);
+  if (args->out) {
+    std::ofstream out(*args->out);
+    out << pb::format_json(report);
+    if (!out) {
+      std::fprintf(stderr, "cannot write %s\n", args->out->c_str());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "checksum %g\n", probe.checksum());
+  return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,188 @@
+#include "bench/model-bench/model_run.hpp"
+
+#include "gpu/model/cpu_forward.hpp"
+#include "gpu/model/gguf_loader.hpp"
+#include "gpu/model/test_model.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include <time.h>
+
+namespace pensieve::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+// Token ids spread over the vocabulary, away from the special ids 0..2.
+std::vector<std::int32_t> prompt_ids(std::int32_t n, std::int32_t vocab) {
+  std::vector<std::int32_t> ids;
+  for (std::int32_t i = 0; i < n; ++i)
+    ids.push_back(3 + static_cast<std::int32_t>((std::int64_t(i) * 7919) % (vocab - 3)));
+  return ids;
+}
+
+std::int32_t argmax(std::span<const float> v) {
+  return static_cast<std::int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+// Bytes one decode step reads: every layer tensor in full, the final norm and
+// the output head, and one row of the token embedding.
+double decode_weight_bytes(const model::ModelWeights& w) {
+  double bytes = 0;
+  for (const auto& l : w.layers) {
+    for (const model::Tensor* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv,
+                                   &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down})
+      bytes += static_cast<double>(t->size_bytes);
+  }
+  bytes += static_cast<double>(w.output_norm.size_bytes + w.output.size_bytes);
+  bytes += static_cast<double>(
+      model::dtype_row_bytes(w.token_embedding.dtype, w.token_embedding.cols()));
+  return bytes;
+}
+
+double count_params(const model::ModelWeights& w) {
+  double n = static_cast<double>(w.token_embedding.numel() + w.output_norm.numel());
+  if (!w.config.tied_output) n += static_cast<double>(w.output.numel());
+  for (const auto& l : w.layers)
+    for (const model::Tensor* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq, &l.bk, &l.bv,
+                                   &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down})
+      if (t->present()) n += static_cast<double>(t->numel());
+  return n;
+}
+
+// FLOPs of a prefill of `t` tokens that returns the last token's logits:
+// 2 per multiply-add of the projections, causal attention (QK^T and PV over
+// t(t+1)/2 pairs per head), and the output head for one row.
+double prefill_flops(const model::ModelConfig& c, double t) {
+  const double per_layer_matrix = double(c.dim) * (2.0 * c.q_dim() + 2.0 * c.kv_dim()) +
+                                  3.0 * double(c.dim) * c.ff_dim;
+  const double attention_pairs = t * (t + 1) / 2;
+  return c.n_layers * (2.0 * t * per_layer_matrix + 4.0 * attention_pairs * c.q_dim()) +
+         2.0 * double(c.dim) * c.vocab_size;
+}
+
+// Q8_0 blocks are 32 wide along a matrix row, so w_down needs ff % 32 == 0
+// (M-tiny's 688 is not): round up to whole blocks.
+std::int32_t ff_for(const ModelShape& shape, model::DType dtype) {
+  if (dtype != model::DType::q8_0) return shape.ff;
+  return (shape.ff + 31) / 32 * 32;
+}
+
+Result<std::filesystem::path> generate(const ModelShape& shape, model::DType dtype,
+                                       const ModelRunOptions& o) {
+  auto path = o.model_dir / (shape.name + "-" + model::dtype_name(dtype) + ".gguf");
+  if (o.reuse_models && std::filesystem::exists(path)) return path;
+  model::TestModelOptions m;
+  m.n_layers = shape.layers;
+  m.dim = shape.dim;
+  m.n_heads = shape.heads;
+  m.n_kv_heads = shape.kv_heads;
+  m.ff_dim = ff_for(shape, dtype);
+  m.dtype = dtype;
+  m.seed = o.seed;
+  m.vocab_from = o.vocab_from;
+  if (!o.vocab_from) m.vocab_size = o.vocab_size;
+  m.name = "bench-" + shape.name;
+  std::filesystem::create_directories(o.model_dir);
+  if (auto made = model::make_test_model(m, path); !made) return made.error();
+  return path;
+}
+
+Result<void> time_prefill(model::CpuForward& fwd, const ModelRunOptions& o, ModelRunResult& r) {
+  const auto ids = prompt_ids(o.prompt_tokens, fwd.config().vocab_size);
+  auto kv = fwd.make_kv_cache(o.prompt_tokens);
+  double best = 1e300;
+  for (std::int32_t rep = 0; rep < o.prefill_reps; ++rep) {
+    kv.truncate(0);
+    model::ForwardSequence seq{ids, 0, &kv, false};
+    const double cpu_start = process_cpu_seconds();
+    const auto start = Clock::now();
+    auto out = fwd.forward(std::span(&seq, 1));
+    const double s = seconds_since(start);
+    if (!out) return out.error();
+    if (s < best) r.prefill_cpu_share = (process_cpu_seconds() - cpu_start) / (s * o.threads);
+    best = std::min(best, s);
+  }
+  r.prefill_seconds = best;
+  r.prefill_tokens_per_s = o.prompt_tokens / best;
+  r.prefill_flops = prefill_flops(fwd.config(), o.prompt_tokens);
+  return {};
+}
+
+Result<void> time_decode(model::CpuForward& fwd, const ModelRunOptions& o, ModelRunResult& r) {
+  constexpr std::int32_t warmup_steps = 2;
+  const auto& c = fwd.config();
+  auto kv = fwd.make_kv_cache(o.decode_context + warmup_steps + o.decode_tokens);
+  const auto ids = prompt_ids(o.decode_context, c.vocab_size);
+  model::ForwardSequence seq{ids, 0, &kv, false};
+  auto out = fwd.forward(std::span(&seq, 1));
+  if (!out) return out.error();
+  std::int32_t token = argmax(out->last(0));
+  std::vector<double> step_seconds;
+  double total = 0;
+  double cpu_seconds = 0;
+  for (std::int32_t step = 0; step < warmup_steps + o.decode_tokens; ++step) {
+    model::ForwardSequence one{std::span(&token, 1), kv.size_tokens(), &kv, false};
+    const double cpu_start = process_cpu_seconds();
+    const auto start = Clock::now();
+    auto next = fwd.forward(std::span(&one, 1));
+    const double s = seconds_since(start);
+    const double cpu = process_cpu_seconds() - cpu_start;
+    if (!next) return next.error();
+    token = argmax(next->last(0));
+    if (step >= warmup_steps) {
+      step_seconds.push_back(s);
+      total += s;
+      cpu_seconds += cpu;
+    }
+  }
+  std::sort(step_seconds.begin(), step_seconds.end());
+  r.decode_seconds_per_token = total / o.decode_tokens;
+  r.decode_median_seconds = step_seconds[step_seconds.size() / 2];
+  r.decode_tokens_per_s = o.decode_tokens / total;
+  r.decode_cpu_share = cpu_seconds / (total * o.threads);
+  const double mean_context = o.decode_context + warmup_steps + (o.decode_tokens + 1) / 2.0;
+  r.kv_bytes_per_decode_token = 2.0 * c.n_layers * c.kv_dim() * sizeof(float) * mean_context;
+  return {};
+}
+
+}  // namespace
+
+Result<ModelRunResult> run_model(const ModelShape& shape, model::DType dtype,
+                                 const ModelRunOptions& options) {
+  ModelRunResult r;
+  r.shape = shape.name;
+  r.dtype = model::dtype_name(dtype);
+  const auto start = Clock::now();
+  auto path = generate(shape, dtype, options);
+  if (!path) return path.error();
+  r.generate_seconds = seconds_since(start);
+  r.file = *path;
+  auto weights = model::load_gguf(*path);
+  if (!weights) return weights.error();
+  r.params = count_params(*weights);
+  r.ff = weights->config.ff_dim;
+  r.tied_output = weights->config.tied_output;
+  r.weight_bytes_per_token = decode_weight_bytes(*weights);
+  model::CpuForwardOptions fo;
+  fo.n_threads = options.threads;
+  auto fwd = model::CpuForward::create(std::move(*weights), fo);
+  if (!fwd) return fwd.error();
+  if (auto p = time_prefill(*fwd, options, r); !p) return p.error();
+  if (auto d = time_decode(*fwd, options, r); !d) return d.error();
+  return r;
+}
+
+}  // namespace pensieve::bench

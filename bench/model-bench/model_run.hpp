@@ -1,0 +1,60 @@
+#pragma once
+// One model of the benchmark: generate it, load it, time a prefill and a run
+// of decode steps on the CPU forward pass, and count the bytes and FLOPs
+// those steps need. Runs on the calling thread (the forward pass brings its
+// own worker threads).
+#include "gpu/model/tensor.hpp"
+#include "runtime/error.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace pensieve::bench {
+
+// A model shape of BENCH.md.
+struct ModelShape {
+  std::string name;
+  std::int32_t layers, dim, heads, kv_heads, ff;
+};
+
+struct ModelRunOptions {
+  std::size_t threads = 2;
+  std::int32_t prompt_tokens = 512;   // prefill length
+  std::int32_t prefill_reps = 2;      // best of
+  std::int32_t decode_context = 16;   // prompt before decoding: keeps KV reads small
+  std::int32_t decode_tokens = 32;    // timed decode steps (after 2 warm-up steps)
+  std::int32_t vocab_size = 32000;    // without a vocabulary file
+  std::optional<std::filesystem::path> vocab_from;
+  std::filesystem::path model_dir;    // where the generated GGUFs go
+  bool reuse_models = false;          // skip generation when the file exists
+  std::uint64_t seed = 7;
+};
+
+struct ModelRunResult {
+  std::string shape;
+  std::string dtype;
+  std::int32_t ff = 0;                  // as generated (Q8_0 rounds it up to whole blocks)
+  bool tied_output = false;
+  std::filesystem::path file;
+  double params = 0;                    // every weight, embedding and output included
+  double weight_bytes_per_token = 0;    // matrices and norms read by one decode step
+  double prefill_flops = 0;             // projections + attention + one output row
+  double prefill_seconds = 0;           // best of the reps
+  double prefill_tokens_per_s = 0;
+  double decode_seconds_per_token = 0;  // mean over the timed steps
+  double decode_median_seconds = 0;
+  double decode_tokens_per_s = 0;
+  // Process CPU time over (wall time x threads) while timing: below 1 when the
+  // machine was shared (or threads idled); spinning workers count as busy.
+  double prefill_cpu_share = 0;
+  double decode_cpu_share = 0;
+  double kv_bytes_per_decode_token = 0; // mean K/V bytes read by attention, for reference
+  double generate_seconds = 0;
+};
+
+Result<ModelRunResult> run_model(const ModelShape& shape, model::DType dtype,
+                                 const ModelRunOptions& options);
+
+}  // namespace pensieve::bench

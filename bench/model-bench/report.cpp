@@ -1,0 +1,127 @@
+#include "bench/model-bench/report.hpp"
+
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace pensieve::bench {
+namespace json = boost::json;
+
+double ModelBenchReport::bandwidth_gb_per_s() const {
+  double best = 0;
+  for (const auto& b : bandwidth) best = std::max(best, b.best_gb_per_s);
+  return best;
+}
+
+double ModelBenchReport::sgemm_gflops() const {
+  double best = 0;
+  for (const auto& s : sgemm) best = std::max(best, s.best_gflops);
+  return best;
+}
+
+namespace {
+
+std::string line(const char* fmt, auto... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, fmt, args...);
+  return buf;
+}
+
+double decode_ceiling(const ModelBenchReport& r, const ModelRunResult& m) {
+  return r.bandwidth_gb_per_s() * 1e9 / m.weight_bytes_per_token;
+}
+
+double prefill_gflops(const ModelRunResult& m) { return m.prefill_flops / m.prefill_seconds / 1e9; }
+
+}  // namespace
+
+std::string format_table(const ModelBenchReport& r) {
+  std::string out;
+  out += line("memory read bandwidth (best of run): %.1f GB/s; sgemm (best of run): %.1f GFLOP/s; "
+              "threads %zu; load average %s at start, %s at end\n\n", r.bandwidth_gb_per_s(),
+              r.sgemm_gflops(), r.threads, r.load_average_start.c_str(),
+              r.load_average_end.c_str());
+  out += "| model | ff | dtype | params | weight MB/token | decode tok/s | decode ceiling tok/s | "
+         "decode % of ceiling | prefill tok/s | prefill GFLOP/s | prefill % of sgemm |\n";
+  out += "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& m : r.runs) {
+    const double ceiling = decode_ceiling(r, m);
+    out += line("| %s | %d | %s | %.1fM | %.1f | %.1f | %.1f | %.0f%% | %.1f | %.1f | %.0f%% |\n",
+                m.shape.c_str(), m.ff, m.dtype.c_str(), m.params / 1e6, m.weight_bytes_per_token / 1e6,
+                m.decode_tokens_per_s, ceiling, 100.0 * m.decode_tokens_per_s / ceiling,
+                m.prefill_tokens_per_s, prefill_gflops(m),
+                100.0 * prefill_gflops(m) / r.sgemm_gflops());
+  }
+  return out;
+}
+
+namespace {
+
+json::object to_json(const BandwidthResult& b) {
+  return {{"best_gb_per_s", b.best_gb_per_s}, {"median_gb_per_s", b.median_gb_per_s},
+          {"buffer_bytes", b.buffer_bytes}, {"threads", b.threads}, {"passes", b.passes}};
+}
+
+json::object to_json(const SgemmResult& s) {
+  return {{"best_gflops", s.best_gflops}, {"median_gflops", s.median_gflops},
+          {"m", s.m}, {"n", s.n}, {"k", s.k}, {"threads", s.threads}, {"reps", s.reps}};
+}
+
+json::object to_json(const ModelBenchReport& r, const ModelRunResult& m) {
+  const double ceiling = decode_ceiling(r, m);
+  return {{"model", m.shape},
+          {"dtype", m.dtype},
+          {"ff", m.ff},
+          {"tied_output", m.tied_output},
+          {"params", m.params},
+          {"weight_bytes_per_decode_token", m.weight_bytes_per_token},
+          {"kv_bytes_per_decode_token", m.kv_bytes_per_decode_token},
+          {"decode_tokens_per_s", m.decode_tokens_per_s},
+          {"decode_mean_seconds_per_token", m.decode_seconds_per_token},
+          {"decode_median_seconds_per_token", m.decode_median_seconds},
+          {"decode_ceiling_tokens_per_s", ceiling},
+          {"decode_fraction_of_ceiling", m.decode_tokens_per_s / ceiling},
+          {"prefill_tokens", r.options.prompt_tokens},
+          {"prefill_seconds", m.prefill_seconds},
+          {"prefill_tokens_per_s", m.prefill_tokens_per_s},
+          {"prefill_flops", m.prefill_flops},
+          {"prefill_gflops", prefill_gflops(m)},
+          {"prefill_fraction_of_sgemm", prefill_gflops(m) / r.sgemm_gflops()},
+          {"prefill_cpu_share", m.prefill_cpu_share},
+          {"decode_cpu_share", m.decode_cpu_share},
+          {"generate_seconds", m.generate_seconds}};
+}
+
+}  // namespace
+
+std::string format_json(const ModelBenchReport& r) {
+  json::array bandwidth, sgemm, runs;
+  for (const auto& b : r.bandwidth) bandwidth.push_back(to_json(b));
+  for (const auto& s : r.sgemm) sgemm.push_back(to_json(s));
+  for (const auto& m : r.runs) runs.push_back(to_json(r, m));
+  json::object doc{
+      {"command_line", r.command_line},
+      {"commit", r.commit},
+      {"note", r.note},
+      {"machine", {{"hardware_threads", r.machine.hardware_threads},
+                   {"cpu_model", r.machine.cpu_model}}},
+      {"load_average_start", r.load_average_start},
+      {"load_average_end", r.load_average_end},
+      {"threads", r.threads},
+      {"bandwidth_gb_per_s", r.bandwidth_gb_per_s()},
+      {"sgemm_gflops", r.sgemm_gflops()},
+      {"bandwidth_measurements", bandwidth},
+      {"sgemm_measurements", sgemm},
+      {"decode_context_tokens", r.options.decode_context},
+      {"decode_timed_tokens", r.options.decode_tokens},
+      {"prefill_tokens", r.options.prompt_tokens},
+      {"seed", r.options.seed},
+      {"notes", "decode ceiling = best measured read bandwidth / weight bytes per decoded token; "
+                "prefill FLOPs = 2 x tokens x layer matrix params + causal attention + one "
+                "output row"},
+      {"models", runs}};
+  return json::serialize(doc) + "\n";
+}
+
+}  // namespace pensieve::bench

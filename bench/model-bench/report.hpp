@@ -1,0 +1,34 @@
+#pragma once
+// The benchmark's output: a text table for people and a JSON document for
+// bench/results/ (command line, machine, ceilings, one entry per model).
+#include "bench/common/machine_info.hpp"
+#include "bench/common/memory_bandwidth.hpp"
+#include "bench/common/sgemm_rate.hpp"
+#include "bench/model-bench/model_run.hpp"
+
+#include <string>
+#include <vector>
+
+namespace pensieve::bench {
+
+struct ModelBenchReport {
+  std::string command_line;
+  std::string commit;
+  std::string note;
+  MachineInfo machine;
+  std::string load_average_start, load_average_end;
+  std::size_t threads = 0;
+  std::vector<BandwidthResult> bandwidth;  // every measurement of the run, in order
+  std::vector<SgemmResult> sgemm;
+  std::vector<ModelRunResult> runs;
+  ModelRunOptions options;
+
+  // The ceilings the runs are held against: the best measured in the run.
+  double bandwidth_gb_per_s() const;
+  double sgemm_gflops() const;
+};
+
+std::string format_table(const ModelBenchReport& report);
+std::string format_json(const ModelBenchReport& report);
+
+}  // namespace pensieve::bench

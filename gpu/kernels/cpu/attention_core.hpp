@@ -1,0 +1,139 @@
+#pragma once
+// The loop structure shared by the paged and contiguous CPU attention
+// kernels: run a plan's work items, then merge split decode rows. A Source
+// says where the K/V rows of (sequence, KV head, token range) are:
+//   void rows(int32 seq, int32 kv_head, int32 begin, int32 end,
+//             const float** keys, const float** values, float* converted) const;
+// (converted has room for 2 * (end - begin) * head_dim floats for sources
+// that widen F16 to F32). Internal to gpu/kernels/cpu.
+#include "gpu/kernels/cpu/attention_math.hpp"
+#include "gpu/kernels/cpu/attention_work_runner.hpp"
+#include "gpu/kernels/cpu/attention_workspace.hpp"
+#include "gpu/kernels/cpu/paged_attention_plan.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace pensieve::kernels::cpu {
+
+struct AttentionCoreArgs {
+  const float* q = nullptr;  // [rows][n_heads][head_dim]
+  float* out = nullptr;
+  const std::int32_t* q_start = nullptr;
+  const std::int32_t* context_tokens = nullptr;
+  std::int32_t n_heads = 0;
+  std::int32_t n_kv_heads = 0;
+  std::int32_t head_dim = 0;
+  float scale = 1.0f;
+};
+
+namespace detail {
+
+inline void size_scratch(AttentionScratch& s, std::int32_t tile, std::int32_t head_dim,
+                         std::int64_t pairs) {
+  const auto state = static_cast<std::size_t>(attention_state_floats(head_dim));
+  s.scores.resize(static_cast<std::size_t>(tile));
+  s.tile_state.resize(state);
+  s.row_states.resize(state * static_cast<std::size_t>(pairs));
+  s.converted.resize(2 * static_cast<std::size_t>(tile) * static_cast<std::size_t>(head_dim));
+  s.keys.resize(static_cast<std::size_t>(tile));
+  s.values.resize(static_cast<std::size_t>(tile));
+}
+
+// One (work item, KV head): every (row, head of the group) over the item's
+// kv tiles, folding tile states in KV order or storing them for the merge.
+template <class Source>
+void run_item(const AttentionCoreArgs& a, const AttentionPlan& plan, const AttentionWorkItem& item,
+              std::int32_t kv_head, const Source& src, AttentionScratch& s, float* partial) {
+  const std::int32_t group = a.n_heads / a.n_kv_heads, hd = a.head_dim, tile = plan.kv_tile_tokens;
+  const std::int32_t state_floats = attention_state_floats(hd);
+  const std::int32_t q0 = a.q_start[item.seq];
+  const std::int32_t first_pos = a.context_tokens[item.seq] - (a.q_start[item.seq + 1] - q0);
+  size_scratch(s, tile, hd, std::int64_t(item.row_count) * group);
+  const AttentionMerge* merge =
+      item.merge >= 0 ? &plan.merges[static_cast<std::size_t>(item.merge)] : nullptr;
+  const std::int32_t last_row = item.row_begin + item.row_count - 1;
+  const std::int32_t kv_end = std::min(item.kv_end, first_pos + last_row + 1);
+  for (std::int32_t k0 = item.kv_begin; k0 < kv_end; k0 += tile) {
+    const std::int32_t k1 = std::min(k0 + tile, kv_end);
+    src.rows(item.seq, kv_head, k0, k1, s.keys.data(), s.values.data(), s.converted.data());
+    const std::int32_t t = k0 / tile;
+    for (std::int32_t r = item.row_begin; r <= last_row; ++r) {
+      const std::int32_t n_keys = std::min(k1, first_pos + r + 1) - k0;
+      if (n_keys <= 0) continue;
+      for (std::int32_t g = 0; g < group; ++g) {
+        const std::int32_t qh = kv_head * group + g;
+        const float* qrow = a.q + (std::int64_t(q0 + r) * a.n_heads + qh) * hd;
+        float* target;
+        if (merge != nullptr) {
+          target =
+              partial + ((merge->tile_base * a.n_heads) + std::int64_t(qh) * merge->num_tiles + t) *
+                            state_floats;
+        } else if (k0 == item.kv_begin) {
+          target =
+              s.row_states.data() + (std::int64_t(r - item.row_begin) * group + g) * state_floats;
+        } else {
+          target = s.tile_state.data();
+        }
+        attention_tile_state(qrow, s.keys.data(), s.values.data(), n_keys, hd, a.scale,
+                             s.scores.data(), target);
+        if (merge == nullptr && k0 != item.kv_begin) {
+          attention_fold(
+              s.row_states.data() + (std::int64_t(r - item.row_begin) * group + g) * state_floats,
+              target, hd);
+        }
+      }
+    }
+  }
+  if (merge != nullptr) return;
+  for (std::int32_t r = item.row_begin; r <= last_row; ++r) {
+    for (std::int32_t g = 0; g < group; ++g) {
+      const std::int32_t qh = kv_head * group + g;
+      attention_finish(
+          s.row_states.data() + (std::int64_t(r - item.row_begin) * group + g) * state_floats, hd,
+          a.out + (std::int64_t(q0 + r) * a.n_heads + qh) * hd);
+    }
+  }
+}
+
+// One (split decode row, query head): folds its tile states in KV order.
+inline void run_merge(const AttentionCoreArgs& a, const AttentionMerge& m, std::int32_t qh,
+                      const float* partial, AttentionScratch& s) {
+  const std::int32_t hd = a.head_dim, state_floats = attention_state_floats(hd);
+  s.tile_state.resize(static_cast<std::size_t>(state_floats));
+  const float* first =
+      partial + (m.tile_base * a.n_heads + std::int64_t(qh) * m.num_tiles) * state_floats;
+  std::memcpy(s.tile_state.data(), first, sizeof(float) * static_cast<std::size_t>(state_floats));
+  for (std::int32_t t = 1; t < m.num_tiles; ++t)
+    attention_fold(s.tile_state.data(), first + t * state_floats, hd);
+  attention_finish(s.tile_state.data(), hd,
+                   a.out + (std::int64_t(a.q_start[m.seq]) * a.n_heads + qh) * hd);
+}
+
+}  // namespace detail
+
+template <class Source>
+void run_attention_plan(const AttentionCoreArgs& a, const AttentionPlan& plan, const Source& src,
+                        AttentionWorkspace& ws, WorkRunner& runner) {
+  ws.workers.resize(static_cast<std::size_t>(std::max(1, runner.workers())));
+  const auto partial_floats = static_cast<std::size_t>(plan.partial_tiles) *
+                              static_cast<std::size_t>(a.n_heads) *
+                              static_cast<std::size_t>(attention_state_floats(a.head_dim));
+  if (ws.partial.size() < partial_floats) ws.partial.resize(partial_floats);
+  float* partial = ws.partial.data();
+  const std::int64_t items = std::int64_t(plan.items.size()) * a.n_kv_heads;
+  runner.parallel_for(items, [&](std::int64_t i, std::int32_t worker) {
+    detail::run_item(a, plan, plan.items[static_cast<std::size_t>(i / a.n_kv_heads)],
+                     static_cast<std::int32_t>(i % a.n_kv_heads), src,
+                     ws.workers[static_cast<std::size_t>(worker)], partial);
+  });
+  if (plan.merges.empty()) return;
+  runner.parallel_for(std::int64_t(plan.merges.size()) * a.n_heads,
+                      [&](std::int64_t i, std::int32_t worker) {
+                        detail::run_merge(a, plan.merges[static_cast<std::size_t>(i / a.n_heads)],
+                                          static_cast<std::int32_t>(i % a.n_heads), partial,
+                                          ws.workers[static_cast<std::size_t>(worker)]);
+                      });
+}
+
+}  // namespace pensieve::kernels::cpu

@@ -1,0 +1,153 @@
+#include "gpu/kernels/cpu/attention_math.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+// GCC 12 reports its own _mm512_undefined_* placeholders as maybe-uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+// Two implementations of the same arithmetic: AVX-512 intrinsics and a
+// portable scalar one. Both accumulate dot products in 16 lanes (element d in
+// lane d % 16) and reduce them in the same tree, so they agree bit for bit.
+namespace pensieve::kernels::cpu {
+namespace {
+
+constexpr int kLanes = 16;
+constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+constexpr float kP0 = 1.9875691500e-4f, kP1 = 1.3981999507e-3f, kP2 = 8.3334519073e-3f,
+                kP3 = 4.1665795894e-2f, kP4 = 1.6666665459e-1f, kP5 = 5.0000001201e-1f;
+
+// Cephes expf: exp(x) = 2^k * exp(r), |r| <= ln2/2, degree-6 polynomial.
+inline float exp_one(float x) {
+  const float v = std::max(x, -87.0f);
+  const float k = std::floor(std::fma(v, kLog2e, 0.5f));
+  float r = std::fma(k, -kLn2Hi, v);
+  r = std::fma(k, -kLn2Lo, r);
+  float p = kP0;
+  p = std::fma(p, r, kP1);
+  p = std::fma(p, r, kP2);
+  p = std::fma(p, r, kP3);
+  p = std::fma(p, r, kP4);
+  p = std::fma(p, r, kP5);
+  p = std::fma(p, r * r, r + 1.0f);
+  const auto bits = static_cast<std::uint32_t>(static_cast<std::int32_t>(k) + 127) << 23;
+  return p * std::bit_cast<float>(bits);
+}
+
+#if defined(__AVX512F__)
+inline __mmask16 tail_mask(std::int32_t n) {
+  return static_cast<__mmask16>((1u << n) - 1u);
+}
+
+inline __m512 exp16(__m512 x) {
+  const __m512 v = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512 k =
+      _mm512_roundscale_ps(_mm512_fmadd_ps(v, _mm512_set1_ps(kLog2e), _mm512_set1_ps(0.5f)),
+                           _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fmadd_ps(k, _mm512_set1_ps(-kLn2Hi), v);
+  r = _mm512_fmadd_ps(k, _mm512_set1_ps(-kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(kP0);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP1));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP2));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP3));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP4));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP5));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __m512i e =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+// lanes[l] + lanes[l + 8], then + 4, + 2, + 1: the scalar path's tree.
+inline float reduce16(__m512 v) {
+  const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+  const __m128 d = _mm_add_ss(c, _mm_movehdup_ps(c));
+  return _mm_cvtss_f32(d);
+}
+
+inline float dot(const float* a, const float* b, std::int32_t n) {
+  __m512 acc = _mm512_setzero_ps();
+  std::int32_t d = 0;
+  for (; d + kLanes <= n; d += kLanes)
+    acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + d), _mm512_loadu_ps(b + d), acc);
+  if (d < n) {
+    const __mmask16 m = tail_mask(n - d);
+    acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + d), _mm512_maskz_loadu_ps(m, b + d), acc);
+  }
+  return reduce16(acc);
+}
+
+inline void axpy(float a, const float* x, float* y, std::int32_t n) {
+  const __m512 va = _mm512_set1_ps(a);
+  std::int32_t d = 0;
+  for (; d + kLanes <= n; d += kLanes) {
+    _mm512_storeu_ps(y + d, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + d), _mm512_loadu_ps(y + d)));
+  }
+  for (; d < n; ++d) y[d] = std::fma(a, x[d], y[d]);
+}
+#else
+inline float dot(const float* a, const float* b, std::int32_t n) {
+  float lanes[kLanes] = {};
+  for (std::int32_t d = 0; d < n; ++d) lanes[d % kLanes] = std::fma(a[d], b[d], lanes[d % kLanes]);
+  for (int width = kLanes / 2; width >= 1; width /= 2) {
+    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  }
+  return lanes[0];
+}
+
+inline void axpy(float a, const float* x, float* y, std::int32_t n) {
+  for (std::int32_t d = 0; d < n; ++d) y[d] = std::fma(a, x[d], y[d]);
+}
+#endif
+
+}  // namespace
+
+void exp_nonpositive(float* x, std::int32_t n) {
+  std::int32_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + kLanes <= n; i += kLanes) _mm512_storeu_ps(x + i, exp16(_mm512_loadu_ps(x + i)));
+#endif
+  for (; i < n; ++i) x[i] = exp_one(x[i]);
+}
+
+void attention_tile_state(const float* q, const float* const* k, const float* const* v,
+                          std::int32_t n_keys, std::int32_t head_dim, float scale, float* scores,
+                          float* state) {
+  float m = -INFINITY;
+  for (std::int32_t j = 0; j < n_keys; ++j) {
+    scores[j] = dot(q, k[j], head_dim) * scale;
+    m = std::max(m, scores[j]);
+  }
+  for (std::int32_t j = 0; j < n_keys; ++j) scores[j] -= m;
+  exp_nonpositive(scores, n_keys);
+  float l = 0.0f;
+  for (std::int32_t j = 0; j < n_keys; ++j) l += scores[j];
+  float* acc = state + 2;
+  std::fill(acc, acc + head_dim, 0.0f);
+  for (std::int32_t j = 0; j < n_keys; ++j) axpy(scores[j], v[j], acc, head_dim);
+  state[0] = m;
+  state[1] = l;
+}
+
+void attention_fold(float* state, const float* next, std::int32_t head_dim) {
+  const float m = std::max(state[0], next[0]);
+  const float a = exp_one(state[0] - m), b = exp_one(next[0] - m);
+  state[0] = m;
+  state[1] = std::fma(state[1], a, next[1] * b);
+  float* acc = state + 2;
+  const float* nacc = next + 2;
+  for (std::int32_t d = 0; d < head_dim; ++d) acc[d] = std::fma(acc[d], a, nacc[d] * b);
+}
+
+void attention_finish(const float* state, std::int32_t head_dim, float* out) {
+  const float inv = 1.0f / state[1];
+  for (std::int32_t d = 0; d < head_dim; ++d) out[d] = state[2 + d] * inv;
+}
+
+}  // namespace pensieve::kernels::cpu

@@ -1,0 +1,35 @@
+#pragma once
+// The arithmetic of CPU attention, in one translation unit so that it is
+// compiled once: every loop order (per-sequence, split-KV, packed, prefill
+// tiles, contiguous) calls these same functions, which is what makes their
+// results bit-identical and batch-invariant. Products are explicit fma and
+// reductions run in a fixed order, so the bits do not depend on the
+// compiler's contraction choices at a call site either.
+//
+// A softmax state of one (query row, head) over a set of keys is hd + 2
+// floats: [m, l, acc[0..hd)] with m = max score, l = sum exp(s - m) and
+// acc = sum exp(s - m) * v.
+#include <cstdint>
+
+namespace pensieve::kernels::cpu {
+
+inline constexpr std::int32_t attention_state_floats(std::int32_t head_dim) {
+  return head_dim + 2;
+}
+
+// The state of query `q` over keys k[0..n_keys) and values v[0..n_keys)
+// (each a pointer to head_dim floats); n_keys >= 1. `scores` holds n_keys floats.
+void attention_tile_state(const float* q, const float* const* k, const float* const* v,
+                          std::int32_t n_keys, std::int32_t head_dim, float scale, float* scores,
+                          float* state);
+
+// state <- the state over the union of both key sets (`next`'s keys come later).
+void attention_fold(float* state, const float* next, std::int32_t head_dim);
+
+// out = acc / l.
+void attention_finish(const float* state, std::int32_t head_dim, float* out);
+
+// exp(x) for x <= 0, vectorisable and identical on every call site (~1 ulp).
+void exp_nonpositive(float* x, std::int32_t n);
+
+}  // namespace pensieve::kernels::cpu

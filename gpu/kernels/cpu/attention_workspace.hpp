@@ -1,0 +1,25 @@
+#pragma once
+// AttentionWorkspace: the memory a CPU attention call needs besides its
+// inputs and outputs: partial softmax states of split decode rows and each
+// worker's scratch. Owned by the caller and reused across calls (it only
+// grows); one call at a time.
+#include <cstdint>
+#include <vector>
+
+namespace pensieve::kernels::cpu {
+
+struct AttentionScratch {
+  std::vector<float> scores;       // one kv tile of scores
+  std::vector<float> tile_state;   // one softmax state
+  std::vector<float> row_states;   // an item's (row, head) states
+  std::vector<float> converted;    // a kv tile of K and V widened to F32
+  std::vector<const float*> keys;  // the tile's key rows
+  std::vector<const float*> values;
+};
+
+struct AttentionWorkspace {
+  std::vector<float> partial;
+  std::vector<AttentionScratch> workers;
+};
+
+}  // namespace pensieve::kernels::cpu

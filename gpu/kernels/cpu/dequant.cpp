@@ -1,0 +1,86 @@
+#include "gpu/kernels/cpu/dequant.hpp"
+
+#include "gpu/numeric/half.hpp"
+
+#include <cassert>
+#include <cstring>
+
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+namespace pensieve::kernels::cpu {
+
+using model::DType;
+
+WeightView weight_view(const model::Tensor& t) {
+  WeightView v;
+  v.dtype = t.dtype;
+  v.data = t.data;
+  v.cols = t.cols();
+  v.rows = t.rows();
+  v.row_bytes = model::dtype_row_bytes(t.dtype, v.cols);
+  return v;
+}
+
+bool dtype_supported(DType t) { return t != DType::q4_k; }
+
+namespace {
+std::uint16_t load_u16(const std::byte* p) {
+  std::uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+}  // namespace
+
+void dequantize_row(DType t, const std::byte* row, std::int64_t n, float* out) {
+  switch (t) {
+    case DType::f32: std::memcpy(out, row, std::size_t(n) * 4); return;
+    case DType::f16:
+      for (std::int64_t i = 0; i < n; ++i) out[i] = f16_to_f32(load_u16(row + 2 * i));
+      return;
+    case DType::bf16:
+      for (std::int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(load_u16(row + 2 * i));
+      return;
+    case DType::q8_0:
+      for (std::int64_t b = 0; b < n / 32; ++b) {
+        const std::byte* blk = row + b * 34;
+        const float d = f16_to_f32(load_u16(blk));
+        for (int i = 0; i < 32; ++i) out[b * 32 + i] = float(std::int8_t(blk[2 + i])) * d;
+      }
+      return;
+    case DType::q4_0:
+      for (std::int64_t b = 0; b < n / 32; ++b) {
+        const std::byte* blk = row + b * 18;
+        const float d = f16_to_f32(load_u16(blk));
+        for (int i = 0; i < 16; ++i) {
+          const int q = std::to_integer<int>(blk[2 + i]);
+          out[b * 32 + i] = float((q & 0xf) - 8) * d;
+          out[b * 32 + 16 + i] = float((q >> 4) - 8) * d;
+        }
+      }
+      return;
+    case DType::q4_k: break;
+  }
+  assert(false && "dequantize_row: unsupported dtype");
+}
+
+std::vector<float> dequantize(const model::Tensor& t) {
+  std::vector<float> out(std::size_t(t.numel()));
+  const WeightView v = weight_view(t);
+  for (std::int64_t r = 0; r < v.rows; ++r) dequantize_row(t.dtype, v.row(r), v.cols, out.data() + r * v.cols);
+  return out;
+}
+
+void round_to_f16(float* x, std::int64_t n) {
+  std::int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    const __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm512_storeu_ps(x + i, _mm512_cvtph_ps(h));
+  }
+#endif
+  for (; i < n; ++i) x[i] = f16_to_f32(f32_to_f16(x[i]));
+}
+
+}  // namespace pensieve::kernels::cpu

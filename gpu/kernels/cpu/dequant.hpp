@@ -1,0 +1,23 @@
+#pragma once
+// Converting stored rows (F32/F16/BF16/Q8_0/Q4_0) to F32, exactly: every
+// kernel that reads a quantised weight computes with these same values.
+#include "gpu/kernels/cpu/views.hpp"
+
+#include <vector>
+
+namespace pensieve::kernels::cpu {
+
+// Whether the kernels can read this type (Q4_K is not yet supported).
+bool dtype_supported(model::DType t);
+
+// out[0..n) = the first n elements of a stored row of type t.
+void dequantize_row(model::DType t, const std::byte* row, std::int64_t n, float* out);
+
+// A whole tensor as F32 (norm vectors, biases, tests).
+std::vector<float> dequantize(const model::Tensor& t);
+
+// Rounds each value to the nearest F16 and back (ggml rounds matmul
+// activations this way when the weights are F16).
+void round_to_f16(float* x, std::int64_t n);
+
+}  // namespace pensieve::kernels::cpu

@@ -1,0 +1,342 @@
+#pragma once
+// The matmul micro-kernel (internal to matmul.cpp and its tests): dot
+// products of up to 4 activation rows with up to 4 weight rows. Each output
+// element keeps its own 16-lane accumulator fed in ascending k, then one
+// fixed horizontal sum, so its bits never depend on the tile shape.
+#include "gpu/kernels/cpu/dequant.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__AVX512F__) && defined(__F16C__)
+#include <immintrin.h>
+#define PENSIEVE_DOT_AVX512 1
+#endif
+
+// The register tile only works when these small loops are fully unrolled
+// (GCC leaves them rolled at -O2 and spills the accumulators).
+#define PENSIEVE_UNROLL _Pragma("GCC unroll 4")
+
+namespace pensieve::kernels::cpu {
+
+#if defined(PENSIEVE_DOT_AVX512)
+
+inline float load_scale(const std::byte* p) {
+  std::uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// Loaders: 16 weights starting at element k of a stored row, as F32 exactly
+// as dequantize_row() gives them. load_tail reads only the lanes in `m`.
+struct LoadF32 {
+  static __m512 load(const std::byte* row, std::int64_t k) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + k);
+  }
+  static __m512 load_tail(const std::byte* row, std::int64_t k, __mmask16 m) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + k);
+  }
+};
+
+struct LoadF16 {
+  static __m512 load(const std::byte* row, std::int64_t k) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * k)));
+  }
+  static __m512 load_tail(const std::byte* row, std::int64_t k, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, row + 2 * k));
+  }
+};
+
+struct LoadBF16 {
+  static __m512 widen(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static __m512 load(const std::byte* row, std::int64_t k) {
+    return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * k)));
+  }
+  static __m512 load_tail(const std::byte* row, std::int64_t k, __mmask16 m) {
+    return widen(_mm256_maskz_loadu_epi16(m, row + 2 * k));
+  }
+};
+
+// Q8_0: blocks of 32 = f16 scale + 32 x int8; the row length is whole blocks.
+struct LoadQ8_0 {
+  static __m512 load(const std::byte* row, std::int64_t k) {
+    const std::byte* blk = row + (k >> 5) * 34;
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2 + (k & 16)));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)),
+                         _mm512_set1_ps(load_scale(blk)));
+  }
+  static __m512 load_tail(const std::byte* row, std::int64_t k, __mmask16) { return load(row, k); }
+  // Both halves of the block at k (a multiple of 32), converting the scale once.
+  static void load_pair(const std::byte* row, std::int64_t k, __m512& lo, __m512& hi) {
+    const std::byte* blk = row + (k >> 5) * 34;
+    const __m512 d = _mm512_set1_ps(load_scale(blk));
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+    lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q))), d);
+    hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1))), d);
+  }
+  static constexpr bool paired = true;
+};
+
+// Q4_0: blocks of 32 = f16 scale + 16 bytes; element i is the low nibble of
+// byte i, element 16 + i the high nibble; value (q - 8) * scale.
+struct LoadQ4_0 {
+  static __m512 load(const std::byte* row, std::int64_t k) {
+    const std::byte* blk = row + (k >> 5) * 18;
+    __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+    if (k & 16) b = _mm_srli_epi16(b, 4);
+    b = _mm_and_si128(b, _mm_set1_epi8(0x0f));
+    const __m512i q = _mm512_sub_epi32(_mm512_cvtepu8_epi32(b), _mm512_set1_epi32(8));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(load_scale(blk)));
+  }
+  static __m512 load_tail(const std::byte* row, std::int64_t k, __mmask16) { return load(row, k); }
+  static void load_pair(const std::byte* row, std::int64_t k, __m512& lo, __m512& hi) {
+    lo = load(row, k);
+    hi = load(row, k + 16);
+  }
+  static constexpr bool paired = true;
+};
+
+// Whether a loader reads whole 32-element blocks (load_pair); floats do not.
+template <class L>
+concept PairedLoader = L::paired;
+
+// The fixed horizontal sum: halves, then quarters, pairs, neighbours.
+inline float hsum16(__m512 v) {
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0x4e));
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0xb1));
+  v = _mm512_add_ps(v, _mm512_permute_ps(v, 0x4e));
+  v = _mm512_add_ps(v, _mm512_permute_ps(v, 0xb1));
+  return _mm512_cvtss_f32(v);
+}
+
+template <class L, int R, int C>
+inline void dot_tile_fixed(const float* x, std::int64_t x_stride, const std::byte* w,
+                           std::size_t w_row_bytes, std::int64_t n, float* y,
+                           std::int64_t y_stride) {
+  __m512 acc[R][C];
+  PENSIEVE_UNROLL
+  for (int r = 0; r < R; ++r)
+    PENSIEVE_UNROLL
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  std::int64_t k = 0;
+  if constexpr (PairedLoader<L>) {
+    // Whole blocks, two 16-lane steps each: the same FMAs in the same order.
+    for (; k + 32 <= n; k += 32) {
+      __m512 xlo[R], xhi[R];
+      PENSIEVE_UNROLL
+      for (int r = 0; r < R; ++r) {
+        xlo[r] = _mm512_loadu_ps(x + r * x_stride + k);
+        xhi[r] = _mm512_loadu_ps(x + r * x_stride + k + 16);
+      }
+      PENSIEVE_UNROLL
+      for (int c = 0; c < C; ++c) {
+        __m512 wlo, whi;
+        L::load_pair(w + c * w_row_bytes, k, wlo, whi);
+        PENSIEVE_UNROLL
+        for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(xlo[r], wlo, acc[r][c]);
+        PENSIEVE_UNROLL
+        for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(xhi[r], whi, acc[r][c]);
+      }
+    }
+  }
+  for (; k + 16 <= n; k += 16) {
+    __m512 xv[R];
+    PENSIEVE_UNROLL
+    for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_ps(x + r * x_stride + k);
+    PENSIEVE_UNROLL
+    for (int c = 0; c < C; ++c) {
+      const __m512 wv = L::load(w + c * w_row_bytes, k);
+      PENSIEVE_UNROLL
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
+    }
+  }
+  if (k < n) {
+    const __mmask16 m = __mmask16((1u << (n - k)) - 1u);
+    __m512 xv[R];
+    PENSIEVE_UNROLL
+    for (int r = 0; r < R; ++r) xv[r] = _mm512_maskz_loadu_ps(m, x + r * x_stride + k);
+    PENSIEVE_UNROLL
+    for (int c = 0; c < C; ++c) {
+      const __m512 wv = L::load_tail(w + c * w_row_bytes, k, m);
+      PENSIEVE_UNROLL
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
+    }
+  }
+  PENSIEVE_UNROLL
+  for (int r = 0; r < R; ++r)
+    PENSIEVE_UNROLL
+    for (int c = 0; c < C; ++c) y[r * y_stride + c] = hsum16(acc[r][c]);
+}
+
+// The same dot products over k in [k0, k1) only, continuing from and
+// returning to the 16-lane accumulators in acc (R x C x 16 floats, tile
+// order). A row split into K blocks this way performs exactly the FMAs of
+// dot_tile_fixed in the same order, so hsum16 of the final accumulators
+// equals its result bit for bit.
+template <class L, int R, int C>
+inline void dot_tile_acc_fixed(const float* x, std::int64_t x_stride, const std::byte* w,
+                               std::size_t w_row_bytes, std::int64_t k0, std::int64_t k1,
+                               float* acc_out) {
+  __m512 acc[R][C];
+  PENSIEVE_UNROLL
+  for (int r = 0; r < R; ++r)
+    PENSIEVE_UNROLL
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_loadu_ps(acc_out + (r * C + c) * 16);
+  std::int64_t k = k0;
+  if constexpr (PairedLoader<L>) {
+    // Whole blocks, two 16-lane steps each: the same FMAs in the same order.
+    for (; k + 32 <= k1; k += 32) {
+      __m512 xlo[R], xhi[R];
+      PENSIEVE_UNROLL
+      for (int r = 0; r < R; ++r) {
+        xlo[r] = _mm512_loadu_ps(x + r * x_stride + k);
+        xhi[r] = _mm512_loadu_ps(x + r * x_stride + k + 16);
+      }
+      PENSIEVE_UNROLL
+      for (int c = 0; c < C; ++c) {
+        __m512 wlo, whi;
+        L::load_pair(w + c * w_row_bytes, k, wlo, whi);
+        PENSIEVE_UNROLL
+        for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(xlo[r], wlo, acc[r][c]);
+        PENSIEVE_UNROLL
+        for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(xhi[r], whi, acc[r][c]);
+      }
+    }
+  }
+  for (; k + 16 <= k1; k += 16) {
+    __m512 xv[R];
+    PENSIEVE_UNROLL
+    for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_ps(x + r * x_stride + k);
+    PENSIEVE_UNROLL
+    for (int c = 0; c < C; ++c) {
+      const __m512 wv = L::load(w + c * w_row_bytes, k);
+      PENSIEVE_UNROLL
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
+    }
+  }
+  if (k < k1) {
+    const __mmask16 m = __mmask16((1u << (k1 - k)) - 1u);
+    __m512 xv[R];
+    PENSIEVE_UNROLL
+    for (int r = 0; r < R; ++r) xv[r] = _mm512_maskz_loadu_ps(m, x + r * x_stride + k);
+    PENSIEVE_UNROLL
+    for (int c = 0; c < C; ++c) {
+      const __m512 wv = L::load_tail(w + c * w_row_bytes, k, m);
+      PENSIEVE_UNROLL
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
+    }
+  }
+  PENSIEVE_UNROLL
+  for (int r = 0; r < R; ++r)
+    PENSIEVE_UNROLL
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(acc_out + (r * C + c) * 16, acc[r][c]);
+}
+
+inline float hsum_lanes(const float* lanes) { return hsum16(_mm512_loadu_ps(lanes)); }
+
+#else  // portable twin: the same 16-lane order in scalar code
+
+template <model::DType T>
+struct LoadPortable {
+  static constexpr model::DType dtype = T;
+};
+using LoadF32 = LoadPortable<model::DType::f32>;
+using LoadF16 = LoadPortable<model::DType::f16>;
+using LoadBF16 = LoadPortable<model::DType::bf16>;
+using LoadQ8_0 = LoadPortable<model::DType::q8_0>;
+using LoadQ4_0 = LoadPortable<model::DType::q4_0>;
+
+template <class L, int R, int C>
+inline void dot_tile_fixed(const float* x, std::int64_t x_stride, const std::byte* w,
+                           std::size_t w_row_bytes, std::int64_t n, float* y,
+                           std::int64_t y_stride) {
+  std::vector<float> wrow(static_cast<std::size_t>(n));
+  PENSIEVE_UNROLL
+  for (int c = 0; c < C; ++c) {
+    dequantize_row(L::dtype, w + c * w_row_bytes, n, wrow.data());
+    PENSIEVE_UNROLL
+    for (int r = 0; r < R; ++r) {
+      float lanes[16] = {};
+      for (std::int64_t k = 0; k < n; ++k) {
+        lanes[k % 16] = __builtin_fmaf(x[r * x_stride + k], wrow[std::size_t(k)], lanes[k % 16]);
+      }
+      for (int width = 8; width >= 1; width /= 2)
+        for (int i = 0; i < width; ++i) lanes[i] += lanes[i + width];
+      y[r * y_stride + c] = lanes[0];
+    }
+  }
+}
+
+template <class L, int R, int C>
+inline void dot_tile_acc_fixed(const float* x, std::int64_t x_stride, const std::byte* w,
+                               std::size_t w_row_bytes, std::int64_t k0, std::int64_t k1,
+                               float* acc_out) {
+  // Dequantise whole blocks of 32 around [k0, k1) (k0 is a multiple of 32).
+  std::vector<float> wrow(static_cast<std::size_t>(k1 - k0));
+  PENSIEVE_UNROLL
+  for (int c = 0; c < C; ++c) {
+    const std::byte* row = w + c * w_row_bytes;
+    const std::int64_t block = model::dtype_block_elems(L::dtype);
+    dequantize_row(L::dtype, row + model::dtype_row_bytes(L::dtype, k0 / block * block) , k1 - k0, wrow.data());
+    PENSIEVE_UNROLL
+    for (int r = 0; r < R; ++r) {
+      float* lanes = acc_out + (r * C + c) * 16;
+      for (std::int64_t k = k0; k < k1; ++k) {
+        lanes[k % 16] = __builtin_fmaf(x[r * x_stride + k], wrow[std::size_t(k - k0)], lanes[k % 16]);
+      }
+    }
+  }
+}
+
+inline float hsum_lanes(const float* in) {
+  float lanes[16];
+  std::memcpy(lanes, in, sizeof lanes);
+  for (int width = 8; width >= 1; width /= 2)
+    for (int i = 0; i < width; ++i) lanes[i] += lanes[i + width];
+  return lanes[0];
+}
+
+#endif
+
+// Runs the accumulating tile for n_tokens x n_out (each 1..4).
+template <class L>
+inline void dot_tile_acc(int n_tokens, int n_out, const float* x, std::int64_t x_stride,
+                         const std::byte* w, std::size_t w_row_bytes, std::int64_t k0,
+                         std::int64_t k1, float* acc) {
+#define PENSIEVE_TILE(R, C)                                                     \
+  case (R - 1) * 4 + (C - 1):                                                   \
+    dot_tile_acc_fixed<L, R, C>(x, x_stride, w, w_row_bytes, k0, k1, acc);      \
+    return;
+  switch ((n_tokens - 1) * 4 + (n_out - 1)) {
+    PENSIEVE_TILE(1, 1) PENSIEVE_TILE(1, 2) PENSIEVE_TILE(1, 3) PENSIEVE_TILE(1, 4)
+    PENSIEVE_TILE(2, 1) PENSIEVE_TILE(2, 2) PENSIEVE_TILE(2, 3) PENSIEVE_TILE(2, 4)
+    PENSIEVE_TILE(3, 1) PENSIEVE_TILE(3, 2) PENSIEVE_TILE(3, 3) PENSIEVE_TILE(3, 4)
+    PENSIEVE_TILE(4, 1) PENSIEVE_TILE(4, 2) PENSIEVE_TILE(4, 3) PENSIEVE_TILE(4, 4)
+    default: break;
+  }
+#undef PENSIEVE_TILE
+}
+
+// Runs the tile for n_tokens x n_out (each 1..4).
+template <class L>
+inline void dot_tile(int n_tokens, int n_out, const float* x, std::int64_t x_stride,
+                     const std::byte* w, std::size_t w_row_bytes, std::int64_t n, float* y,
+                     std::int64_t y_stride) {
+#define PENSIEVE_TILE(R, C)                                                     \
+  case (R - 1) * 4 + (C - 1):                                                   \
+    dot_tile_fixed<L, R, C>(x, x_stride, w, w_row_bytes, n, y, y_stride);       \
+    return;
+  switch ((n_tokens - 1) * 4 + (n_out - 1)) {
+    PENSIEVE_TILE(1, 1) PENSIEVE_TILE(1, 2) PENSIEVE_TILE(1, 3) PENSIEVE_TILE(1, 4)
+    PENSIEVE_TILE(2, 1) PENSIEVE_TILE(2, 2) PENSIEVE_TILE(2, 3) PENSIEVE_TILE(2, 4)
+    PENSIEVE_TILE(3, 1) PENSIEVE_TILE(3, 2) PENSIEVE_TILE(3, 3) PENSIEVE_TILE(3, 4)
+    PENSIEVE_TILE(4, 1) PENSIEVE_TILE(4, 2) PENSIEVE_TILE(4, 3) PENSIEVE_TILE(4, 4)
+    default: break;
+  }
+#undef PENSIEVE_TILE
+}
+
+}  // namespace pensieve::kernels::cpu

@@ -1,0 +1,95 @@
+#include "gpu/kv/kv_pool.hpp"
+
+#include <algorithm>
+
+#include <cstring>
+#include <limits>
+#include <new>
+#include <stdexcept>
+
+namespace pensieve::kv {
+
+const char* kv_dtype_name(KvDType t) {
+  switch (t) {
+    case KvDType::f32:
+      return "f32";
+    case KvDType::f16:
+      return "f16";
+    case KvDType::bf16:
+      return "bf16";
+  }
+  return "?";
+}
+
+std::size_t kv_bytes_per_token(const KvPoolConfig& c) {
+  return std::size_t(c.n_layers) * 2 * std::size_t(c.n_kv_heads) * std::size_t(c.head_dim) *
+         kv_dtype_bytes(c.dtype);
+}
+
+void KvPool::AlignedFree::operator()(std::byte* p) const {
+  ::operator delete[](p, std::align_val_t{64});
+}
+
+KvPool::KvPool(const KvPoolConfig& config) : config_(config) {
+  if (config.num_blocks < 0 || config.block_tokens <= 0 || config.n_layers <= 0 ||
+      config.n_kv_heads <= 0 || config.head_dim <= 0) {
+    throw std::invalid_argument("KvPool: every dimension must be positive");
+  }
+  for (std::int32_t l = 0; l < config.n_layers; ++l) {
+    auto* p = static_cast<std::byte*>(::operator new[](layer_bytes() + 64, std::align_val_t{64}));
+    layers_.emplace_back(p);
+  }
+}
+
+std::size_t KvPool::layer_bytes() const {
+  return std::size_t(layer(0).numel()) * kv_dtype_bytes(config_.dtype);
+}
+
+PagedKvView KvPool::layer(std::int32_t layer) const {
+  PagedKvView v;
+  v.data = layers_.empty() ? nullptr : layers_.at(static_cast<std::size_t>(layer)).get();
+  v.dtype = config_.dtype;
+  v.num_blocks = config_.num_blocks;
+  v.block_tokens = config_.block_tokens;
+  v.n_kv_heads = config_.n_kv_heads;
+  v.head_dim = config_.head_dim;
+  return v;
+}
+
+void KvPool::copy_prefix(BlockId src, BlockId dst, std::int32_t tokens) {
+  if (std::int64_t(src.value) >= config_.num_blocks ||
+      std::int64_t(dst.value) >= config_.num_blocks || tokens < 0 ||
+      tokens > config_.block_tokens) {
+    throw std::out_of_range("KvPool::copy_prefix: bad block or token count");
+  }
+  const std::size_t elem = kv_dtype_bytes(config_.dtype);
+  for (std::int32_t l = 0; l < config_.n_layers; ++l) {
+    const PagedKvView v = layer(l);
+    auto* base = static_cast<std::byte*>(v.data);
+    for (int which = 0; which < 2; ++which) {
+      std::memcpy(base + std::size_t(v.offset(std::int32_t(dst.value), which, 0, 0)) * elem,
+                  base + std::size_t(v.offset(std::int32_t(src.value), which, 0, 0)) * elem,
+                  std::size_t(tokens * v.token_stride()) * elem);
+    }
+  }
+}
+
+void KvPool::poison(BlockId id) {
+  if (std::int64_t(id.value) >= config_.num_blocks)
+    throw std::out_of_range("KvPool::poison: bad block");
+  for (std::int32_t l = 0; l < config_.n_layers; ++l) {
+    const PagedKvView v = layer(l);
+    const std::int64_t begin = v.offset(std::int32_t(id.value), 0, 0, 0);
+    if (config_.dtype == KvDType::f32) {
+      float* p = static_cast<float*>(v.data) + begin;
+      std::fill(p, p + v.block_stride(), std::numeric_limits<float>::quiet_NaN());
+    } else {
+      const std::uint16_t nan =
+          config_.dtype == KvDType::f16 ? std::uint16_t(0x7e00) : std::uint16_t(0x7fc0);
+      std::uint16_t* p = static_cast<std::uint16_t*>(v.data) + begin;
+      std::fill(p, p + v.block_stride(), nan);
+    }
+  }
+}
+
+}  // namespace pensieve::kv

@@ -1,0 +1,63 @@
+#pragma once
+// KvPool: the KV storage of one tier in host memory: one tensor per layer,
+// each [num_blocks][2][block_tokens][n_kv_heads][head_dim] in F32, F16 or
+// BF16. Owns that memory (64-byte aligned); block ids come from a
+// BlockAllocator kept beside it. Used on its owner's thread (the worker that
+// runs the forward pass); kernels read it through PagedKvView.
+#include "gpu/kv/block_id.hpp"
+#include "gpu/kv/paged_kv_view.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace pensieve::kv {
+
+enum class Tier : std::uint8_t { device, host, disk };
+
+#ifdef NDEBUG
+inline constexpr bool kPoisonFreedBlocksByDefault = false;
+#else
+inline constexpr bool kPoisonFreedBlocksByDefault = true;
+#endif
+
+struct KvPoolConfig {
+  std::int32_t num_blocks = 0;
+  std::int32_t block_tokens = 32;
+  std::int32_t n_layers = 1;
+  std::int32_t n_kv_heads = 1;
+  std::int32_t head_dim = 0;
+  KvDType dtype = KvDType::f32;
+  Tier tier = Tier::host;
+  // Fill freed blocks with NaN so a read through a stale block table shows.
+  bool poison_freed = kPoisonFreedBlocksByDefault;
+};
+
+// Bytes one token takes across all layers, K and V.
+std::size_t kv_bytes_per_token(const KvPoolConfig& config);
+
+class KvPool {
+ public:
+  explicit KvPool(const KvPoolConfig& config);
+
+  const KvPoolConfig& config() const { return config_; }
+  PagedKvView layer(std::int32_t layer) const;
+  std::size_t bytes_per_token() const { return kv_bytes_per_token(config_); }
+  std::size_t layer_bytes() const;
+  std::size_t total_bytes() const { return layer_bytes() * std::size_t(config_.n_layers); }
+
+  // Copies token slots [0, tokens) of block src into dst, K and V, every layer.
+  void copy_prefix(BlockId src, BlockId dst, std::int32_t tokens);
+  // Fills the block with NaN in every layer.
+  void poison(BlockId id);
+
+ private:
+  struct AlignedFree {
+    void operator()(std::byte* p) const;
+  };
+  KvPoolConfig config_;
+  std::vector<std::unique_ptr<std::byte[], AlignedFree>> layers_;
+};
+
+}  // namespace pensieve::kv

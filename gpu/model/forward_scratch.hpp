@@ -1,0 +1,41 @@
+#pragma once
+// Internal to the CPU forward pass: the weights as the kernels take them
+// (views, F32 copies of norms and biases, rope frequencies) and the
+// activation buffers reused between calls.
+#include "gpu/kernels/cpu/attention.hpp"
+#include "gpu/kernels/cpu/rope.hpp"
+#include "gpu/kernels/cpu/views.hpp"
+#include "gpu/model/model_weights.hpp"
+#include "runtime/error.hpp"
+
+#include <vector>
+
+namespace pensieve::model {
+
+struct PreparedLayer {
+  std::vector<float> attn_norm, ffn_norm;
+  std::vector<float> bq, bk, bv;  // empty without biases
+  kernels::cpu::WeightView wq, wk, wv, wo, w_gate, w_up, w_down;
+};
+
+struct PreparedWeights {
+  kernels::cpu::WeightView token_embedding, output;
+  std::vector<float> output_norm;
+  std::vector<PreparedLayer> layers;
+  kernels::cpu::RopeParams rope_q, rope_k;
+  std::vector<float> inv_freq;
+  kernels::cpu::AttentionParams attention;
+};
+
+// Checks shapes and types against the config, naming the first bad tensor.
+Result<PreparedWeights> prepare_weights(const ModelWeights& w);
+
+struct ForwardScratch {
+  std::vector<std::int32_t> tokens, positions;
+  std::vector<float> x, xn, q, k, v, att, tmp, gate, up, rounded;
+  std::vector<kernels::cpu::AttentionSequence> attention_batch;
+
+  void resize(std::size_t n_tokens, const ModelConfig& c);
+};
+
+}  // namespace pensieve::model

@@ -1,0 +1,185 @@
+#include "gpu/model/gguf_loader.hpp"
+
+#include "gpu/model/gguf_tokenizer.hpp"
+#include "gpu/model/model_loader_shapes.hpp"
+
+namespace pensieve::model {
+
+namespace {
+
+Error config_error(const GgufFile& file, const std::string& what) {
+  return fail(file.label + ": GGUF model: " + what);
+}
+
+// Reads an integer hyper-parameter into `out`; `required` ones must be there and positive.
+Result<void> read_dim(const GgufFile& file, const std::string& key, std::int32_t& out, bool required) {
+  auto v = file.get_int(key);
+  if (!v) return v.error();
+  if (!*v) {
+    if (required) return config_error(file, "missing " + key);
+    return {};
+  }
+  if (**v <= 0 || **v > (std::int64_t(1) << 30)) {
+    return config_error(file, key + " = " + std::to_string(**v) + " is out of range");
+  }
+  out = std::int32_t(**v);
+  return {};
+}
+
+Result<void> read_float(const GgufFile& file, const std::string& key, float& out) {
+  auto v = file.get_number(key);
+  if (!v) return v.error();
+  if (*v) out = float(**v);
+  return {};
+}
+
+Result<void> read_rope_scaling(const GgufFile& file, const std::string& arch, ModelConfig& c) {
+  auto type = file.get_string(arch + ".rope.scaling.type");
+  if (!type) return type.error();
+  float factor = 1.0f;
+  if (auto ok = read_float(file, arch + ".rope.scaling.factor", factor); !ok) return ok.error();
+  if (auto ok = read_float(file, arch + ".rope.scale_linear", factor); !ok) return ok.error();  // older files
+  const std::string kind = type->value_or(factor != 1.0f ? "linear" : "none");
+  if (kind == "none") return {};
+  if (kind != "linear") return config_error(file, "rope scaling '" + kind + "' is not supported (none, linear)");
+  if (!(factor > 0.0f)) return config_error(file, "rope scaling factor must be positive");
+  c.rope_scaling.type = RopeScalingType::linear;
+  c.rope_scaling.factor = factor;
+  std::int32_t original = 0;
+  if (auto ok = read_dim(file, arch + ".rope.scaling.original_context_length", original, false); !ok) {
+    return ok.error();
+  }
+  if (original > 0) c.rope_scaling.original_context = original;
+  return {};
+}
+
+Result<void> read_shape_keys(const GgufFile& file, const std::string& arch, ModelConfig& c) {
+  const std::pair<std::string, std::int32_t*> required[] = {
+      {".block_count", &c.n_layers}, {".embedding_length", &c.dim},
+      {".attention.head_count", &c.n_heads}, {".feed_forward_length", &c.ff_dim},
+  };
+  for (auto& [suffix, out] : required) {
+    if (auto ok = read_dim(file, arch + suffix, *out, true); !ok) return ok.error();
+  }
+  c.n_kv_heads = c.n_heads;
+  if (auto ok = read_dim(file, arch + ".attention.head_count_kv", c.n_kv_heads, false); !ok) return ok.error();
+  if (c.dim % c.n_heads != 0) return config_error(file, "embedding_length is not a multiple of head_count");
+  c.head_dim = c.dim / c.n_heads;
+  if (auto ok = read_dim(file, arch + ".attention.key_length", c.head_dim, false); !ok) return ok.error();
+  if (c.n_heads % c.n_kv_heads != 0) return config_error(file, "head_count is not a multiple of head_count_kv");
+  if (auto ok = read_dim(file, arch + ".context_length", c.max_context, false); !ok) return ok.error();
+  c.rope_dims = c.head_dim;
+  if (auto ok = read_dim(file, arch + ".rope.dimension_count", c.rope_dims, false); !ok) return ok.error();
+  if (c.rope_dims > c.head_dim || c.rope_dims % 2 != 0) {
+    return config_error(file, "rope.dimension_count " + std::to_string(c.rope_dims) + " does not fit head_dim " +
+                                  std::to_string(c.head_dim));
+  }
+  return {};
+}
+
+// Vocabulary size: the token list, else <arch>.vocab_size, else the embedding rows.
+Result<void> read_vocab_size(const GgufFile& file, const std::string& arch, ModelConfig& c) {
+  if (const GgufValue* tokens = file.find("tokenizer.ggml.tokens"); tokens && tokens->type == GgufType::array) {
+    c.vocab_size = std::int32_t(std::min<std::uint64_t>(tokens->count, INT32_MAX));
+    return {};
+  }
+  if (auto ok = read_dim(file, arch + ".vocab_size", c.vocab_size, false); !ok) return ok.error();
+  if (c.vocab_size > 0) return {};
+  const GgufTensorInfo* embd = file.find_tensor("token_embd.weight");
+  if (embd == nullptr || embd->ne.size() != 2) return config_error(file, "cannot tell the vocabulary size");
+  c.vocab_size = std::int32_t(std::min<std::int64_t>(embd->ne[1], INT32_MAX));
+  return {};
+}
+
+Result<Tensor> tensor_view(const GgufFile& file, const std::string& name, bool required) {
+  const GgufTensorInfo* info = file.find_tensor(name);
+  if (info == nullptr) {
+    if (required) return config_error(file, "missing tensor " + name);
+    return Tensor{};
+  }
+  return Tensor{name, info->dtype, info->shape(), info->data, info->size_bytes};
+}
+
+}  // namespace
+
+Result<ModelConfig> config_from_gguf(const GgufFile& file) {
+  auto arch = file.get_string("general.architecture");
+  if (!arch) return arch.error();
+  if (!*arch) return config_error(file, "general.architecture is missing");
+  ModelConfig c;
+  c.architecture = **arch;
+  if (c.architecture == "llama") {
+    c.rope_style = RopeStyle::interleaved;
+  } else if (c.architecture == "qwen2") {
+    c.rope_style = RopeStyle::half_split;
+    c.qkv_bias = true;
+  } else {
+    return config_error(file, "architecture '" + c.architecture + "' is not supported (llama, qwen2)");
+  }
+  auto name = file.get_string("general.name");
+  if (!name) return name.error();
+  c.name = name->value_or("");
+  if (auto ok = read_shape_keys(file, c.architecture, c); !ok) return ok.error();
+  if (auto ok = read_float(file, c.architecture + ".attention.layer_norm_rms_epsilon", c.rms_eps); !ok) {
+    return ok.error();
+  }
+  if (auto ok = read_float(file, c.architecture + ".rope.freq_base", c.rope_theta); !ok) return ok.error();
+  if (!(c.rms_eps > 0.0f) || !(c.rope_theta > 0.0f)) {
+    return config_error(file, "rms epsilon and rope freq_base must be positive");
+  }
+  if (auto ok = read_rope_scaling(file, c.architecture, c); !ok) return ok.error();
+  if (auto ok = read_vocab_size(file, c.architecture, c); !ok) return ok.error();
+  c.tied_output = file.find_tensor("output.weight") == nullptr;
+  return c;
+}
+
+Result<ModelWeights> weights_from_gguf(const GgufFile& file) {
+  auto config = config_from_gguf(file);
+  if (!config) return config.error();
+  ModelWeights w;
+  w.config = *config;
+  w.storage = file.storage;
+  auto get = [&](const std::string& name, Tensor& out, bool required) -> Result<void> {
+    auto t = tensor_view(file, name, required);
+    if (!t) return t.error();
+    out = std::move(*t);
+    return {};
+  };
+  const bool bias = w.config.qkv_bias;
+  if (auto ok = get("token_embd.weight", w.token_embedding, true); !ok) return ok.error();
+  if (auto ok = get("output_norm.weight", w.output_norm, true); !ok) return ok.error();
+  if (auto ok = get("output.weight", w.output, false); !ok) return ok.error();
+  if (auto ok = get("rope_freqs.weight", w.rope_freqs, false); !ok) return ok.error();
+  if (w.config.tied_output) w.output = w.token_embedding;
+  w.layers.resize(std::size_t(w.config.n_layers));
+  for (std::int32_t l = 0; l < w.config.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    LayerWeights& L = w.layers[std::size_t(l)];
+    const std::pair<const char*, Tensor*> names[] = {
+        {"attn_norm.weight", &L.attn_norm}, {"attn_q.weight", &L.wq},   {"attn_k.weight", &L.wk},
+        {"attn_v.weight", &L.wv},           {"attn_output.weight", &L.wo}, {"ffn_norm.weight", &L.ffn_norm},
+        {"ffn_gate.weight", &L.w_gate},     {"ffn_up.weight", &L.w_up},  {"ffn_down.weight", &L.w_down},
+    };
+    for (auto [name, out] : names) {
+      if (auto ok = get(p + name, *out, true); !ok) return ok.error();
+    }
+    if (auto ok = get(p + "attn_q.bias", L.bq, bias); !ok) return ok.error();
+    if (auto ok = get(p + "attn_k.bias", L.bk, bias); !ok) return ok.error();
+    if (auto ok = get(p + "attn_v.bias", L.bv, bias); !ok) return ok.error();
+  }
+  if (auto ok = check_shapes(w); !ok) return fail(file.label + ": " + ok.error().message);
+  if (gguf_has_tokenizer(file)) {
+    auto tok = tokenizer_from_gguf(file);
+    if (!tok) return tok.error();
+    w.tokenizer = std::move(*tok);
+  }
+  return w;
+}
+
+Result<ModelWeights> load_gguf(const std::filesystem::path& path) {
+  auto file = read_gguf(path);
+  if (!file) return file.error();
+  return weights_from_gguf(*file);
+}
+
+}  // namespace pensieve::model

@@ -1,0 +1,48 @@
+#include "gpu/model/model_loader.hpp"
+
+#include "gpu/model/gguf_file.hpp"
+#include "gpu/model/gguf_loader.hpp"
+#include "gpu/model/hf_loader.hpp"
+#include "gpu/model/llama2c_loader.hpp"
+
+#include <array>
+#include <fstream>
+
+namespace pensieve::model {
+
+const char* model_format_name(ModelFormat f) {
+  switch (f) {
+    case ModelFormat::gguf: return "GGUF";
+    case ModelFormat::hf_directory: return "Hugging Face directory";
+    case ModelFormat::llama2c: return "llama2.c checkpoint";
+  }
+  return "?";
+}
+
+Result<ModelFormat> detect_model_format(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    if (std::filesystem::exists(path / "config.json", ec)) return ModelFormat::hf_directory;
+    return fail(path.string() + ": a directory without config.json is not a model");
+  }
+  if (!std::filesystem::is_regular_file(path, ec)) return fail(path.string() + ": no such model file");
+  std::ifstream in(path, std::ios::binary);
+  std::array<char, 4> magic{};
+  in.read(magic.data(), magic.size());
+  if (!in) return fail(path.string() + ": too short to be a model file");
+  if (looks_like_gguf(std::as_bytes(std::span(magic)))) return ModelFormat::gguf;
+  return ModelFormat::llama2c;
+}
+
+Result<ModelWeights> load_model(const std::filesystem::path& path) {
+  auto format = detect_model_format(path);
+  if (!format) return format.error();
+  switch (*format) {
+    case ModelFormat::gguf: return load_gguf(path);
+    case ModelFormat::hf_directory: return load_hf_directory(path);
+    case ModelFormat::llama2c: return load_llama2c(path);
+  }
+  return fail(path.string() + ": unknown model format");
+}
+
+}  // namespace pensieve::model

@@ -1,0 +1,57 @@
+#pragma once
+// The project's fixture generator: a small Llama GGUF with deterministic
+// random weights (the same seed gives the same bytes on every machine) and a
+// real vocabulary copied from a vocab GGUF. Its weights mean nothing; the
+// file says so in general.description.
+#include "gpu/model/tensor.hpp"
+#include "runtime/error.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <random>
+#include <vector>
+#include <string>
+
+namespace pensieve::model {
+
+struct TestModelOptions {
+  std::int32_t n_layers = 2;
+  std::int32_t dim = 64;
+  std::int32_t n_heads = 4;
+  std::int32_t n_kv_heads = 2;
+  std::int32_t ff_dim = 172;
+  std::int32_t max_context = 2048;
+  float rope_theta = 10000.0f;
+  float rms_eps = 1e-5f;
+  DType dtype = DType::f16;  // of every 2-D matrix: f32, f16 or q8_0; vectors stay F32
+  std::uint64_t seed = 1;
+  // Every tokenizer.* key of this GGUF is copied (the chat template included).
+  std::optional<std::filesystem::path> vocab_from;
+  std::int32_t vocab_size = 0;  // only without vocab_from: no tokenizer then
+  std::optional<std::string> chat_template;  // replaces the vocabulary's
+  std::string name = "pensieve-test-model";
+};
+
+// Checks the options (sizes positive, heads divide dim, q8_0 rows whole
+// blocks, dtype supported) and writes the model to `out`.
+Result<void> make_test_model(const TestModelOptions& options, const std::filesystem::path& out);
+
+// Deterministic random numbers that do not depend on the standard library's
+// distributions: mt19937_64 bits through our own transforms.
+class TestModelRng {
+ public:
+  explicit TestModelRng(std::uint64_t seed);
+  double uniform();  // [0, 1)
+  double normal();   // N(0, 1), Box-Muller
+ private:
+  std::mt19937_64 engine_;  // its output sequence is fixed by the C++ standard
+  double spare_ = 0.0;
+  bool has_spare_ = false;
+};
+
+// Q8_0 (ggml's reference rounding): blocks of 32, f16 scale max|x|/127, round to nearest.
+std::vector<std::byte> quantize_q8_0(const float* x, std::int64_t n);
+void dequantize_q8_0(const std::byte* blocks, std::int64_t n, float* out);
+
+}  // namespace pensieve::model

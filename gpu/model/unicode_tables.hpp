@@ -1,0 +1,46 @@
+#pragma once
+// Unicode facts the tokenizers need, without a Unicode library: the letter (L)
+// and number (N) categories as range tables generated from Python's
+// unicodedata (tools/gen_unicode_tables.py), the White_Space property, and
+// UTF-8 <-> code point conversion with llama.cpp's error rules (an invalid byte
+// becomes U+FFFD). Pure functions over constant data; any thread.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pensieve::model::unicode {
+
+struct CodepointRange {
+  std::uint32_t first;
+  std::uint32_t last;  // inclusive
+};
+
+inline constexpr std::uint32_t replacement_character = 0xFFFD;
+
+// Sorted, disjoint ranges (generated data).
+std::span<const CodepointRange> letter_table();
+std::span<const CodepointRange> number_table();
+
+bool is_letter(std::uint32_t cpt);      // \p{L}
+bool is_number(std::uint32_t cpt);      // \p{N}
+bool is_whitespace(std::uint32_t cpt);  // \s (Unicode White_Space)
+
+// Length of the UTF-8 sequence that `lead` starts, from its high bits alone
+// (1 for ASCII and for stray continuation bytes), as SentencePiece splits text.
+std::size_t utf8_sequence_length(char lead);
+
+// Decodes UTF-8; each byte that does not start a valid sequence becomes
+// U+FFFD and decoding resumes at the next byte.
+std::vector<std::uint32_t> decode_utf8(std::string_view text);
+
+void append_utf8(std::string& out, std::uint32_t cpt);
+std::string encode_utf8(std::uint32_t cpt);
+
+// True when `text` is well-formed UTF-8 (no overlongs, surrogates or
+// truncated sequences).
+bool is_valid_utf8(std::string_view text);
+
+}  // namespace pensieve::model::unicode

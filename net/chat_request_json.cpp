@@ -1,0 +1,209 @@
+#include "net/chat_request_json.hpp"
+
+#include <boost/json.hpp>
+
+#include <cmath>
+
+namespace pensieve::net {
+
+namespace json = boost::json;
+
+namespace {
+
+// Reads optional fields of a JSON object with type and range checks; the
+// first failure is kept and every later read is a no-op.
+class FieldReader {
+ public:
+  explicit FieldReader(const json::object& o) : o_(o) {}
+
+  std::optional<ApiError> error;
+
+  const json::value* find(std::string_view key) {
+    if (error) return nullptr;
+    auto it = o_.find(key);
+    if (it == o_.end() || it->value().is_null()) return nullptr;
+    return &it->value();
+  }
+
+  void number(std::string_view key, float& out, double lo, double hi) {
+    const json::value* v = find(key);
+    if (!v) return;
+    if (!v->is_number()) return fail(key, "must be a number");
+    const double d = v->to_number<double>();
+    if (!std::isfinite(d) || d < lo || d > hi) {
+      return fail(key, "must be between " + fmt(lo) + " and " + fmt(hi));
+    }
+    out = float(d);
+  }
+
+  template <class Int>
+  void integer(std::string_view key, Int& out, std::int64_t lo, std::int64_t hi) {
+    const json::value* v = find(key);
+    if (!v) return;
+    std::int64_t i = 0;
+    if (v->is_int64()) {
+      i = v->get_int64();
+    } else if (v->is_uint64() && v->get_uint64() <= std::uint64_t(INT64_MAX)) {
+      i = std::int64_t(v->get_uint64());
+    } else {
+      return fail(key, "must be an integer");
+    }
+    if (i < lo || i > hi) return fail(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+    out = Int(i);
+  }
+
+  void boolean(std::string_view key, bool& out) {
+    const json::value* v = find(key);
+    if (!v) return;
+    if (!v->is_bool()) return fail(key, "must be a boolean");
+    out = v->get_bool();
+  }
+
+  void fail(std::string_view key, std::string what) {
+    if (!error) error = bad_request("'" + std::string(key) + "' " + what, std::string(key));
+  }
+
+ private:
+  static std::string fmt(double d) {
+    json::value v(d);
+    return json::serialize(v);
+  }
+  const json::object& o_;
+};
+
+ApiResult<std::string> message_content(const json::value& content, std::size_t index) {
+  const std::string param = "messages[" + std::to_string(index) + "].content";
+  if (content.is_string()) return std::string(content.get_string());
+  if (!content.is_array()) return bad_request("'" + param + "' must be a string or an array of parts", param);
+  std::string text;
+  for (const json::value& part : content.get_array()) {
+    const json::object* p = part.if_object();
+    const json::value* type = p ? p->if_contains("type") : nullptr;
+    const json::value* t = p ? p->if_contains("text") : nullptr;
+    if (!type || !type->is_string() || type->get_string() != "text" || !t || !t->is_string()) {
+      return bad_request("'" + param + "' parts must be {\"type\": \"text\", \"text\": string}", param);
+    }
+    text += t->get_string();
+  }
+  return text;
+}
+
+ApiResult<std::vector<ChatMessage>> parse_messages(const json::value* v, const RequestLimits& limits) {
+  if (!v) return bad_request("'messages' is required", "messages");
+  if (!v->is_array()) return bad_request("'messages' must be an array", "messages");
+  const json::array& arr = v->get_array();
+  if (arr.empty()) return bad_request("'messages' must not be empty", "messages");
+  if (arr.size() > limits.max_messages) {
+    return bad_request("'messages' has more than " + std::to_string(limits.max_messages) + " entries",
+                       "messages");
+  }
+  std::vector<ChatMessage> out;
+  out.reserve(arr.size());
+  for (std::size_t i = 0; i < arr.size(); ++i) {
+    const std::string param = "messages[" + std::to_string(i) + "]";
+    const json::object* m = arr[i].if_object();
+    if (!m) return bad_request("'" + param + "' must be an object", param);
+    const json::value* role = m->if_contains("role");
+    if (!role || !role->is_string()) return bad_request("'" + param + ".role' must be a string", param + ".role");
+    const std::string r(role->get_string());
+    if (r != "system" && r != "user" && r != "assistant" && r != "developer") {
+      return bad_request("'" + param + ".role' must be system, user or assistant", param + ".role");
+    }
+    const json::value* content = m->if_contains("content");
+    if (!content) return bad_request("'" + param + ".content' is required", param + ".content");
+    auto text = message_content(*content, i);
+    if (!text) return text.error();
+    out.push_back({r == "developer" ? "system" : r, std::move(*text)});
+  }
+  return out;
+}
+
+std::optional<ApiError> parse_stop(FieldReader& r, ChatRequest& req, const RequestLimits& limits) {
+  const json::value* v = r.find("stop");
+  if (!v) return r.error;
+  if (v->is_string()) {
+    req.stop.emplace_back(v->get_string());
+  } else if (v->is_array()) {
+    for (const json::value& s : v->get_array()) {
+      if (!s.is_string()) return bad_request("'stop' must be a string or an array of strings", "stop");
+      req.stop.emplace_back(s.get_string());
+    }
+  } else {
+    return bad_request("'stop' must be a string or an array of strings", "stop");
+  }
+  if (req.stop.size() > limits.max_stop_strings) {
+    return bad_request("'stop' allows at most " + std::to_string(limits.max_stop_strings) + " strings",
+                       "stop");
+  }
+  for (const auto& s : req.stop) {
+    if (s.empty()) return bad_request("'stop' strings must not be empty", "stop");
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_options(const json::object& o, ChatRequest& req, const RequestLimits& limits) {
+  FieldReader r(o);
+  r.integer("max_tokens", req.max_tokens, 1, limits.max_tokens_ceiling);
+  r.integer("max_completion_tokens", req.max_tokens, 1, limits.max_tokens_ceiling);
+  r.integer("min_tokens", req.min_tokens, 0, limits.max_tokens_ceiling);
+  r.number("temperature", req.temperature, 0.0, 2.0);
+  r.number("top_p", req.top_p, 0.0, 1.0);
+  r.integer("top_k", req.top_k, 0, 1 << 20);
+  r.number("min_p", req.min_p, 0.0, 1.0);
+  r.number("presence_penalty", req.presence_penalty, -2.0, 2.0);
+  r.number("frequency_penalty", req.frequency_penalty, -2.0, 2.0);
+  r.number("repetition_penalty", req.repetition_penalty, 0.01, 10.0);
+  std::int64_t seed = 0;
+  if (r.find("seed")) {
+    r.integer("seed", seed, INT64_MIN, INT64_MAX);
+    req.seed = std::uint64_t(seed);
+  }
+  r.boolean("logprobs", req.logprobs);
+  r.integer("top_logprobs", req.top_logprobs, 0, 20);
+  r.boolean("stream", req.stream);
+  r.boolean("ignore_eos", req.ignore_eos);
+  std::int32_t n = 1;
+  r.integer("n", n, 1, 1);
+  if (r.error) return r.error;
+  if (req.top_p == 0.0f) return bad_request("'top_p' must be greater than 0", "top_p");
+  if (req.top_logprobs > 0 && !req.logprobs) {
+    return bad_request("'top_logprobs' requires 'logprobs': true", "top_logprobs");
+  }
+  if (req.min_tokens > req.max_tokens) return bad_request("'min_tokens' exceeds 'max_tokens'", "min_tokens");
+  if (auto e = parse_stop(r, req, limits)) return e;
+  if (const json::value* so = r.find("stream_options")) {
+    const json::object* opts = so->if_object();
+    if (!opts) return bad_request("'stream_options' must be an object", "stream_options");
+    FieldReader sr(*opts);
+    sr.boolean("include_usage", req.include_usage);
+    if (sr.error) return bad_request("'stream_options.include_usage' must be a boolean", "stream_options");
+  }
+  if (const json::value* c = r.find("conversation")) {
+    if (!c->is_string() || c->get_string().empty()) {
+      return bad_request("'conversation' must be a non-empty string", "conversation");
+    }
+    req.conversation_id = std::string(c->get_string());
+  }
+  return r.error;
+}
+
+}  // namespace
+
+ApiResult<ChatRequest> parse_chat_request(std::string_view body, const RequestLimits& limits) {
+  boost::system::error_code ec;
+  json::value doc = json::parse(body, ec);
+  if (ec) return bad_request("request body is not valid JSON: " + ec.message());
+  const json::object* o = doc.if_object();
+  if (!o) return bad_request("request body must be a JSON object");
+  ChatRequest req;
+  const json::value* model = o->if_contains("model");
+  if (!model || !model->is_string()) return bad_request("'model' is required and must be a string", "model");
+  req.model = std::string(model->get_string());
+  auto messages = parse_messages(o->if_contains("messages"), limits);
+  if (!messages) return messages.error();
+  req.messages = std::move(*messages);
+  if (auto e = parse_options(*o, req, limits)) return *e;
+  return req;
+}
+
+}  // namespace pensieve::net

@@ -1,0 +1,209 @@
+#include "net/http_server.hpp"
+
+#include "net/api_error.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+
+#include <chrono>
+#include <set>
+
+namespace pensieve::net {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using asio::ip::tcp;
+constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
+
+struct HttpServer::State {
+  State(asio::any_io_executor ex, HttpHandler h, HttpServerOptions o)
+      : executor(ex), acceptor(ex), handler(std::move(h)), options(o), drained(ex) {
+    drained.expires_at(asio::steady_timer::time_point::max());
+  }
+  asio::any_io_executor executor;
+  tcp::acceptor acceptor;
+  HttpHandler handler;
+  HttpServerOptions options;
+  std::set<beast::tcp_stream*> connections;  // touched only on `executor`
+  asio::steady_timer drained;                // cancelled when the last connection ends
+  bool stopping = false;
+};
+
+namespace {
+
+// Writes to one connection; remembers whether a response went out and
+// whether the connection can be kept open afterwards.
+class ConnectionWriter final : public ResponseWriter {
+ public:
+  ConnectionWriter(beast::tcp_stream& stream, unsigned version, bool keep_alive)
+      : stream_(stream), version_(version), keep_alive_(keep_alive) {}
+
+  bool responded() const { return responded_; }
+  bool reusable() const { return keep_alive_ && !failed_ && !streaming_; }
+
+  asio::awaitable<bool> send(int status, std::string_view content_type, std::string body) override {
+    http::response<http::string_body> res{http::status(status), version_};
+    res.set(http::field::server, "pensieve");
+    res.set(http::field::content_type, content_type);
+    res.keep_alive(keep_alive_);
+    res.body() = std::move(body);
+    res.prepare_payload();
+    responded_ = true;
+    stream_.expires_after(std::chrono::seconds(30));
+    auto [ec, n] = co_await http::async_write(stream_, res, tuple_awaitable);
+    failed_ = failed_ || bool(ec);
+    co_return !ec;
+  }
+
+  asio::awaitable<bool> start_stream(int status, std::string_view content_type) override {
+    http::response<http::empty_body> res{http::status(status), version_};
+    res.set(http::field::server, "pensieve");
+    res.set(http::field::content_type, content_type);
+    res.set(http::field::cache_control, "no-cache");
+    res.keep_alive(false);
+    res.chunked(true);
+    responded_ = true;
+    streaming_ = true;
+    http::response_serializer<http::empty_body> sr{res};
+    stream_.expires_after(std::chrono::seconds(30));
+    auto [ec, n] = co_await http::async_write_header(stream_, sr, tuple_awaitable);
+    failed_ = failed_ || bool(ec);
+    co_return !ec;
+  }
+
+  asio::awaitable<bool> write_chunk(std::string_view data) override {
+    if (failed_) co_return false;
+    stream_.expires_after(std::chrono::seconds(30));
+    auto [ec, n] = co_await asio::async_write(
+        stream_, http::make_chunk(asio::const_buffer(data.data(), data.size())), tuple_awaitable);
+    failed_ = failed_ || bool(ec);
+    co_return !ec;
+  }
+
+  asio::awaitable<bool> end_stream() override {
+    if (failed_) co_return false;
+    auto [ec, n] = co_await asio::async_write(stream_, http::make_chunk_last(), tuple_awaitable);
+    failed_ = failed_ || bool(ec);
+    co_return !ec;
+  }
+
+ private:
+  beast::tcp_stream& stream_;
+  unsigned version_;
+  bool keep_alive_;
+  bool responded_ = false;
+  bool streaming_ = false;
+  bool failed_ = false;
+};
+
+asio::awaitable<void> answer_error(beast::tcp_stream& stream, ApiError e, unsigned version) {
+  ConnectionWriter w(stream, version, false);
+  const std::string body = e.to_json();
+  co_await w.send(e.status, "application/json", body);
+}
+
+ApiError read_error(const boost::system::error_code& ec) {
+  if (ec == http::error::body_limit) {
+    return ApiError{413, "invalid_request_error", "request body too large", {}, "body_too_large"};
+  }
+  if (ec == http::error::header_limit) {
+    return ApiError{431, "invalid_request_error", "request headers too large", {}, {}};
+  }
+  return ApiError{400, "invalid_request_error", "malformed HTTP request: " + ec.message(), {}, {}};
+}
+
+bool is_disconnect(const boost::system::error_code& ec) {
+  return ec == http::error::end_of_stream || ec == asio::error::eof ||
+         ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
+         ec == beast::error::timeout;
+}
+
+asio::awaitable<void> serve_connection(std::shared_ptr<HttpServer::State> st, tcp::socket socket) {
+  beast::tcp_stream stream(std::move(socket));
+  st->connections.insert(&stream);
+  beast::flat_buffer buffer;
+  while (!st->stopping) {
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(st->options.max_body_bytes);
+    stream.expires_after(std::chrono::seconds(st->options.idle_timeout_s));
+    auto [ec, n] = co_await http::async_read(stream, buffer, parser, tuple_awaitable);
+    if (ec) {
+      if (!is_disconnect(ec)) co_await answer_error(stream, read_error(ec), 11);
+      break;
+    }
+    HttpRequest req = parser.release();
+    ConnectionWriter writer(stream, req.version(), req.keep_alive());
+    co_await st->handler(req, writer);
+    if (!writer.responded()) {
+      const std::string body = ApiError{500, "server_error", "no response", {}, {}}.to_json();
+      co_await writer.send(500, "application/json", body);
+    }
+    if (!writer.reusable()) break;
+  }
+  boost::system::error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  stream.close();
+  st->connections.erase(&stream);
+  if (st->connections.empty()) st->drained.cancel();
+}
+
+asio::awaitable<void> accept_loop(std::shared_ptr<HttpServer::State> st) {
+  while (!st->stopping) {
+    auto [ec, socket] = co_await st->acceptor.async_accept(tuple_awaitable);
+    if (ec) {
+      if (ec == asio::error::operation_aborted || !st->acceptor.is_open()) break;
+      continue;  // e.g. EMFILE: keep serving the connections we have
+    }
+    asio::co_spawn(st->executor, serve_connection(st, std::move(socket)), asio::detached);
+  }
+}
+
+}  // namespace
+
+HttpServer::HttpServer(asio::any_io_executor executor, HttpHandler handler, HttpServerOptions options)
+    : state_(std::make_shared<State>(executor, std::move(handler), options)) {}
+
+HttpServer::~HttpServer() = default;
+
+Result<void> HttpServer::listen(const std::string& host, std::uint16_t port) {
+  boost::system::error_code ec;
+  auto address = asio::ip::make_address(host, ec);
+  if (ec) return fail("bad listen address '" + host + "': " + ec.message());
+  tcp::endpoint endpoint(address, port);
+  auto& acceptor = state_->acceptor;
+  if (acceptor.open(endpoint.protocol(), ec); ec) return fail("socket: " + ec.message());
+  acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (acceptor.bind(endpoint, ec); ec) {
+    return fail("cannot listen on " + host + ":" + std::to_string(port) + ": " + ec.message());
+  }
+  if (acceptor.listen(asio::socket_base::max_listen_connections, ec); ec) {
+    return fail("listen: " + ec.message());
+  }
+  asio::co_spawn(state_->executor, accept_loop(state_), asio::detached);
+  return {};
+}
+
+std::uint16_t HttpServer::port() const {
+  boost::system::error_code ec;
+  auto ep = state_->acceptor.local_endpoint(ec);
+  return ec ? 0 : ep.port();
+}
+
+std::size_t HttpServer::open_connections() const { return state_->connections.size(); }
+
+asio::awaitable<void> HttpServer::stop() {
+  auto st = state_;
+  st->stopping = true;
+  boost::system::error_code ec;
+  st->acceptor.close(ec);
+  for (beast::tcp_stream* s : st->connections) s->socket().cancel(ec);
+  if (!st->connections.empty()) co_await st->drained.async_wait(tuple_awaitable);
+}
+
+}  // namespace pensieve::net

@@ -1,0 +1,44 @@
+#pragma once
+// An HTTP/1.1 server on Boost.Beast coroutines. Owns the acceptor and every
+// connection; each connection is one coroutine that reads a request, hands it
+// to the handler and writes what the handler answers (keep-alive supported).
+// Runs on the executor it is given; stop() closes the acceptor and all
+// connections and completes when they have ended.
+#include "net/http_types.hpp"
+#include "runtime/error.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <cstdint>
+#include <memory>
+
+namespace pensieve::net {
+
+struct HttpServerOptions {
+  std::size_t max_body_bytes = 1 << 20;
+  std::uint32_t idle_timeout_s = 60;
+};
+
+class HttpServer {
+ public:
+  HttpServer(boost::asio::any_io_executor executor, HttpHandler handler, HttpServerOptions options);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds and starts accepting. Port 0 picks a free port (see port()).
+  Result<void> listen(const std::string& host, std::uint16_t port);
+  std::uint16_t port() const;
+  std::size_t open_connections() const;
+
+  // Stops accepting, closes every connection, and waits for them to finish.
+  boost::asio::awaitable<void> stop();
+
+  struct State;  // shared with the connection coroutines; defined in the .cpp
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace pensieve::net

@@ -1,0 +1,1 @@
+// Anchors the runtime library; the runtime's parts live in their own files.

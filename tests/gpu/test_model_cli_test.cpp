@@ -1,0 +1,95 @@
+// `pensieve-model make-test-model` and `inspect` on the command line: a model
+// that loads, and one-line reasons with a non-zero exit for bad arguments.
+#include "gpu/model/gguf_loader.hpp"
+#include "gpu/model/model_loader.hpp"
+#include "tests/shared_data.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstdio>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace pensieve::model;
+
+namespace {
+
+struct Output {
+  int status = -1;
+  std::string text;  // stdout and stderr together
+};
+
+std::filesystem::path tool() {
+  const auto path = std::filesystem::path(PENSIEVE_BINARY_DIR) / "tools" / "pensieve-model";
+  if (!std::filesystem::exists(path)) {
+    std::fprintf(stderr, "SKIPPED: %s is not built\n", path.c_str());
+    std::exit(pensieve::testing::skip_exit_code);
+  }
+  return path;
+}
+
+Output run(const std::string& args) {
+  Output out;
+  FILE* pipe = ::popen((tool().string() + " " + args + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf{};
+  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) out.text.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  out.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+std::filesystem::path temp_dir() {
+  auto dir = std::filesystem::temp_directory_path() / ("pensieve-cli-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("make-test-model writes a GGUF and a Hugging Face twin that both load", "[gguf]") {
+  const auto vocab = pensieve::testing::shared_file("vocab/ggml-vocab-llama-spm.gguf");
+  const auto dir = temp_dir();
+  const auto out = run("make-test-model --out " + (dir / "m.gguf").string() +
+                       " --layers 3 --dim 64 --heads 4 --kv-heads 1 --ff 128 --dtype q8_0 --seed 11 --vocab-from " +
+                       vocab.string() + " --safetensors-dir " + (dir / "hf").string());
+  INFO(out.text);
+  REQUIRE(out.status == 0);
+  CHECK_THAT(out.text, Catch::Contains("random weights"));
+  auto gguf = load_gguf(dir / "m.gguf");
+  REQUIRE(gguf.has_value());
+  CHECK(gguf->config.n_layers == 3);
+  CHECK(gguf->config.n_kv_heads == 1);
+  CHECK(gguf->layers[2].w_down.dtype == DType::q8_0);
+  auto hf = load_model(dir / "hf");
+  REQUIRE(hf.has_value());
+  CHECK(hf->config.n_layers == 3);
+  CHECK(hf->layers[2].w_down.dtype == DType::f32);
+  const auto inspect = run("inspect " + (dir / "m.gguf").string());
+  INFO(inspect.text);
+  CHECK(inspect.status == 0);
+  CHECK_THAT(inspect.text, Catch::Contains("layers 3, dim 64, heads 4 (kv heads 1, head dim 16), ff 128, vocab 32000"));
+  CHECK_THAT(inspect.text, Catch::Contains("tokenizer: sentencepiece, 32000 tokens"));
+  CHECK_THAT(inspect.text, Catch::Contains("memory: KV cache per token 192 bytes (0.00 MiB) in F16, 384 bytes"));
+}
+
+TEST_CASE("bad make-test-model and inspect arguments give one line and a non-zero exit", "[gguf]") {
+  const std::pair<std::string, std::string> cases[] = {
+      {"make-test-model --layers 2", "--out FILE.gguf is required"},
+      {"make-test-model --out x.gguf --layers -1", "--layers needs a positive integer"},
+      {"make-test-model --out x.gguf --dtype q4", "--dtype must be f32, f16 or q8_0"},
+      {"make-test-model --out x.gguf --bogus 1", "unknown option --bogus"},
+      {"make-test-model --out x.gguf --layers", "--layers needs a value"},
+      {"make-test-model --out x.gguf", "--vocab-from VOCAB.gguf is required"},
+      {"inspect /nonexistent.gguf", "no such model file"},
+      {"inspect", "expected one FILE or DIR"},
+      {"no-such-command", "unknown command 'no-such-command'"},
+  };
+  for (const auto& [args, reason] : cases) {
+    const auto out = run(args);
+    INFO(args << " -> " << out.text);
+    CHECK(out.status != 0);
+    CHECK_THAT(out.text, Catch::Contains(reason));
+  }
+}

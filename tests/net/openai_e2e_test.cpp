@@ -1,0 +1,180 @@
+// The OpenAI-compatible API end to end over loopback, with a real (small,
+// generated) model behind it.
+#include "actors/serial_engine.hpp"
+#include "gpu/model/builtin_vocab.hpp"
+#include "gpu/model/model_loader.hpp"
+#include "gpu/model/test_model.hpp"
+#include "net/engine_backend.hpp"
+#include "net/http_server.hpp"
+#include "net/openai_routes.hpp"
+#include "tests/net/http_client.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/json.hpp>
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <thread>
+#include <unistd.h>
+
+namespace asio = boost::asio;
+namespace http = boost::beast::http;
+namespace json = boost::json;
+using namespace pensieve;
+using pensieve::testing::http_call;
+
+namespace {
+
+model::ModelWeights small_model() {
+  const auto dir = std::filesystem::temp_directory_path() / ("pensieve-e2e-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  REQUIRE(model::write_builtin_vocab_gguf(dir / "vocab.gguf").has_value());
+  model::TestModelOptions o;
+  o.n_layers = 2;
+  o.dim = 64;
+  o.n_heads = 4;
+  o.n_kv_heads = 2;
+  o.ff_dim = 128;
+  o.max_context = 256;
+  o.dtype = model::DType::f32;
+  o.seed = 7;
+  o.vocab_from = dir / "vocab.gguf";
+  o.name = "tiny";
+  REQUIRE(model::make_test_model(o, dir / "model.gguf").has_value());
+  auto w = model::load_model(dir / "model.gguf");
+  REQUIRE(w.has_value());
+  std::filesystem::remove_all(dir);  // the weights stay mapped
+  return std::move(*w);
+}
+
+struct Server {
+  std::unique_ptr<actors::SerialEngine> engine;
+  std::unique_ptr<net::EngineBackend> backend;
+  asio::io_context io;
+  // Keeps run() going after the server stops, so a second stop() still runs.
+  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  std::unique_ptr<net::HttpServer> http;
+  std::thread thread;
+
+  Server() {
+    auto e = actors::SerialEngine::create(small_model(), {.n_threads = 1});
+    REQUIRE(e.has_value());
+    engine = std::move(*e);
+    backend = std::make_unique<net::EngineBackend>(*engine);
+    http = std::make_unique<net::HttpServer>(io.get_executor(), net::make_openai_routes(*backend, {}),
+                                             net::HttpServerOptions{});
+    REQUIRE(http->listen("127.0.0.1", 0).has_value());
+    thread = std::thread([this] { io.run(); });
+  }
+  ~Server() {
+    asio::co_spawn(io, http->stop(), asio::use_future).get();
+    io.stop();
+    thread.join();
+  }
+  testing::HttpReply post(const std::string& body) {
+    return http_call(http->port(), http::verb::post, "/v1/chat/completions", body);
+  }
+};
+
+std::string chat_body(const std::string& extra, int max_tokens = 12) {
+  return R"({"model":"tiny","messages":[{"role":"user","content":"Hello there"}],"temperature":0,)"
+         R"("ignore_eos":true,"max_tokens":)" + std::to_string(max_tokens) + extra + "}";
+}
+
+// The data: payloads of an SSE body, in order.
+std::vector<std::string> sse_events(const std::string& body) {
+  std::vector<std::string> events;
+  std::size_t pos = 0;
+  while ((pos = body.find("data: ", pos)) != std::string::npos) {
+    const std::size_t end = body.find("\n\n", pos);
+    events.push_back(body.substr(pos + 6, end - pos - 6));
+    pos = end;
+  }
+  return events;
+}
+
+}  // namespace
+
+TEST_CASE("GET /v1/models lists the served model", "[net][e2e]") {
+  Server s;
+  auto r = http_call(s.http->port(), http::verb::get, "/v1/models");
+  REQUIRE(r.status == 200);
+  auto body = json::parse(r.body);
+  CHECK(body.at("object").as_string() == "list");
+  CHECK(body.at("data").at(0).at("id").as_string() == "tiny");
+}
+
+TEST_CASE("a chat completion answers in the OpenAI shape with exact usage", "[net][e2e]") {
+  Server s;
+  auto r = s.post(chat_body(""));
+  REQUIRE(r.status == 200);
+  auto body = json::parse(r.body).as_object();
+  CHECK(body.at("object").as_string() == "chat.completion");
+  CHECK(body.at("id").as_string().starts_with("chatcmpl-"));
+  CHECK(body.at("model").as_string() == "tiny");
+  const auto& choice = body.at("choices").at(0).as_object();
+  CHECK(choice.at("message").at("role").as_string() == "assistant");
+  CHECK(choice.at("finish_reason").as_string() == "length");
+  CHECK(body.at("usage").at("completion_tokens").as_int64() == 12);
+  CHECK(body.at("usage").at("prompt_tokens").as_int64() > 5);
+  // Greedy decoding is deterministic: the same request gives the same text.
+  auto again = json::parse(s.post(chat_body("")).body);
+  CHECK(again.at("choices").at(0).at("message").at("content") == choice.at("message").at("content"));
+}
+
+TEST_CASE("a streamed chat completion carries the same text as the whole one", "[net][e2e]") {
+  Server s;
+  auto whole = json::parse(s.post(chat_body("")).body);
+  auto r = s.post(chat_body(R"(,"stream":true,"stream_options":{"include_usage":true})"));
+  REQUIRE(r.status == 200);
+  CHECK(r.content_type == "text/event-stream");
+  auto events = sse_events(r.body);
+  REQUIRE(events.size() >= 4);
+  CHECK(events.back() == "[DONE]");
+  std::string text;
+  std::string finish;
+  for (std::size_t i = 0; i + 2 < events.size(); ++i) {
+    auto chunk = json::parse(events[i]).as_object();
+    CHECK(chunk.at("object").as_string() == "chat.completion.chunk");
+    const auto& choice = chunk.at("choices").at(0).as_object();
+    if (auto* c = choice.at("delta").as_object().if_contains("content")) text += c->as_string();
+    if (!choice.at("finish_reason").is_null()) finish = choice.at("finish_reason").as_string();
+  }
+  CHECK(finish == "length");
+  CHECK(text == whole.at("choices").at(0).at("message").at("content").as_string());
+  auto usage = json::parse(events[events.size() - 2]);
+  CHECK(usage.at("choices").as_array().empty());
+  CHECK(usage.at("usage").at("completion_tokens").as_int64() == 12);
+}
+
+TEST_CASE("logprobs report the chosen token and its alternatives", "[net][e2e]") {
+  Server s;
+  auto r = s.post(chat_body(R"(,"logprobs":true,"top_logprobs":3)"));
+  REQUIRE(r.status == 200);
+  auto content = json::parse(r.body).at("choices").at(0).at("logprobs").at("content").as_array();
+  REQUIRE(content.size() == 12);
+  for (const auto& lp : content) {
+    const auto& top = lp.at("top_logprobs").as_array();
+    REQUIRE(top.size() == 3);
+    // Greedy: the chosen token is the most likely one.
+    CHECK(lp.at("logprob").to_number<double>() == Approx(top[0].at("logprob").to_number<double>()));
+    CHECK(lp.at("logprob").to_number<double>() <= 0.0);
+  }
+}
+
+TEST_CASE("request errors answer with the right status and an OpenAI error body", "[net][e2e]") {
+  Server s;
+  auto unknown = s.post(R"({"model":"gpt-9","messages":[{"role":"user","content":"x"}]})");
+  CHECK(unknown.status == 404);
+  CHECK(json::parse(unknown.body).at("error").at("code").as_string() == "model_not_found");
+  auto bad = s.post("{\"model\":");
+  CHECK(bad.status == 400);
+  CHECK(json::parse(bad.body).at("error").at("type").as_string() == "invalid_request_error");
+  auto too_long = s.post(chat_body("", 4000));  // over the model's 256-token context
+  CHECK(too_long.status == 400);
+  CHECK(json::parse(too_long.body).at("error").at("message").as_string().find("context") != std::string::npos);
+  CHECK(http_call(s.http->port(), http::verb::get, "/v1/chat/completions").status == 405);
+  CHECK(http_call(s.http->port(), http::verb::get, "/nowhere").status == 404);
+}

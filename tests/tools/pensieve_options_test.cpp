@@ -1,0 +1,65 @@
+#include "tools/pensieve/default_model.hpp"
+#include "tools/pensieve/options.hpp"
+
+#include "gpu/model/model_loader.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+using pensieve::server::parse_options;
+
+TEST_CASE("the server's flags parse into options, in both spellings", "[tools]") {
+  auto o = parse_options({"--model", "m.gguf", "--port=9000", "--no-state", "--kv-disk-dir", "/tmp/kv",
+                          "--kv-disk-gb", "3", "--threads", "2", "--api-key", "k"});
+  REQUIRE(o.has_value());
+  CHECK(o->model == "m.gguf");
+  CHECK(o->port == 9000);
+  CHECK(o->no_state);
+  CHECK(o->kv_disk_gb == 3);
+  CHECK(o->threads == 2);
+  CHECK(o->api_key == "k");
+  CHECK(o->host == "127.0.0.1");
+}
+
+TEST_CASE("a bad flag or value is a one-line reason", "[tools]") {
+  auto message = [](std::vector<std::string> args) {
+    auto o = parse_options(args);
+    REQUIRE_FALSE(o.has_value());
+    CHECK(o.error().message.find('\n') == std::string::npos);
+    return o.error().message;
+  };
+  CHECK(message({"--bogus"}) == "unknown option '--bogus' (see --help)");
+  CHECK(message({"--port", "70000"}).find("out of range") != std::string::npos);
+  CHECK(message({"--port", "80x"}).find("not an integer") != std::string::npos);
+  CHECK(message({"--model"}) == "--model needs a value");
+  CHECK(message({"--api-key", "a", "--api-keys", "f"}).find("exclusive") != std::string::npos);
+  CHECK(message({"--kv-disk-gb", "2"}).find("--kv-disk-dir") != std::string::npos);
+}
+
+TEST_CASE("--help documents every flag", "[tools]") {
+  const std::string text = pensieve::server::usage();
+  for (const char* flag : {"--model", "--host", "--port", "--rpc-port", "--no-state", "--api-key",
+                           "--api-keys", "--kv-device-mb", "--kv-host-mb", "--kv-disk-dir",
+                           "--kv-disk-gb", "--max-batch-tokens", "--threads", "--trace"}) {
+    CHECK(text.find(flag) != std::string::npos);
+  }
+}
+
+TEST_CASE("the built-in default model is generated once and loads with a tokenizer", "[tools]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("pensieve-default-" + std::to_string(::getpid()));
+  auto path = pensieve::server::ensure_default_model(dir);
+  REQUIRE(path.has_value());
+  const auto written = std::filesystem::last_write_time(*path);
+  auto again = pensieve::server::ensure_default_model(dir);
+  REQUIRE(again.has_value());
+  CHECK(*again == *path);
+  CHECK(std::filesystem::last_write_time(*again) == written);
+  auto weights = pensieve::model::load_model(*path);
+  REQUIRE(weights.has_value());
+  CHECK(weights->config.n_layers == 4);
+  CHECK(weights->config.dim == 256);
+  REQUIRE(weights->tokenizer.has_value());
+  CHECK(weights->tokenizer->chat_template.find("<|im_start|>") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}

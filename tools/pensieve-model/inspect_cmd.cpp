@@ -1,0 +1,125 @@
+// pensieve-model inspect FILE|DIR: what a model is and what it needs.
+#include "gpu/model/model_loader.hpp"
+#include "tools/pensieve-model/commands.hpp"
+
+#include <cstdio>
+#include <map>
+#include <string>
+
+namespace pensieve::tools {
+
+namespace {
+
+using model::ModelWeights;
+using model::Tensor;
+
+std::string shape_str(const Tensor& t) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < t.shape.size(); ++i) s += (i ? ", " : "") + std::to_string(t.shape[i]);
+  return s + "]";
+}
+
+std::string mib(double bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.0f bytes (%.2f MiB)", bytes, bytes / (1024.0 * 1024.0));
+  return buf;
+}
+
+std::vector<const Tensor*> all_tensors(const ModelWeights& w) {
+  std::vector<const Tensor*> out{&w.token_embedding};
+  for (const auto& L : w.layers) {
+    for (const Tensor* t : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv, &L.ffn_norm, &L.w_gate,
+                            &L.w_up, &L.w_down}) {
+      out.push_back(t);
+    }
+  }
+  out.push_back(&w.output_norm);
+  if (!w.config.tied_output) out.push_back(&w.output);
+  out.push_back(&w.rope_freqs);
+  std::erase_if(out, [](const Tensor* t) { return !t->present(); });
+  return out;
+}
+
+void print_config(const model::ModelConfig& c) {
+  const char* scaling = c.rope_scaling.type == model::RopeScalingType::none     ? "none"
+                        : c.rope_scaling.type == model::RopeScalingType::linear ? "linear"
+                                                                                 : "llama3";
+  std::printf("architecture: %s%s%s\n", c.architecture.c_str(), c.name.empty() ? "" : "  name: ", c.name.c_str());
+  std::printf("layers %d, dim %d, heads %d (kv heads %d, head dim %d), ff %d, vocab %d, context %d\n", c.n_layers,
+              c.dim, c.n_heads, c.n_kv_heads, c.head_dim, c.ff_dim, c.vocab_size, c.max_context);
+  std::printf("rope: %s, theta %g, dims %d, scaling %s (factor %g); rms eps %g; qkv bias %s; output %s\n",
+              c.rope_style == model::RopeStyle::interleaved ? "interleaved" : "half_split", c.rope_theta,
+              c.rope_dims, scaling, c.rope_scaling.factor, c.rms_eps, c.qkv_bias ? "yes" : "no",
+              c.tied_output ? "tied to the token embedding" : "separate");
+}
+
+void print_tensors(const ModelWeights& w) {
+  const auto tensors = all_tensors(w);
+  std::map<std::string, int> by_type;
+  double bytes = 0;
+  for (const Tensor* t : tensors) {
+    by_type[model::dtype_name(t->dtype)]++;
+    bytes += double(t->size_bytes);
+  }
+  std::printf("tensors: %zu (", tensors.size());
+  bool first = true;
+  for (const auto& [type, n] : by_type) {
+    std::printf("%s%d %s", first ? "" : ", ", n, type.c_str());
+    first = false;
+  }
+  std::printf(")\n");
+  for (const Tensor* t : tensors) {
+    std::printf("  %-40s %-5s %s\n", t->name.c_str(), model::dtype_name(t->dtype), shape_str(*t).c_str());
+  }
+  const auto& c = w.config;
+  const double kv_elems = 2.0 * c.n_layers * c.kv_dim();
+  std::printf("memory: weights %s\n", mib(bytes).c_str());
+  std::printf("memory: KV cache per token %s in F16, %s in F32 (%d tokens of context: %s in F16)\n",
+              mib(kv_elems * 2).c_str(), mib(kv_elems * 4).c_str(), c.max_context,
+              mib(kv_elems * 2 * c.max_context).c_str());
+}
+
+void print_tokenizer(const ModelWeights& w) {
+  if (!w.tokenizer) {
+    std::printf("tokenizer: none\n");
+    return;
+  }
+  const auto& t = *w.tokenizer;
+  std::printf("tokenizer: %s, %zu tokens, %zu merges%s%s; bos %d, eos %d, eot %d, unk %d, pad %d; add bos %s\n",
+              t.kind == model::TokenizerKind::sentencepiece ? "sentencepiece" : "byte-level BPE", t.tokens.size(),
+              t.merges.size(), t.pre.empty() ? "" : ", pre ", t.pre.c_str(), t.bos_id, t.eos_id, t.eot_id, t.unk_id,
+              t.pad_id, t.add_bos ? "yes" : "no");
+  if (t.chat_template.empty()) {
+    std::printf("chat template: none\n");
+  } else {
+    const std::string first_line = t.chat_template.substr(0, t.chat_template.find('\n'));
+    std::printf("chat template: present (%zu bytes), first line: %s\n", t.chat_template.size(), first_line.c_str());
+  }
+}
+
+}  // namespace
+
+int cmd_inspect(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "pensieve-model inspect: expected one FILE or DIR\n");
+    return 2;
+  }
+  const std::filesystem::path path = argv[1];
+  auto format = model::detect_model_format(path);
+  if (!format) {
+    std::fprintf(stderr, "pensieve-model inspect: %s\n", format.error().message.c_str());
+    return 1;
+  }
+  auto weights = model::load_model(path);
+  if (!weights) {
+    std::fprintf(stderr, "pensieve-model inspect: %s\n", weights.error().message.c_str());
+    return 1;
+  }
+  std::printf("file: %s (%s)\n", path.c_str(), model::model_format_name(*format));
+  print_config(weights->config);
+  print_tensors(*weights);
+  print_tokenizer(*weights);
+  return 0;
+}
+
+}  // namespace pensieve::tools

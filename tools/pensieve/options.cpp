@@ -1,0 +1,111 @@
+#include "tools/pensieve/options.hpp"
+
+#include <charconv>
+#include <functional>
+#include <map>
+
+namespace pensieve::server {
+
+std::string usage() {
+  return R"(usage: pensieve [options]
+
+Serves a Llama-family model over an OpenAI-compatible HTTP API, keeping each
+conversation's KV cache between turns.
+
+  --model FILE           GGUF file, Hugging Face directory or llama2.c .bin
+                         (default: a built-in generated test model with random weights)
+  --host ADDR            address to listen on (default 127.0.0.1)
+  --port N               HTTP port (default 8080)
+  --rpc-port N           Cap'n Proto RPC port (default 8081)
+  --no-state             stateless baseline: drop every conversation's KV after its turn
+  --api-key KEY          require "Authorization: Bearer KEY"
+  --api-keys FILE        one "KEY TENANT" pair per line
+  --kv-device-mb N       KV cache budget on the compute device (default 512)
+  --kv-host-mb N         KV cache budget in host memory (default 2048)
+  --kv-disk-dir DIR      folder for the disk KV tier (with --kv-disk-gb)
+  --kv-disk-gb N         disk KV tier budget (default 0: no disk tier)
+  --max-batch-tokens N   tokens per scheduler iteration (default 512)
+  --threads N            compute threads (default: all cores)
+  --chat-template NAME   override the model's chat template (llama2, llama3, chatml, zephyr, mistral)
+  --trace FILE           record actor and stream spans to FILE
+  --help                 this text
+)";
+}
+
+namespace {
+
+template <class Int>
+Result<void> parse_int(const std::string& flag, const std::string& text, Int& out, std::int64_t lo,
+                       std::int64_t hi) {
+  std::int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    return fail(flag + ": '" + text + "' is not an integer");
+  }
+  if (v < lo || v > hi) {
+    return fail(flag + ": " + text + " is out of range [" + std::to_string(lo) + ", " +
+                std::to_string(hi) + "]");
+  }
+  out = Int(v);
+  return {};
+}
+
+using Setter = std::function<Result<void>(Options&, const std::string&)>;
+
+std::map<std::string, Setter> value_flags() {
+  auto text = [](std::optional<std::string> Options::*field) {
+    return Setter([field](Options& o, const std::string& v) -> Result<void> {
+      o.*field = v;
+      return {};
+    });
+  };
+  return {
+      {"--model", text(&Options::model)},
+      {"--host", [](Options& o, const std::string& v) -> Result<void> { o.host = v; return {}; }},
+      {"--port", [](Options& o, const std::string& v) { return parse_int("--port", v, o.port, 0, 65535); }},
+      {"--rpc-port", [](Options& o, const std::string& v) { return parse_int("--rpc-port", v, o.rpc_port, 0, 65535); }},
+      {"--api-key", text(&Options::api_key)},
+      {"--api-keys", text(&Options::api_keys_file)},
+      {"--kv-device-mb", [](Options& o, const std::string& v) { return parse_int("--kv-device-mb", v, o.kv_device_mb, 1, 1 << 24); }},
+      {"--kv-host-mb", [](Options& o, const std::string& v) { return parse_int("--kv-host-mb", v, o.kv_host_mb, 0, 1 << 24); }},
+      {"--kv-disk-dir", text(&Options::kv_disk_dir)},
+      {"--kv-disk-gb", [](Options& o, const std::string& v) { return parse_int("--kv-disk-gb", v, o.kv_disk_gb, 0, 1 << 20); }},
+      {"--max-batch-tokens", [](Options& o, const std::string& v) { return parse_int("--max-batch-tokens", v, o.max_batch_tokens, 1, 1 << 20); }},
+      {"--threads", [](Options& o, const std::string& v) { return parse_int("--threads", v, o.threads, 1, 1024); }},
+      {"--trace", text(&Options::trace_file)},
+      {"--chat-template", text(&Options::chat_template)},
+  };
+}
+
+}  // namespace
+
+Result<Options> parse_options(const std::vector<std::string>& args) {
+  Options o;
+  const auto flags = value_flags();
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    std::optional<std::string> inline_value;
+    if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      inline_value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    }
+    if (arg == "--help" || arg == "-h") {
+      o.help = true;
+      continue;
+    }
+    if (arg == "--no-state") {
+      o.no_state = true;
+      continue;
+    }
+    auto it = flags.find(arg);
+    if (it == flags.end()) return fail("unknown option '" + arg + "' (see --help)");
+    if (!inline_value && i + 1 >= args.size()) return fail(arg + " needs a value");
+    const std::string value = inline_value ? *inline_value : args[++i];
+    if (auto r = it->second(o, value); !r) return r.error();
+  }
+  if (o.api_key && o.api_keys_file) return fail("--api-key and --api-keys are exclusive");
+  if (o.kv_disk_gb > 0 && !o.kv_disk_dir) return fail("--kv-disk-gb needs --kv-disk-dir");
+  return o;
+}
+
+}  // namespace pensieve::server
