@@ -3,6 +3,8 @@
 #include "gpu/model/gguf_tokenizer.hpp"
 #include "gpu/model/model_loader_shapes.hpp"
 
+#include <algorithm>
+
 namespace pensieve::model {
 
 namespace {
@@ -151,10 +153,12 @@ Result<ModelWeights> weights_from_gguf(const GgufFile& file) {
   if (auto ok = get("output.weight", w.output, false); !ok) return ok.error();
   if (auto ok = get("rope_freqs.weight", w.rope_freqs, false); !ok) return ok.error();
   if (w.config.tied_output) w.output = w.token_embedding;
-  w.layers.resize(std::size_t(w.config.n_layers));
+  // Bounded by the tensors present: an absurd block_count must not allocate
+  // before the first missing layer tensor is reported (found by fuzzing).
+  w.layers.reserve(std::min(std::size_t(w.config.n_layers), file.tensors.size()));
   for (std::int32_t l = 0; l < w.config.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    LayerWeights& L = w.layers[std::size_t(l)];
+    LayerWeights& L = w.layers.emplace_back();
     const std::pair<const char*, Tensor*> names[] = {
         {"attn_norm.weight", &L.attn_norm}, {"attn_q.weight", &L.wq},   {"attn_k.weight", &L.wk},
         {"attn_v.weight", &L.wv},           {"attn_output.weight", &L.wo}, {"ffn_norm.weight", &L.ffn_norm},

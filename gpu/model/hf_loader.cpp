@@ -72,11 +72,12 @@ Result<Tensor> view(const Shards& shards, const std::string& name, bool required
 }
 
 Result<void> fill_layers(ModelWeights& w, const Shards& shards, const std::string& label) {
-  w.layers.resize(std::size_t(w.config.n_layers));
+  // Grown layer by layer: an absurd num_hidden_layers fails at the first
+  // missing tensor instead of allocating first.
   const bool bias = w.config.qkv_bias;
   for (std::int32_t l = 0; l < w.config.n_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    LayerWeights& L = w.layers[std::size_t(l)];
+    LayerWeights& L = w.layers.emplace_back();
     const std::tuple<const char*, Tensor*, bool> names[] = {
         {"input_layernorm.weight", &L.attn_norm, true},  {"self_attn.q_proj.weight", &L.wq, true},
         {"self_attn.k_proj.weight", &L.wk, true},        {"self_attn.v_proj.weight", &L.wv, true},

@@ -18,6 +18,11 @@ case $target in
                         "$model/tokenizer_json.cpp" "$root/tests/gpu/fuzz/boost_json_src.cpp") ;;
   *) echo "run_fuzz.sh: unknown target '$target' (gguf, safetensors)" >&2; exit 2 ;;
 esac
+# A fixed seed, a fresh seed corpus and a fixed number of runs make each run
+# explore the same inputs, so CI is reproducible; the time is only a cap.
+# Fuzz longer by hand with FUZZ_RUNS=-1 (and a larger time).
+runs=${FUZZ_RUNS:-150000}
+rm -rf "$work/corpus_gguf" "$work/corpus_safetensors"
 mkdir -p "$work/corpus_gguf" "$work/corpus_safetensors"
 flags=(-std=c++20 -O1 -g -I"$root" -DBOOST_JSON_NO_LIB -DBOOST_CONTAINER_NO_LIB)
 # Seeds: built with the same compiler, no sanitizers needed.
@@ -28,5 +33,5 @@ flags=(-std=c++20 -O1 -g -I"$root" -DBOOST_JSON_NO_LIB -DBOOST_CONTAINER_NO_LIB)
 "$cxx" "${flags[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
   "$root/tests/gpu/fuzz/fuzz_$target.cpp" "${sources[@]}" -o "$work/fuzz_$target"
 # -rss_limit_mb: a parser that allocates what a fuzzed length asks for fails here.
-"$work/fuzz_$target" -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
+"$work/fuzz_$target" -seed=1 -runs="$runs" -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
   -artifact_prefix="$work/crash_${target}_" "$work/corpus_$target"
