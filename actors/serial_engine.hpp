@@ -6,7 +6,9 @@
 // none of the batching or KV reuse.
 //
 // Owns the model, tokenizer and compute thread. run_turn() may be awaited
-// from any executor; deltas arrive on the caller's executor.
+// from any executor; deltas arrive on the caller's executor, whose context
+// must outlive the engine (the compute thread completes operations on it
+// until the destructor has joined it).
 #include "actors/turn.hpp"
 #include "gpu/model/model_weights.hpp"
 #include "runtime/error.hpp"

@@ -50,11 +50,13 @@ model::ModelWeights small_model() {
 }
 
 struct Server {
-  std::unique_ptr<actors::SerialEngine> engine;
-  std::unique_ptr<net::EngineBackend> backend;
+  // Declared first, destroyed last: the engine's compute thread completes
+  // channel operations on this context until the engine is destroyed.
   asio::io_context io;
   // Keeps run() going after the server stops, so a second stop() still runs.
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  std::unique_ptr<actors::SerialEngine> engine;
+  std::unique_ptr<net::EngineBackend> backend;
   std::unique_ptr<net::HttpServer> http;
   std::thread thread;
 

@@ -33,6 +33,9 @@ Result<model::ModelWeights> load(const server::Options& o) {
 }
 
 int serve(const server::Options& o) {
+  // Created first, destroyed last: the engine's compute thread completes
+  // operations on this context until the engine is gone.
+  asio::io_context io(1);
   auto weights = load(o);
   if (!weights) {
     std::fprintf(stderr, "pensieve: %s\n", weights.error().message.c_str());
@@ -47,7 +50,6 @@ int serve(const server::Options& o) {
     return 1;
   }
   net::EngineBackend backend(**engine);
-  asio::io_context io(1);
   net::HttpServer http(io.get_executor(), net::make_openai_routes(backend, {}), {});
   if (auto r = http.listen(o.host, o.port); !r) {
     std::fprintf(stderr, "pensieve: %s\n", r.error().message.c_str());
