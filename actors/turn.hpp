@@ -29,7 +29,7 @@ struct TurnSummary {
   bool cancelled = false;
 };
 
-enum class TurnErrorKind : std::uint8_t { invalid_request, overloaded, internal };
+enum class TurnErrorKind : std::uint8_t { invalid_request, not_found, overloaded, internal };
 
 struct TurnError {
   TurnErrorKind kind = TurnErrorKind::internal;

@@ -26,6 +26,7 @@ model::SamplingParams sampling_params(const ChatRequest& r, std::uint64_t seed) 
 ApiError api_error(const actors::TurnError& e) {
   switch (e.kind) {
     case actors::TurnErrorKind::invalid_request: return bad_request(e.message);
+    case actors::TurnErrorKind::not_found: return ApiError{404, "invalid_request_error", e.message, {}, "not_found"};
     case actors::TurnErrorKind::overloaded:
       return ApiError{503, "server_error", e.message, {}, "overloaded"};
     case actors::TurnErrorKind::internal: break;
@@ -35,9 +36,9 @@ ApiError api_error(const actors::TurnError& e) {
 
 asio::awaitable<ApiResult<GenerationResult>> EngineBackend::generate(const ChatRequest& request,
                                                                      DeltaSink sink) {
-  actors::TurnRequest turn;
-  for (const auto& m : request.messages) turn.messages.push_back({m.role, m.content});
-  turn.sampling = sampling_params(request, request.seed ? *request.seed : seeds_());
+  std::vector<model::ChatMessage> messages;
+  for (const auto& m : request.messages) messages.push_back({m.role, m.content});
+  model::SamplingParams sampling = sampling_params(request, request.seed ? *request.seed : seeds_());
   auto to_delta = [this](const actors::TurnDelta& d) {
     GenerationDelta out{d.text, {}};
     for (const auto& t : d.tokens) {
@@ -47,11 +48,25 @@ asio::awaitable<ApiResult<GenerationResult>> EngineBackend::generate(const ChatR
     }
     return out;
   };
-  auto result = co_await engine_.run_turn(
-      std::move(turn), [&](const actors::TurnDelta& d) -> asio::awaitable<bool> {
-        const GenerationDelta delta = to_delta(d);  // lives until the sink is done with it
-        co_return co_await sink(delta);
-      });
+  actors::TurnSink engine_sink = [&](const actors::TurnDelta& d) -> asio::awaitable<bool> {
+    const GenerationDelta delta = to_delta(d);  // lives until the sink is done with it
+    co_return co_await sink(delta);
+  };
+  actors::TurnResult result = actors::TurnError{actors::TurnErrorKind::internal, "no turn ran"};
+  if (request.conversation_id) {
+    const std::string tenant;  // one tenant until API keys name them
+    if (!engine_.find_conversation(tenant, *request.conversation_id)) {
+      auto created = engine_.create_conversation(tenant, *request.conversation_id);
+      if (!created && !engine_.find_conversation(tenant, *request.conversation_id)) {
+        co_return api_error(created.error());
+      }
+    }
+    result = co_await engine_.send_turn(tenant, *request.conversation_id, std::move(messages), std::move(sampling),
+                                        engine_sink);
+  } else {
+    actors::TurnRequest turn{std::move(messages), std::move(sampling)};
+    result = co_await engine_.run_turn(std::move(turn), engine_sink);
+  }
   if (!result) co_return api_error(result.error());
   GenerationResult g;
   g.finish_reason = result->finish == model::FinishReason::length ? "length" : "stop";

@@ -1,7 +1,10 @@
 #pragma once
 // ChatBackend over the engine: maps OpenAI request fields to sampling
-// parameters and engine outcomes to OpenAI errors.
-#include "actors/serial_engine.hpp"
+// parameters and engine outcomes to OpenAI errors. A request naming a
+// conversation ("conversation" field or X-Conversation-Id header) is a turn
+// on that stored conversation (created on first use), its messages only the
+// new ones; a request without one carries its whole history (stateless).
+#include "actors/engine.hpp"
 #include "net/chat_backend.hpp"
 
 #include <random>
@@ -10,14 +13,14 @@ namespace pensieve::net {
 
 class EngineBackend final : public ChatBackend {
  public:
-  explicit EngineBackend(actors::SerialEngine& engine) : engine_(engine) {}
+  explicit EngineBackend(actors::Engine& engine) : engine_(engine) {}
 
   std::string model_name() const override { return engine_.model_name(); }
   boost::asio::awaitable<ApiResult<GenerationResult>> generate(const ChatRequest& request,
                                                                DeltaSink sink) override;
 
  private:
-  actors::SerialEngine& engine_;
+  actors::Engine& engine_;
   std::mt19937_64 seeds_{std::random_device{}()};  // for requests that give no seed
 };
 

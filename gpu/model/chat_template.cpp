@@ -34,6 +34,11 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(begin, end - begin + 1));
 }
 
+std::string rtrim(std::string_view s) {
+  const std::size_t end = s.find_last_not_of(" \t\n\r\f\v");
+  return end == std::string_view::npos ? std::string() : std::string(s.substr(0, end + 1));
+}
+
 std::string known_names() {
   std::string names;
   for (const auto& f : family_names) names += (names.empty() ? "" : ", ") + std::string(f.name);
@@ -94,34 +99,87 @@ Result<void> ChatTemplate::check_roles(std::span<const ChatMessage> messages) co
   return {};
 }
 
-std::string ChatTemplate::render_message(std::span<const ChatMessage> messages, std::size_t i) const {
+namespace {
+
+// Appends markup and client text, merging neighbours of the same kind.
+struct SegmentWriter {
+  std::vector<ChatSegment>& out;
+  void add(std::string text, bool markup) {
+    if (text.empty()) return;
+    if (!out.empty() && out.back().markup == markup) {
+      out.back().text += text;
+    } else {
+      out.push_back({std::move(text), markup});
+    }
+  }
+  SegmentWriter& markup(std::string text) {
+    add(std::move(text), true);
+    return *this;
+  }
+  SegmentWriter& client(std::string text) {
+    add(std::move(text), false);
+    return *this;
+  }
+};
+
+}  // namespace
+
+void ChatTemplate::render_message(std::span<const ChatMessage> messages, std::size_t i,
+                                  std::vector<ChatSegment>& out) const {
   const ChatMessage& m = messages[i];
   const bool has_system = messages[0].role == "system";
+  SegmentWriter w{out};
   switch (family_) {
     case ChatFamily::llama2: {
-      if (m.role == "system") return {};  // folded into the first user turn
-      if (m.role == "assistant") return " " + trim(m.content) + " " + special_.eos;
-      std::string content = m.content;
-      if (has_system && i == 1) content = "<<SYS>>\n" + messages[0].content + "\n<</SYS>>\n\n" + content;
-      return (i == (has_system ? 1u : 0u) ? "" : special_.bos) + "[INST] " + trim(content) + " [/INST]";
+      if (m.role == "system") return;  // folded into the first user turn
+      if (m.role == "assistant") {
+        w.markup(" ").client(trim(m.content)).markup(" " + special_.eos);
+        return;
+      }
+      w.markup(i == (has_system ? 1u : 0u) ? "" : special_.bos).markup("[INST] ");
+      if (has_system && i == 1) {
+        // trim() of the whole "<<SYS>>...content" only touches its ends.
+        w.markup("<<SYS>>\n").client(messages[0].content).markup("\n<</SYS>>\n\n").client(rtrim(m.content));
+      } else {
+        w.client(trim(m.content));
+      }
+      w.markup(" [/INST]");
+      return;
     }
     case ChatFamily::mistral: {
-      if (m.role == "system") return {};
-      if (m.role == "assistant") return m.content + special_.eos;
-      const std::string system = has_system && i == 1 ? messages[0].content + "\n\n" : "";
-      return "[INST] " + system + m.content + " [/INST]";
+      if (m.role == "system") return;
+      if (m.role == "assistant") {
+        w.client(m.content).markup(special_.eos);
+        return;
+      }
+      w.markup("[INST] ");
+      if (has_system && i == 1) w.client(messages[0].content).markup("\n\n");
+      w.client(m.content).markup(" [/INST]");
+      return;
     }
     case ChatFamily::llama3:
-      return "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
-    case ChatFamily::chatml: {
-      std::string text;
+      w.markup("<|start_header_id|>").client(m.role).markup("<|end_header_id|>\n\n");
+      w.client(trim(m.content)).markup("<|eot_id|>");
+      return;
+    case ChatFamily::chatml:
       if (i == 0 && !has_system && !default_system_.empty()) {
-        text = "<|im_start|>system\n" + default_system_ + "<|im_end|>\n";
+        w.markup("<|im_start|>system\n" + default_system_ + "<|im_end|>\n");
       }
-      return text + "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-    }
+      w.markup("<|im_start|>").client(m.role).markup("\n").client(m.content).markup("<|im_end|>\n");
+      return;
     case ChatFamily::zephyr:
-      return "<|" + m.role + "|>\n" + m.content + special_.eos + "\n";
+      w.markup("<|").client(m.role).markup("|>\n").client(m.content).markup(special_.eos + "\n");
+      return;
+  }
+}
+
+std::string ChatTemplate::assistant_suffix() const {
+  switch (family_) {
+    case ChatFamily::llama2: return " " + special_.eos;
+    case ChatFamily::mistral: return special_.eos;
+    case ChatFamily::llama3: return "<|eot_id|>";
+    case ChatFamily::chatml: return "<|im_end|>\n";
+    case ChatFamily::zephyr: return special_.eos + "\n";
   }
   return {};
 }
@@ -142,17 +200,27 @@ Result<std::string> ChatTemplate::render(std::span<const ChatMessage> messages,
   return render_continuation(messages, 0, add_generation_prompt);
 }
 
-Result<std::string> ChatTemplate::render_continuation(std::span<const ChatMessage> messages,
-                                                      std::size_t first,
-                                                      bool add_generation_prompt) const {
+Result<std::vector<ChatSegment>> ChatTemplate::render_segments(std::span<const ChatMessage> messages,
+                                                               std::size_t first,
+                                                               bool add_generation_prompt) const {
   if (first > messages.size()) {
     return fail("chat template: continuation from message " + std::to_string(first) + " of " +
                 std::to_string(messages.size()));
   }
   if (auto ok = check_roles(messages); !ok) return ok.error();
+  std::vector<ChatSegment> segments;
+  for (std::size_t i = first; i < messages.size(); ++i) render_message(messages, i, segments);
+  if (add_generation_prompt) SegmentWriter{segments}.markup(generation_prompt());
+  return segments;
+}
+
+Result<std::string> ChatTemplate::render_continuation(std::span<const ChatMessage> messages,
+                                                      std::size_t first,
+                                                      bool add_generation_prompt) const {
+  auto segments = render_segments(messages, first, add_generation_prompt);
+  if (!segments) return segments.error();
   std::string text;
-  for (std::size_t i = first; i < messages.size(); ++i) text += render_message(messages, i);
-  if (add_generation_prompt) text += generation_prompt();
+  for (const ChatSegment& s : *segments) text += s.text;
   // Error is constructible from a string too, so say which side this is.
   return Result<std::string>(boost::system::in_place_value, std::move(text));
 }

@@ -42,6 +42,15 @@ struct ChatSpecialTexts {
   std::string eos = "</s>";
 };
 
+// A stretch of rendered prompt: template markup (which may spell control
+// tokens such as "<|im_start|>") or text a client sent (message content and
+// roles), which must never turn into control tokens: a user who writes
+// "<|im_end|>" must not be able to close their own turn.
+struct ChatSegment {
+  std::string text;
+  bool markup = false;
+};
+
 enum class ChatFamily { llama2, mistral, llama3, chatml, zephyr };
 
 class ChatTemplate {
@@ -61,10 +70,21 @@ class ChatTemplate {
   Result<std::string> render_continuation(std::span<const ChatMessage> messages, std::size_t first,
                                           bool add_generation_prompt) const;
 
+  // The markup the template writes after an assistant reply's content (its
+  // end of turn, e.g. "<|im_end|>\n"): what a stateful server appends to a
+  // conversation after the tokens the model generated.
+  std::string assistant_suffix() const;
+
+  // The same text as render_continuation, cut into markup and client text
+  // (encode it with Tokenizer::encode_pieces, markup parsed for specials).
+  Result<std::vector<ChatSegment>> render_segments(std::span<const ChatMessage> messages,
+                                                   std::size_t first, bool add_generation_prompt) const;
+
  private:
   Result<void> check_roles(std::span<const ChatMessage> messages) const;
   // The text message i contributes; depends on messages[0..i] only.
-  std::string render_message(std::span<const ChatMessage> messages, std::size_t i) const;
+  void render_message(std::span<const ChatMessage> messages, std::size_t i,
+                      std::vector<ChatSegment>& out) const;
   std::string generation_prompt() const;
 
   ChatFamily family_;

@@ -3,9 +3,14 @@
 #include "gpu/kernels/cpu/elementwise.hpp"
 #include "gpu/kernels/cpu/embedding.hpp"
 #include "gpu/kernels/cpu/matmul.hpp"
+#include "gpu/kernels/cpu/paged_attention.hpp"
+#include "gpu/kernels/cpu/reshape_and_cache.hpp"
+#include "gpu/kernels/cpu/attention_contiguous.hpp"
+#include "gpu/kernels/cpu/attention_pool_runner.hpp"
 #include "gpu/kernels/cpu/rms_norm.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 #include <string>
 
@@ -62,8 +67,8 @@ Result<void> CpuForward::validate(std::span<const ForwardSequence> batch) const 
   return {};
 }
 
-Result<ForwardOutput> CpuForward::forward(std::span<const ForwardSequence> batch) {
-  if (auto ok = validate(batch); !ok) return ok.error();
+template <class Seq>
+void CpuForward::gather_tokens(std::span<const Seq> batch) {
   const ModelConfig& c = weights_.config;
   scratch_.tokens.clear();
   scratch_.positions.clear();
@@ -76,16 +81,167 @@ Result<ForwardOutput> CpuForward::forward(std::span<const ForwardSequence> batch
   const std::size_t n = scratch_.tokens.size();
   scratch_.resize(n, c);
   kc::embedding_lookup(prepared_.token_embedding, scratch_.tokens, rows_of(scratch_.x, n, c.dim));
-  for (std::int32_t l = 0; l < c.n_layers; ++l) layer(l, batch);
-  for (const auto& seq : batch) {
-    seq.kv->set_size_tokens(seq.start_pos + std::int32_t(seq.tokens.size()));
-  }
-  ForwardOutput out;
-  output_head(batch, out);
-  return out;
 }
 
-void CpuForward::layer(std::int32_t l, std::span<const ForwardSequence> batch) {
+Result<ForwardOutput> CpuForward::forward(std::span<const ForwardSequence> batch) {
+  if (auto ok = validate(batch); !ok) return ok.error();
+  gather_tokens(batch);
+  for (std::int32_t l = 0; l < weights_.config.n_layers; ++l) {
+    layer(l, [&](std::int32_t layer) { attend_contiguous(layer, batch); });
+  }
+  std::vector<OutputRow> rows;
+  for (const auto& seq : batch) {
+    seq.kv->set_size_tokens(seq.start_pos + std::int32_t(seq.tokens.size()));
+    rows.push_back({seq.tokens.size(), seq.start_pos, seq.all_logits});
+  }
+  return output_head(rows);
+}
+
+kv::KvPoolConfig CpuForward::kv_pool_config(std::int32_t num_blocks, std::int32_t block_tokens,
+                                            kv::KvDType dtype) const {
+  const ModelConfig& c = weights_.config;
+  kv::KvPoolConfig k;
+  k.num_blocks = num_blocks;
+  k.block_tokens = block_tokens;
+  k.n_layers = c.n_layers;
+  k.n_kv_heads = c.n_kv_heads;
+  k.head_dim = c.head_dim;
+  k.dtype = dtype;
+  return k;
+}
+
+Result<void> CpuForward::validate_paged(std::span<const PagedSequence> batch, const kv::KvPool& pool) const {
+  const ModelConfig& c = weights_.config;
+  const kv::KvPoolConfig& k = pool.config();
+  if (k.n_layers != c.n_layers || k.n_kv_heads != c.n_kv_heads || k.head_dim != c.head_dim) {
+    return fail("the KV pool's layout does not fit this model");
+  }
+  for (std::size_t s = 0; s < batch.size(); ++s) {
+    const PagedSequence& seq = batch[s];
+    const std::string where = "sequence " + std::to_string(s) + ": ";
+    if (seq.tokens.empty()) return fail(where + "no tokens");
+    if (seq.start_pos < 0) return fail(where + "negative start position");
+    const std::int64_t end = std::int64_t(seq.start_pos) + std::int64_t(seq.tokens.size());
+    if (end > std::int64_t(seq.blocks.size()) * k.block_tokens) {
+      return fail(where + "its " + std::to_string(seq.blocks.size()) + " blocks hold fewer than " +
+                  std::to_string(end) + " tokens");
+    }
+    for (kv::BlockId b : seq.blocks) {
+      if (b.value >= std::uint32_t(k.num_blocks)) return fail(where + "block id out of range");
+    }
+    for (auto t : seq.tokens) {
+      if (t < 0 || t >= c.vocab_size) return fail(where + "token id " + std::to_string(t) + " out of range");
+    }
+  }
+  return {};
+}
+
+Result<ForwardOutput> CpuForward::forward_paged(std::span<const PagedSequence> batch, kv::KvPool& pool) {
+  if (auto ok = validate_paged(batch, pool); !ok) return ok.error();
+  if (batch.empty()) return ForwardOutput{weights_.config.vocab_size, {}, {0}, {}};
+  gather_tokens(batch);
+  // Per-batch inputs of the paged kernels, shared by every layer.
+  const std::int32_t bt = pool.config().block_tokens;
+  std::size_t max_blocks = 0;
+  for (const auto& seq : batch) max_blocks = std::max(max_blocks, seq.blocks.size());
+  q_start_.assign(1, 0);
+  context_tokens_.clear();
+  slots_.clear();
+  block_table_.assign(batch.size() * max_blocks, 0);
+  for (std::size_t s = 0; s < batch.size(); ++s) {
+    const PagedSequence& seq = batch[s];
+    const auto n = std::int32_t(seq.tokens.size());
+    q_start_.push_back(q_start_.back() + n);
+    context_tokens_.push_back(seq.start_pos + n);
+    for (std::size_t j = 0; j < seq.blocks.size(); ++j) {
+      block_table_[s * max_blocks + j] = std::int32_t(seq.blocks[j].value);
+    }
+    for (std::int32_t i = 0; i < n; ++i) {
+      const std::int32_t pos = seq.start_pos + i;
+      slots_.push_back(std::int64_t(seq.blocks[std::size_t(pos / bt)].value) * bt + pos % bt);
+    }
+  }
+  for (std::int32_t l = 0; l < weights_.config.n_layers; ++l) {
+    layer(l, [&](std::int32_t layer) { attend_paged(layer, batch, pool); });
+  }
+  std::vector<OutputRow> rows;
+  for (const auto& seq : batch) rows.push_back({seq.tokens.size(), seq.start_pos, seq.all_logits});
+  return output_head(rows);
+}
+
+void CpuForward::attend_contiguous(std::int32_t l, std::span<const ForwardSequence> batch) {
+  // One call per sequence (each cache is its own allocation), with the paged
+  // kernel's arithmetic and tile, so both paths give the same bits.
+  const ModelConfig& c = weights_.config;
+  kc::ThreadPoolRunner runner(*pool_);
+  std::size_t row = 0;
+  for (const auto& seq : batch) {
+    const auto count = std::int32_t(seq.tokens.size());
+    const std::int64_t stride = seq.kv->token_stride();
+    std::memcpy(seq.kv->k(l) + seq.start_pos * stride, scratch_.k.data() + row * std::size_t(stride),
+                std::size_t(count) * std::size_t(stride) * sizeof(float));
+    std::memcpy(seq.kv->v(l) + seq.start_pos * stride, scratch_.v.data() + row * std::size_t(stride),
+                std::size_t(count) * std::size_t(stride) * sizeof(float));
+    const std::int32_t q_start[2] = {0, count};
+    const std::int32_t context = seq.start_pos + count;
+    const std::int64_t kv_start = 0;
+    kernels::AttentionPlanOptions o;
+    o.kv_tile_tokens = options_.kv_tile_tokens;
+    o.workers = std::int32_t(pool_->size());
+    auto plan = kernels::plan_paged_attention({q_start, std::span(&context, 1)}, c.n_kv_heads, o);
+    assert(plan && "validated batch");
+    kc::ContiguousAttentionParams p;
+    p.q = scratch_.q.data() + row * std::size_t(c.q_dim());
+    p.out = scratch_.att.data() + row * std::size_t(c.q_dim());
+    p.k = seq.kv->k(l);
+    p.v = seq.kv->v(l);
+    p.kv_start = &kv_start;
+    p.q_start = q_start;
+    p.context_tokens = &context;
+    p.num_seqs = 1;
+    p.n_heads = c.n_heads;
+    p.n_kv_heads = c.n_kv_heads;
+    p.head_dim = c.head_dim;
+    p.softmax_scale = prepared_.attention.scale;
+    kc::contiguous_attention(p, *plan, attention_workspace_, runner);
+    row += std::size_t(count);
+  }
+}
+
+void CpuForward::attend_paged(std::int32_t l, std::span<const PagedSequence> batch, kv::KvPool& pool) {
+  const ModelConfig& c = weights_.config;
+  const kv::PagedKvView view = pool.layer(l);
+  kernels::ReshapeAndCacheParams store;
+  store.k = scratch_.k.data();
+  store.v = scratch_.v.data();
+  store.slots = slots_.data();
+  store.num_tokens = std::int32_t(slots_.size());
+  store.cache = view;
+  kc::reshape_and_cache(store);
+  kernels::PagedAttentionParams p;
+  p.q = scratch_.q.data();
+  p.out = scratch_.att.data();
+  p.kv = view;
+  p.q_start = q_start_.data();
+  p.context_tokens = context_tokens_.data();
+  p.block_table = block_table_.data();
+  p.max_blocks_per_seq = std::int32_t(block_table_.size() / batch.size());
+  p.num_seqs = std::int32_t(batch.size());
+  p.n_heads = c.n_heads;
+  p.softmax_scale = prepared_.attention.scale;
+  if (l == 0) {
+    kernels::AttentionPlanOptions o;
+    o.kv_tile_tokens = options_.kv_tile_tokens;
+    o.workers = std::int32_t(pool_->size());
+    auto plan = kernels::plan_paged_attention({q_start_, context_tokens_}, c.n_kv_heads, o);
+    assert(plan && "validated batch");
+    plan_ = std::move(*plan);
+  }
+  kc::ThreadPoolRunner runner(*pool_);
+  kc::paged_attention(p, plan_, attention_workspace_, runner);
+}
+
+void CpuForward::layer(std::int32_t l, const AttendFn& attend) {
   const ModelConfig& c = weights_.config;
   const PreparedLayer& w = prepared_.layers[std::size_t(l)];
   const std::size_t n = scratch_.tokens.size();
@@ -110,29 +266,7 @@ void CpuForward::layer(std::int32_t l, std::span<const ForwardSequence> batch) {
   }
   kc::rope(prepared_.rope_q, prepared_.inv_freq, q, scratch_.positions);
   kc::rope(prepared_.rope_k, prepared_.inv_freq, k, scratch_.positions);
-  // Store the new K/V, then attend over each sequence's cache.
-  scratch_.attention_batch.clear();
-  std::size_t row = 0;
-  for (const auto& seq : batch) {
-    const auto count = std::int32_t(seq.tokens.size());
-    const std::int64_t stride = seq.kv->token_stride();
-    std::memcpy(seq.kv->k(l) + seq.start_pos * stride, k.row(std::int64_t(row)),
-                std::size_t(count) * std::size_t(stride) * sizeof(float));
-    std::memcpy(seq.kv->v(l) + seq.start_pos * stride, v.row(std::int64_t(row)),
-                std::size_t(count) * std::size_t(stride) * sizeof(float));
-    kc::AttentionSequence a;
-    a.q = q.row(std::int64_t(row));
-    a.q_stride = q.stride;
-    a.n_queries = count;
-    a.start_pos = seq.start_pos;
-    a.k = seq.kv->k(l);
-    a.v = seq.kv->v(l);
-    a.out = scratch_.att.data() + row * std::size_t(c.q_dim());
-    a.out_stride = c.q_dim();
-    scratch_.attention_batch.push_back(a);
-    row += std::size_t(count);
-  }
-  kc::attention(prepared_.attention, scratch_.attention_batch, pool);
+  attend(l);  // stores the new K/V, then attends over each sequence's cache
   mm(scratch_.att, c.q_dim(), w.wo, scratch_.tmp);
   kc::add_inplace(x, rows_of(scratch_.tmp, n, c.dim));
   kc::rms_norm({c.rms_eps}, x, w.ffn_norm.data(), xn, pool);
@@ -143,15 +277,16 @@ void CpuForward::layer(std::int32_t l, std::span<const ForwardSequence> batch) {
   kc::add_inplace(x, rows_of(scratch_.tmp, n, c.dim));
 }
 
-void CpuForward::output_head(std::span<const ForwardSequence> batch, ForwardOutput& out) {
+ForwardOutput CpuForward::output_head(std::span<const OutputRow> seqs) {
   const ModelConfig& c = weights_.config;
   // Gather the rows whose logits were asked for, then norm and project them.
   std::vector<float>& sel = scratch_.xn;
+  ForwardOutput out;
   out.vocab_size = c.vocab_size;
   out.first_row.assign(1, 0);
   std::size_t row = 0, n_sel = 0;
-  for (const auto& seq : batch) {
-    const std::size_t count = seq.tokens.size();
+  for (const OutputRow& seq : seqs) {
+    const std::size_t count = seq.n_tokens;
     for (std::size_t i = seq.all_logits ? 0 : count - 1; i < count; ++i) {
       std::memcpy(sel.data() + n_sel * std::size_t(c.dim), scratch_.x.data() + (row + i) * std::size_t(c.dim),
                   std::size_t(c.dim) * sizeof(float));
@@ -168,6 +303,7 @@ void CpuForward::output_head(std::span<const ForwardSequence> batch, ForwardOutp
   mp.round_activations_to_f16 = options_.round_f16_activations && prepared_.output.dtype == DType::f16;
   kc::matmul(mp, s, prepared_.output, rows_of(out.logits, n_sel, c.vocab_size), *pool_,
              scratch_.rounded);
+  return out;
 }
 
 }  // namespace pensieve::model

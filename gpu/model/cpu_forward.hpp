@@ -11,13 +11,18 @@
 //
 // Owns its thread pool and scratch buffers; shares the weights' storage.
 // Not thread-safe: one forward() at a time, from the owner's thread.
+#include "gpu/kernels/cpu/attention_workspace.hpp"
+#include "gpu/kernels/cpu/paged_attention_plan.hpp"
 #include "gpu/kernels/cpu/thread_pool.hpp"
+#include "gpu/kv/block_id.hpp"
+#include "gpu/kv/kv_pool.hpp"
 #include "gpu/model/forward_scratch.hpp"
 #include "gpu/model/kv_contiguous.hpp"
 #include "gpu/model/model_weights.hpp"
 #include "runtime/error.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -41,6 +46,16 @@ struct ForwardSequence {
   std::int32_t start_pos = 0;            // position of tokens[0]; <= kv->size_tokens()
   ContiguousKvCache* kv = nullptr;       // written at [start_pos, start_pos + tokens.size())
   bool all_logits = false;               // logits for every new token, else the last only
+};
+
+// One sequence's part of a batch over a paged KV pool (the serving path):
+// the blocks hold positions [0, start_pos) already and have room for the new
+// tokens, which the pass writes at positions [start_pos, start_pos + n).
+struct PagedSequence {
+  std::span<const std::int32_t> tokens;  // the new tokens, at least one
+  std::int32_t start_pos = 0;
+  std::span<const kv::BlockId> blocks;   // logical block j -> physical block
+  bool all_logits = false;
 };
 
 // Logits rows, {rows, vocab}, in batch order: sequence s owns rows
@@ -77,17 +92,44 @@ class CpuForward {
   // cache too small) leave every cache unchanged.
   Result<ForwardOutput> forward(std::span<const ForwardSequence> batch);
 
+  // The same over a paged pool (one KvPool layer per model layer, F32, F16
+  // or BF16). With an F32 pool and the same kv tile, a sequence's logits
+  // have the same bits as forward() gives with a contiguous cache. Sequences
+  // must not share a block they write to (the caller copies on write first).
+  Result<ForwardOutput> forward_paged(std::span<const PagedSequence> batch, kv::KvPool& pool);
+
+  // The pool layout this model needs (the caller picks blocks and dtype).
+  kv::KvPoolConfig kv_pool_config(std::int32_t num_blocks, std::int32_t block_tokens,
+                                  kv::KvDType dtype = kv::KvDType::f32) const;
+
  private:
   CpuForward(ModelWeights weights, CpuForwardOptions options, PreparedWeights prepared);
   Result<void> validate(std::span<const ForwardSequence> batch) const;
-  void layer(std::int32_t l, std::span<const ForwardSequence> batch);
-  void output_head(std::span<const ForwardSequence> batch, ForwardOutput& out);
+  Result<void> validate_paged(std::span<const PagedSequence> batch, const kv::KvPool& pool) const;
+  // Stores the new K/V and attends; q, k, v are the batch's rows after RoPE.
+  using AttendFn = std::function<void(std::int32_t layer)>;
+  template <class Seq>
+  void gather_tokens(std::span<const Seq> batch);
+  void layer(std::int32_t l, const AttendFn& attend);
+  void attend_contiguous(std::int32_t l, std::span<const ForwardSequence> batch);
+  void attend_paged(std::int32_t l, std::span<const PagedSequence> batch, kv::KvPool& pool);
+  struct OutputRow {
+    std::size_t n_tokens;
+    std::int32_t start_pos;
+    bool all_logits;
+  };
+  ForwardOutput output_head(std::span<const OutputRow> seqs);
 
   ModelWeights weights_;
   CpuForwardOptions options_;
   PreparedWeights prepared_;
   std::unique_ptr<kernels::cpu::ThreadPool> pool_;
   ForwardScratch scratch_;
+  // Paged attention's per-batch inputs and workspace, reused across calls.
+  std::vector<std::int32_t> q_start_, context_tokens_, block_table_;
+  std::vector<std::int64_t> slots_;
+  kernels::cpu::AttentionWorkspace attention_workspace_;
+  kernels::AttentionPlan plan_;  // planned at layer 0, shared by every layer
 };
 
 }  // namespace pensieve::model

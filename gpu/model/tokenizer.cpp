@@ -63,6 +63,34 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, EncodeOptions opti
   return out;
 }
 
+std::vector<TokenId> Tokenizer::encode_pieces(std::span<const TextPiece> pieces, bool add_bos) const {
+  const Impl& impl = *impl_;
+  std::vector<TokenId> out;
+  if (add_bos && impl.vocab.data.bos_id >= 0) out.push_back(impl.vocab.data.bos_id);
+  // Raw text accumulates across pieces until a special token ends the run.
+  std::string raw;
+  bool after_special = true;
+  auto flush = [&] {
+    if (raw.empty()) return;
+    impl.encode_text(raw, after_special, out);
+    after_special = false;
+    raw.clear();
+  };
+  for (const TextPiece& piece : pieces) {
+    for (const TextFragment& fragment : split_special_tokens(impl.vocab, piece.text, piece.parse_special)) {
+      if (fragment.token) {
+        flush();
+        out.push_back(*fragment.token);
+        after_special = true;
+      } else {
+        raw += fragment.text;
+      }
+    }
+  }
+  flush();
+  return out;
+}
+
 std::string Tokenizer::token_to_piece(TokenId id, bool render_special) const {
   const Vocab& vocab = impl_->vocab;
   if (!vocab.contains(id)) return {};

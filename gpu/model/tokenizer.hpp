@@ -33,11 +33,21 @@ struct DecodeOptions {
   bool strip_leading_space = true;
 };
 
+// A stretch of text to encode, and whether control tokens written in it may
+// be matched (template markup: yes; text a client sent: never).
+struct TextPiece {
+  std::string_view text;
+  bool parse_special = false;
+};
+
 class Tokenizer {
  public:
   static Result<Tokenizer> from_data(TokenizerData data);
 
   std::vector<TokenId> encode(std::string_view text, EncodeOptions options = {}) const;
+  // Pieces encoded as their concatenation would be (raw text runs across
+  // piece boundaries), except that specials are matched only where allowed.
+  std::vector<TokenId> encode_pieces(std::span<const TextPiece> pieces, bool add_bos) const;
   std::vector<TokenId> encode(std::string_view text, bool add_bos, bool parse_special) const {
     return encode(text, EncodeOptions{add_bos, parse_special});
   }

@@ -1,6 +1,6 @@
 // The OpenAI-compatible API end to end over loopback, with a real (small,
 // generated) model behind it.
-#include "actors/serial_engine.hpp"
+#include "actors/engine.hpp"
 #include "gpu/model/builtin_vocab.hpp"
 #include "gpu/model/model_loader.hpp"
 #include "gpu/model/test_model.hpp"
@@ -55,13 +55,13 @@ struct Server {
   asio::io_context io;
   // Keeps run() going after the server stops, so a second stop() still runs.
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
-  std::unique_ptr<actors::SerialEngine> engine;
+  std::unique_ptr<actors::Engine> engine;
   std::unique_ptr<net::EngineBackend> backend;
   std::unique_ptr<net::HttpServer> http;
   std::thread thread;
 
   Server() {
-    auto e = actors::SerialEngine::create(small_model(), {.n_threads = 1});
+    auto e = actors::Engine::create(small_model(), {.n_threads = 1, .kv_cache_mb = 16});
     REQUIRE(e.has_value());
     engine = std::move(*e);
     backend = std::make_unique<net::EngineBackend>(*engine);
@@ -179,4 +179,29 @@ TEST_CASE("request errors answer with the right status and an OpenAI error body"
   CHECK(json::parse(too_long.body).at("error").at("message").as_string().find("context") != std::string::npos);
   CHECK(http_call(s.http->port(), http::verb::get, "/v1/chat/completions").status == 405);
   CHECK(http_call(s.http->port(), http::verb::get, "/nowhere").status == 404);
+}
+
+TEST_CASE("a conversation id makes requests turns of one stored conversation that reuse its KV",
+          "[net][e2e][stateful]") {
+  Server s;
+  auto first = s.post(chat_body(R"(,"conversation":"chat-1")"));
+  REQUIRE(first.status == 200);
+  const auto u1 = json::parse(first.body).at("usage").as_object();
+  CHECK(u1.at("prompt_tokens_details").at("cached_tokens").as_int64() == 0);
+  // Only the new message is sent; the server holds the history.
+  auto second = s.post(chat_body(R"(,"conversation":"chat-1")"));
+  REQUIRE(second.status == 200);
+  const auto u2 = json::parse(second.body).at("usage").as_object();
+  const auto prompt1 = u1.at("prompt_tokens").as_int64();
+  const auto prompt2 = u2.at("prompt_tokens").as_int64();
+  CHECK(prompt2 > prompt1 + 12);  // history: first prompt, its 12-token reply, the new message
+  CHECK(u2.at("prompt_tokens_details").at("cached_tokens").as_int64() >= prompt1);
+  // Another conversation id starts from nothing.
+  auto other = s.post(chat_body(R"(,"conversation":"chat-2")"));
+  REQUIRE(other.status == 200);
+  CHECK(json::parse(other.body).at("usage").at("prompt_tokens").as_int64() == prompt1);
+  // A malformed id is a 400 with an OpenAI error body.
+  auto bad = s.post(chat_body(R"(,"conversation":"no spaces allowed")"));
+  CHECK(bad.status == 400);
+  CHECK(json::parse(bad.body).at("error").at("type").as_string() == "invalid_request_error");
 }

@@ -1,6 +1,6 @@
 // pensieve: the server. The one place that builds the components and wires
 // them together: model, engine, front ends, signals.
-#include "actors/serial_engine.hpp"
+#include "actors/engine.hpp"
 #include "gpu/model/model_loader.hpp"
 #include "net/engine_backend.hpp"
 #include "net/http_server.hpp"
@@ -41,10 +41,13 @@ int serve(const server::Options& o) {
     std::fprintf(stderr, "pensieve: %s\n", weights.error().message.c_str());
     return 1;
   }
-  actors::SerialEngineOptions engine_options;
+  actors::EngineOptions engine_options;
   engine_options.n_threads = std::size_t(o.threads);
   engine_options.chat_template = o.chat_template.value_or("");
-  auto engine = actors::SerialEngine::create(std::move(*weights), engine_options);
+  engine_options.stateful = !o.no_state;
+  engine_options.max_batch_tokens = o.max_batch_tokens;
+  engine_options.kv_cache_mb = o.kv_device_mb;
+  auto engine = actors::Engine::create(std::move(*weights), engine_options);
   if (!engine) {
     std::fprintf(stderr, "pensieve: %s\n", engine.error().message.c_str());
     return 1;
@@ -55,8 +58,10 @@ int serve(const server::Options& o) {
     std::fprintf(stderr, "pensieve: %s\n", r.error().message.c_str());
     return 1;
   }
-  std::fprintf(stderr, "pensieve: serving '%s' on http://%s:%u (OpenAI API under /v1)\n",
-               backend.model_name().c_str(), o.host.c_str(), unsigned(http.port()));
+  std::fprintf(stderr, "pensieve: serving '%s' on http://%s:%u (OpenAI API under /v1), %s\n",
+               backend.model_name().c_str(), o.host.c_str(), unsigned(http.port()),
+               o.no_state ? "stateless (--no-state: every turn recomputes its history)"
+                          : "stateful (conversations keep their KV cache)");
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int) {
     if (ec) return;

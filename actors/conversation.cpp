@@ -1,0 +1,262 @@
+#include "actors/conversation.hpp"
+
+#include "gpu/model/stop_matcher.hpp"
+#include "gpu/model/utf8_stream.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <chrono>
+#include <optional>
+
+namespace pensieve::actors {
+
+namespace asio = boost::asio;
+
+namespace {
+
+std::int64_t unix_now_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void send(ClientChannel& out, ClientEvent e) {
+  // Sized for the whole turn; closed only when the client is gone.
+  (void)out.try_send(boost::system::error_code{}, std::move(e));
+}
+
+void send_error(ClientChannel& out, TurnErrorKind kind, std::string message) {
+  ClientEvent e{ClientEvent::Kind::error};
+  e.error = TurnError{kind, std::move(message)};
+  send(out, std::move(e));
+}
+
+std::vector<model::TextPiece> pieces_of(const std::vector<model::ChatSegment>& segments) {
+  std::vector<model::TextPiece> pieces;
+  for (const auto& s : segments) pieces.push_back({s.text, s.markup});
+  return pieces;
+}
+
+// The tokens that close the assistant's turn after what it generated: the
+// template's suffix, minus the end token when the model wrote it itself.
+std::vector<std::int32_t> closing_tokens(const TurnServices& svc, std::span<const std::int32_t> generated) {
+  std::string suffix = svc.chat->assistant_suffix();
+  if (!generated.empty() && svc.tokenizer->is_special(generated.back())) {
+    const std::string end = svc.tokenizer->token_to_piece(generated.back(), true);
+    if (const auto at = suffix.find(end); !end.empty() && at != std::string::npos) {
+      suffix = suffix.substr(at + end.size());
+    }
+  }
+  const model::TextPiece piece{suffix, true};
+  return svc.tokenizer->encode_pieces(std::span(&piece, 1), false);
+}
+
+// Turns sampled tokens into the text the client may see.
+class ReplyText {
+ public:
+  ReplyText(const model::Tokenizer& tokenizer, std::vector<std::string> stops)
+      : tokenizer_(tokenizer), stops_(std::move(stops)) {}
+
+  // Returns false once a stop string has matched (the reply ends there).
+  bool push(const model::SampledToken& t, bool is_final_stop_token, bool logprobs) {
+    if (!is_final_stop_token) {
+      const std::string piece = tokenizer_.is_special(t.token) ? std::string() : tokenizer_.token_to_piece(t.token);
+      model::StopStep step = stops_.push(utf8_.feed(piece));
+      pending_.text += step.released;
+      text_ += step.released;
+      if (logprobs) pending_.tokens.push_back(t);
+      if (step.stopped) return false;
+    }
+    return true;
+  }
+  // The end of the reply: release what was held back unless a stop matched.
+  void finish() {
+    if (stops_.stopped()) return;
+    model::StopStep step = stops_.push(utf8_.flush());
+    pending_.text += step.released;
+    text_ += step.released;
+    if (!step.stopped) {
+      std::string rest = stops_.flush();
+      pending_.text += rest;
+      text_ += rest;
+    }
+  }
+  bool stopped() const { return stops_.stopped(); }
+  bool has_pending() const { return !pending_.text.empty() || !pending_.tokens.empty(); }
+  TurnDelta take() { return std::exchange(pending_, {}); }
+  const std::string& text() const { return text_; }
+
+ private:
+  const model::Tokenizer& tokenizer_;
+  model::Utf8Stream utf8_;
+  model::StopMatcher stops_;
+  TurnDelta pending_;
+  std::string text_;  // the whole reply released so far
+};
+
+}  // namespace
+
+namespace {
+
+// What a turn's generation left behind, for its conversation.
+struct Generated {
+  std::vector<std::int32_t> tokens;  // sampled tokens the reply keeps
+  std::string text;                  // the text the client saw
+};
+
+// Admits `tokens` (the whole history, new prompt last) to the scheduler and
+// streams the reply to `out`. Sends deltas and the closing done / error
+// event; returns the reply when there was one.
+asio::awaitable<std::optional<Generated>> generate(const TurnServices& svc, ConversationId conversation,
+                                                   const std::vector<std::int32_t>& tokens,
+                                                   model::SamplingParams sampling, bool keep_kv, ClientChannel& out,
+                                                   std::shared_ptr<CancelFlag> cancel) {
+  const std::int64_t needed = std::int64_t(tokens.size()) + sampling.max_tokens;
+  if (needed > svc.max_context) {
+    send_error(out, TurnErrorKind::invalid_request,
+               "this model's context is " + std::to_string(svc.max_context) + " tokens; the conversation has " +
+                   std::to_string(tokens.size()) + " and max_tokens asks for " +
+                   std::to_string(sampling.max_tokens));
+    co_return std::nullopt;
+  }
+  const auto executor = co_await asio::this_coro::executor;
+  auto events = std::make_shared<TurnEventChannel>(executor, turn_channel_capacity(sampling.max_tokens));
+  const TurnId turn{svc.next_turn->fetch_add(1) + 1};
+  const std::vector<std::string> stop_strings = sampling.stop_strings;
+  const bool logprobs = sampling.logprobs;
+  AdmitTurn admit{TurnSpec{turn, conversation, tokens, std::move(sampling), keep_kv}, events, cancel, {}};
+  auto admitted = co_await svc.scheduler.ask(std::move(admit));
+  if (!admitted) {
+    send_error(out, TurnErrorKind::overloaded, "the server is stopping");
+    co_return std::nullopt;
+  }
+  switch (*admitted) {
+    case AdmitStatus::admitted: break;
+    case AdmitStatus::overloaded:
+      send_error(out, TurnErrorKind::overloaded, "the server is overloaded: too many turns are queued; retry later");
+      co_return std::nullopt;
+    case AdmitStatus::too_large:
+      send_error(out, TurnErrorKind::invalid_request,
+                 "the conversation (" + std::to_string(tokens.size()) +
+                     " tokens plus max_tokens) needs more KV cache than the server has");
+      co_return std::nullopt;
+  }
+
+  ReplyText reply(*svc.tokenizer, stop_strings);
+  Generated result;
+  TurnSummary summary;
+  summary.prompt_tokens = std::int32_t(tokens.size());
+  for (;;) {
+    auto [ec, e] = co_await events->async_receive(asio::as_tuple(asio::use_awaitable));
+    if (ec) {
+      send_error(out, TurnErrorKind::internal, "turn events broken: " + ec.message());
+      co_return std::nullopt;
+    }
+    if (e.kind == TurnEvent::Kind::started) {
+      summary.cached_tokens = e.cached_tokens;
+      continue;
+    }
+    if (e.kind == TurnEvent::Kind::failed) {
+      send_error(out, TurnErrorKind::internal, e.error);
+      co_return std::nullopt;
+    }
+    if (e.kind == TurnEvent::Kind::token) {
+      if (reply.stopped()) continue;  // sampled before the scheduler saw the stop
+      result.tokens.push_back(e.token.token);
+      // A stop token (EOS, a stop id) ends the reply and is not part of its text.
+      const bool stop_token = e.finish == model::FinishReason::stop;
+      if (!reply.push(e.token, stop_token, logprobs)) cancel->store(true, std::memory_order_relaxed);
+      if (reply.has_pending() && !reply.stopped()) send(out, ClientEvent{ClientEvent::Kind::delta, reply.take()});
+      continue;
+    }
+    // finished: none means cancelled (by the client or by our stop string).
+    summary.finish = reply.stopped() ? model::FinishReason::stop : e.finish;
+    summary.cancelled = !reply.stopped() && e.finish == model::FinishReason::none;
+    if (summary.finish == model::FinishReason::none) summary.finish = model::FinishReason::stop;
+    break;
+  }
+  reply.finish();
+  if (reply.has_pending()) send(out, ClientEvent{ClientEvent::Kind::delta, reply.take()});
+  summary.completion_tokens = std::int32_t(result.tokens.size());
+  result.text = reply.text();
+  ClientEvent done{ClientEvent::Kind::done};
+  done.summary = summary;
+  send(out, std::move(done));
+  co_return result;
+}
+
+}  // namespace
+
+asio::awaitable<void> run_turn(const TurnServices& svc, ConversationState& state,
+                               std::vector<model::ChatMessage> messages, model::SamplingParams sampling,
+                               bool keep_kv, ClientChannel& out, std::shared_ptr<CancelFlag> cancel) {
+  if (auto problem = model::validate(sampling); !problem.empty()) {
+    send_error(out, TurnErrorKind::invalid_request, problem);
+    co_return;
+  }
+  if (messages.empty()) {
+    send_error(out, TurnErrorKind::invalid_request, "a turn needs at least one new message");
+    co_return;
+  }
+  std::vector<model::ChatMessage> all = state.messages;
+  all.insert(all.end(), messages.begin(), messages.end());
+  auto segments = svc.chat->render_segments(all, state.messages.size(), true);
+  if (!segments) {
+    send_error(out, TurnErrorKind::invalid_request, segments.error().message);
+    co_return;
+  }
+  const bool bos = state.tokens.empty() && svc.tokenizer->adds_bos_by_default();
+  const auto pieces = pieces_of(*segments);
+  std::vector<std::int32_t> tokens = state.tokens;
+  const auto fresh = svc.tokenizer->encode_pieces(pieces, bos);
+  tokens.insert(tokens.end(), fresh.begin(), fresh.end());
+  // The done event goes out before the history grows: the conversation's
+  // next turn waits in this actor's mailbox until this handler returns.
+  auto reply = co_await generate(svc, state.id, tokens, std::move(sampling), keep_kv, out, std::move(cancel));
+  if (!reply) co_return;
+  // The history grows by the turn as the model saw it, and its reply.
+  tokens.insert(tokens.end(), reply->tokens.begin(), reply->tokens.end());
+  const auto closing = closing_tokens(svc, reply->tokens);
+  tokens.insert(tokens.end(), closing.begin(), closing.end());
+  state.tokens = std::move(tokens);
+  state.messages = std::move(all);
+  state.messages.push_back({"assistant", std::move(reply->text)});
+  state.last_active_unix_s = unix_now_s();
+  ++state.turns;
+}
+
+asio::awaitable<void> run_completion(const TurnServices& svc, ConversationId id, std::string prompt,
+                                     model::SamplingParams sampling, ClientChannel& out,
+                                     std::shared_ptr<CancelFlag> cancel) {
+  if (auto problem = model::validate(sampling); !problem.empty()) {
+    send_error(out, TurnErrorKind::invalid_request, problem);
+    co_return;
+  }
+  // Raw text: no template, and no control tokens from the client.
+  const model::TextPiece piece{prompt, false};
+  const auto tokens = svc.tokenizer->encode_pieces(std::span(&piece, 1), svc.tokenizer->adds_bos_by_default());
+  if (tokens.empty()) {
+    send_error(out, TurnErrorKind::invalid_request, "the prompt is empty");
+    co_return;
+  }
+  co_await generate(svc, id, tokens, std::move(sampling), false, out, std::move(cancel));
+}
+
+asio::awaitable<void> ConversationActor::operator()(StartTurn m) {
+  co_await run_turn(*services_, state_, std::move(m.messages), std::move(m.sampling), true, *m.out,
+                    std::move(m.cancel));
+}
+
+asio::awaitable<void> ConversationActor::operator()(GetSnapshot m) {
+  m.reply.send(ConversationSnapshot{state_.messages, state_.tokens, state_.turns, state_.last_active_unix_s});
+  co_return;
+}
+
+void ConversationActor::on_rejected(ConversationMsg& m) {
+  if (auto* turn = std::get_if<StartTurn>(&m)) {
+    send_error(*turn->out, TurnErrorKind::not_found, "the conversation was deleted");
+  }
+}
+
+}  // namespace pensieve::actors

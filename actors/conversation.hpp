@@ -1,0 +1,98 @@
+#pragma once
+// ConversationActor: one per live conversation. Owns the authoritative token
+// history (what any recomputation starts from), the messages as text, the
+// tenant and timestamps. A turn renders only the new messages through the
+// chat template (client text never becomes control tokens), asks the
+// scheduler to compute the tokens its KV does not cover, streams the reply
+// out as whole UTF-8 characters with stop strings held back, and appends
+// the reply's tokens (and the template's end-of-turn markup) to the history.
+// Turns of one conversation run one after another, in arrival order.
+//
+// run_turn() is also used on its own for stateless requests (a client that
+// sends the whole history): a throwaway state whose KV is not kept.
+//
+// Runs on the control executor; the services it is given outlive it.
+#include "actors/ids.hpp"
+#include "actors/scheduler_protocol.hpp"
+#include "actors/turn_stream.hpp"
+#include "gpu/model/chat_template.hpp"
+#include "gpu/model/tokenizer.hpp"
+#include "runtime/actor.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace pensieve::actors {
+
+// What every conversation shares: the model's text side and the scheduler.
+struct TurnServices {
+  const model::Tokenizer* tokenizer = nullptr;
+  const model::ChatTemplate* chat = nullptr;
+  rt::ActorRef<SchedulerMsg> scheduler;
+  std::int32_t max_context = 0;
+  std::atomic<std::uint64_t>* next_turn = nullptr;
+};
+
+struct ConversationState {
+  ConversationId id;
+  std::string tenant;
+  std::vector<model::ChatMessage> messages;  // as rendered so far (assistant replies as sent)
+  std::vector<std::int32_t> tokens;          // the history the model saw and wrote
+  std::int64_t created_unix_s = 0;
+  std::int64_t last_active_unix_s = 0;
+  std::int32_t turns = 0;
+};
+
+// Runs one turn on `state`: `messages` are appended to the conversation.
+// Every outcome goes to `out` (deltas, then done or error); `state` changes
+// only when the turn produced a reply (finished, stopped or cancelled).
+boost::asio::awaitable<void> run_turn(const TurnServices& services, ConversationState& state,
+                                      std::vector<model::ChatMessage> messages,
+                                      model::SamplingParams sampling, bool keep_kv, ClientChannel& out,
+                                      std::shared_ptr<CancelFlag> cancel);
+
+// A plain text completion (no chat template, no history kept): the prompt
+// is encoded as client text.
+boost::asio::awaitable<void> run_completion(const TurnServices& services, ConversationId id, std::string prompt,
+                                            model::SamplingParams sampling, ClientChannel& out,
+                                            std::shared_ptr<CancelFlag> cancel);
+
+struct StartTurn {
+  std::vector<model::ChatMessage> messages;
+  model::SamplingParams sampling;
+  std::shared_ptr<ClientChannel> out;
+  std::shared_ptr<CancelFlag> cancel;
+};
+
+struct ConversationSnapshot {
+  std::vector<model::ChatMessage> messages;
+  std::vector<std::int32_t> tokens;
+  std::int32_t turns = 0;
+  std::int64_t last_active_unix_s = 0;
+};
+
+struct GetSnapshot {
+  rt::Reply<ConversationSnapshot> reply;
+};
+
+using ConversationMsg = std::variant<StartTurn, GetSnapshot>;
+
+class ConversationActor {
+ public:
+  ConversationActor(const TurnServices& services, ConversationState state)
+      : services_(&services), state_(std::move(state)) {}
+
+  boost::asio::awaitable<void> operator()(StartTurn m);
+  boost::asio::awaitable<void> operator()(GetSnapshot m);
+  // A turn refused by a stopping actor still gets its answer.
+  void on_rejected(ConversationMsg& m);
+
+ private:
+  const TurnServices* services_;
+  ConversationState state_;
+};
+
+}  // namespace pensieve::actors

@@ -1,0 +1,336 @@
+#include "actors/engine.hpp"
+
+#include "actors/gpu_worker.hpp"
+#include "gpu/model/cpu_forward.hpp"
+#include "runtime/executor.hpp"
+#include "runtime/task_group.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <chrono>
+#include <future>
+#include <map>
+#include <mutex>
+#include <random>
+
+namespace pensieve::actors {
+
+namespace asio = boost::asio;
+
+namespace {
+
+bool valid_conversation_id(const std::string& id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '_' || c == ':' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string store_key(const std::string& tenant, const std::string& id) { return tenant + '\n' + id; }
+
+TurnError not_found(const std::string& id) {
+  return TurnError{TurnErrorKind::not_found, "no conversation '" + id + "'"};
+}
+
+std::int64_t unix_now_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+struct Engine::Impl {
+  struct Entry {
+    ConversationInfo info;
+    ConversationId cid;
+    rt::ActorRef<ConversationMsg> actor;
+  };
+
+  // The threads' io_contexts go last: every channel and actor below belongs
+  // to one of them (shutdown() has joined the threads by then).
+  rt::LoopThread control;
+  rt::LoopThread worker_thread;
+  model::Tokenizer tokenizer;
+  model::ChatTemplate chat;
+  std::string name;
+  EngineOptions options;
+  std::int32_t max_context = 0;
+  std::atomic<std::uint64_t> next_turn{0};
+  std::atomic<std::uint64_t> next_conversation{0};
+  TurnServices services;
+
+  rt::TaskGroup group;
+  rt::ActorRef<GpuWorkerMsg> worker;
+  std::optional<Scheduler> scheduler;
+
+  mutable std::mutex store_mutex;  // guards store and rng
+  std::map<std::string, Entry> store;
+  std::mt19937_64 rng{std::random_device{}()};
+
+  Impl(model::Tokenizer t, model::ChatTemplate c, std::string n, EngineOptions o)
+      : tokenizer(std::move(t)), chat(std::move(c)), name(std::move(n)), options(std::move(o)) {}
+
+  ConversationId new_id() { return ConversationId{next_conversation.fetch_add(1) + 1}; }
+  void shutdown();
+};
+
+void Engine::Impl::shutdown() {
+  std::promise<void> done;
+  auto stop = [this]() -> asio::awaitable<void> {
+    if (scheduler) co_await scheduler->stop();
+    std::vector<rt::ActorRef<ConversationMsg>> actors;
+    {
+      std::lock_guard lock(store_mutex);
+      for (auto& [key, e] : store) actors.push_back(e.actor);
+    }
+    for (auto& a : actors) co_await a.stop(rt::StopMode::reject);
+    co_await worker.stop(rt::StopMode::drain);
+    co_await group.stop();
+  };
+  asio::co_spawn(control.executor(), stop(), [&](std::exception_ptr) { done.set_value(); });
+  done.get_future().wait();
+  control.join();
+  worker_thread.join();
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Engine::~Engine() { impl_->shutdown(); }
+
+Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, EngineOptions options) {
+  if (!weights.tokenizer) return fail("the model has no tokenizer; a chat server needs one");
+  if (options.max_batch_tokens <= 0 || options.max_running <= 0 || options.max_queued_turns <= 0 ||
+      options.kv_block_tokens <= 0 || options.kv_cache_mb <= 0) {
+    return fail("engine options: batch tokens, running and queued turns, block tokens and KV size must be positive");
+  }
+  auto tokenizer = model::Tokenizer::from_data(*weights.tokenizer);
+  if (!tokenizer) return tokenizer.error();
+  auto chat = model::chat_template_for(*tokenizer, options.chat_template);
+  if (!chat) return chat.error();
+  std::string name = weights.config.name.empty() ? "pensieve" : weights.config.name;
+  const std::int32_t max_context = weights.config.max_context;
+  auto forward = model::CpuForward::create(std::move(weights), {.n_threads = options.n_threads});
+  if (!forward) return forward.error();
+
+  // The device tier: as many blocks as the budget holds.
+  kv::KvPoolConfig pool = forward->kv_pool_config(1, options.kv_block_tokens, options.kv_dtype);
+  const std::size_t block_bytes = kv::kv_bytes_per_token(pool) * std::size_t(options.kv_block_tokens);
+  const auto blocks = std::int64_t(std::size_t(options.kv_cache_mb) * (std::size_t(1) << 20) / block_bytes);
+  if (blocks < 1) return fail("--kv-device-mb is too small for one KV block of this model");
+  pool.num_blocks = std::int32_t(std::min<std::int64_t>(blocks, 1 << 30));
+  model::VocabInfo vocab{forward->config().vocab_size, {}};
+  for (auto id : {tokenizer->eos_id(), tokenizer->eot_id()}) {
+    if (id) vocab.eos_ids.push_back(*id);
+  }
+
+  auto impl = std::make_unique<Impl>(std::move(*tokenizer), std::move(*chat), std::move(name), std::move(options));
+  Impl& m = *impl;
+  m.max_context = max_context;
+  m.worker = rt::spawn_actor<GpuWorkerMsg>(
+      m.group, m.worker_thread.executor(),
+      GpuWorker(std::move(*forward), GpuWorkerConfig{pool, vocab, m.options.tracer}),
+      {.name = "gpu worker", .mailbox_capacity = 4, .tracer = m.options.tracer});
+  SchedulerConfig sc;
+  sc.limits.max_batch_tokens = m.options.max_batch_tokens;
+  sc.limits.max_running = m.options.max_running;
+  sc.limits.max_admitted = m.options.max_queued_turns;
+  sc.limits.num_blocks = pool.num_blocks;
+  sc.limits.block_tokens = m.options.kv_block_tokens;
+  sc.limits.keep_kv = m.options.stateful;
+  sc.tracer = m.options.tracer;
+  sc.on_iteration = m.options.on_iteration;
+  m.scheduler.emplace(m.group, m.control.executor(), std::move(sc), m.worker);
+  m.services = TurnServices{&m.tokenizer, &m.chat, m.scheduler->ref(), m.max_context, &m.next_turn};
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+const std::string& Engine::model_name() const { return impl_->name; }
+std::int32_t Engine::max_context() const { return impl_->max_context; }
+std::string Engine::token_text(std::int32_t token) const { return impl_->tokenizer.token_to_piece(token); }
+const EngineOptions& Engine::options() const { return impl_->options; }
+
+EngineResult<ConversationInfo> Engine::create_conversation(const std::string& tenant, std::optional<std::string> id) {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.store_mutex);
+  if (id) {
+    if (!valid_conversation_id(*id)) {
+      return TurnError{TurnErrorKind::invalid_request,
+                       "a conversation id is 1-128 characters of letters, digits and . _ : -"};
+    }
+    if (m.store.contains(store_key(tenant, *id))) {
+      return TurnError{TurnErrorKind::invalid_request, "conversation '" + *id + "' already exists"};
+    }
+  } else {
+    do {
+      char buf[24];
+      std::snprintf(buf, sizeof buf, "conv_%016llx", static_cast<unsigned long long>(m.rng()));
+      id = buf;
+    } while (m.store.contains(store_key(tenant, *id)));
+  }
+  ConversationState state;
+  state.id = m.new_id();
+  state.tenant = tenant;
+  state.created_unix_s = state.last_active_unix_s = unix_now_s();
+  ConversationInfo info{*id, tenant, state.created_unix_s};
+  const ConversationId cid = state.id;
+  auto actor = rt::spawn_actor<ConversationMsg>(m.group, m.control.executor(),
+                                                ConversationActor(m.services, std::move(state)),
+                                                {.name = "conversation", .mailbox_capacity = 16, .tracer = m.options.tracer});
+  m.store.emplace(store_key(tenant, *id), Impl::Entry{info, cid, std::move(actor)});
+  return info;
+}
+
+std::optional<ConversationInfo> Engine::find_conversation(const std::string& tenant, const std::string& id) const {
+  std::lock_guard lock(impl_->store_mutex);
+  auto it = impl_->store.find(store_key(tenant, id));
+  if (it == impl_->store.end()) return std::nullopt;
+  return it->second.info;
+}
+
+std::vector<ConversationInfo> Engine::list_conversations(const std::string& tenant) const {
+  std::lock_guard lock(impl_->store_mutex);
+  std::vector<ConversationInfo> out;
+  const std::string prefix = tenant + '\n';
+  for (auto it = impl_->store.lower_bound(prefix); it != impl_->store.end() && it->first.starts_with(prefix); ++it) {
+    out.push_back(it->second.info);
+  }
+  return out;
+}
+
+asio::awaitable<EngineResult<ConversationSnapshot>> Engine::snapshot(const std::string& tenant, const std::string& id) {
+  rt::ActorRef<ConversationMsg> actor;
+  {
+    std::lock_guard lock(impl_->store_mutex);
+    auto it = impl_->store.find(store_key(tenant, id));
+    if (it == impl_->store.end()) co_return not_found(id);
+    actor = it->second.actor;
+  }
+  GetSnapshot get;
+  auto r = co_await actor.ask(std::move(get));
+  if (!r) co_return not_found(id);
+  co_return std::move(*r);
+}
+
+bool Engine::delete_conversation(const std::string& tenant, const std::string& id) {
+  Impl& m = *impl_;
+  Impl::Entry entry;
+  {
+    std::lock_guard lock(m.store_mutex);
+    auto it = m.store.find(store_key(tenant, id));
+    if (it == m.store.end()) return false;
+    entry = std::move(it->second);
+    m.store.erase(it);
+  }
+  entry.actor.request_stop(rt::StopMode::reject);
+  SchedulerMsg drop = DropConversation{entry.cid};
+  // A full scheduler mailbox: the KV stays until eviction takes it.
+  (void)m.scheduler->ref().try_tell(drop);
+  return true;
+}
+
+EngineResult<TurnStream> Engine::start_turn(const asio::any_io_executor& executor, const std::string& tenant,
+                                            const std::string& id, std::vector<model::ChatMessage> messages,
+                                            model::SamplingParams sampling) {
+  rt::ActorRef<ConversationMsg> actor;
+  {
+    std::lock_guard lock(impl_->store_mutex);
+    auto it = impl_->store.find(store_key(tenant, id));
+    if (it == impl_->store.end()) return not_found(id);
+    actor = it->second.actor;
+  }
+  auto channel = std::make_shared<ClientChannel>(executor, turn_channel_capacity(sampling.max_tokens));
+  auto cancel = std::make_shared<CancelFlag>(false);
+  ConversationMsg start = StartTurn{std::move(messages), std::move(sampling), channel, cancel};
+  switch (actor.try_tell(start)) {
+    case rt::SendStatus::sent: break;
+    case rt::SendStatus::full:
+      return TurnError{TurnErrorKind::overloaded, "too many turns are queued on this conversation; retry later"};
+    default: return not_found(id);
+  }
+  return TurnStream(std::move(channel), std::move(cancel));
+}
+
+EngineResult<TurnStream> Engine::start_stateless_turn(const asio::any_io_executor& executor, TurnRequest request) {
+  Impl& m = *impl_;
+  auto channel = std::make_shared<ClientChannel>(executor, turn_channel_capacity(request.sampling.max_tokens));
+  auto cancel = std::make_shared<CancelFlag>(false);
+  auto state = std::make_shared<ConversationState>();
+  state->id = m.new_id();
+  auto task = [](const TurnServices& svc, std::shared_ptr<ConversationState> st, TurnRequest r,
+                 std::shared_ptr<ClientChannel> out, std::shared_ptr<CancelFlag> c) -> asio::awaitable<void> {
+    co_await actors::run_turn(svc, *st, std::move(r.messages), std::move(r.sampling), false, *out, std::move(c));
+  };
+  if (!m.group.spawn(m.control.executor(), task(m.services, state, std::move(request), channel, cancel))) {
+    return TurnError{TurnErrorKind::overloaded, "the server is stopping"};
+  }
+  return TurnStream(std::move(channel), std::move(cancel));
+}
+
+EngineResult<TurnStream> Engine::start_completion(const asio::any_io_executor& executor, std::string prompt,
+                                                 model::SamplingParams sampling) {
+  Impl& m = *impl_;
+  auto channel = std::make_shared<ClientChannel>(executor, turn_channel_capacity(sampling.max_tokens));
+  auto cancel = std::make_shared<CancelFlag>(false);
+  auto task = [](const TurnServices& svc, ConversationId id, std::string p, model::SamplingParams sp,
+                 std::shared_ptr<ClientChannel> out, std::shared_ptr<CancelFlag> c) -> asio::awaitable<void> {
+    co_await actors::run_completion(svc, id, std::move(p), std::move(sp), *out, std::move(c));
+  };
+  if (!m.group.spawn(m.control.executor(),
+                     task(m.services, m.new_id(), std::move(prompt), std::move(sampling), channel, cancel))) {
+    return TurnError{TurnErrorKind::overloaded, "the server is stopping"};
+  }
+  return TurnStream(std::move(channel), std::move(cancel));
+}
+
+asio::awaitable<TurnResult> Engine::run_completion(std::string prompt, model::SamplingParams sampling,
+                                                   TurnSink sink) {
+  auto executor = co_await asio::this_coro::executor;
+  auto stream = start_completion(executor, std::move(prompt), std::move(sampling));
+  if (!stream) co_return stream.error();
+  co_return co_await drain_turn(std::move(*stream), std::move(sink));
+}
+
+asio::awaitable<TurnResult> drain_turn(TurnStream stream, TurnSink sink) {
+  bool listening = true;
+  for (;;) {
+    auto delta = co_await stream.next();
+    if (!delta) break;
+    if (!listening) continue;  // cancelled: drain to the turn's end
+    const bool keep_going = co_await sink(*delta);  // its own statement: GCC 12
+    if (!keep_going) {
+      listening = false;
+      stream.cancel();
+    }
+  }
+  co_return stream.result();
+}
+
+asio::awaitable<TurnResult> Engine::run_turn(TurnRequest request, TurnSink sink) {
+  auto executor = co_await asio::this_coro::executor;
+  auto stream = start_stateless_turn(executor, std::move(request));
+  if (!stream) co_return stream.error();
+  co_return co_await drain_turn(std::move(*stream), std::move(sink));
+}
+
+asio::awaitable<TurnResult> Engine::send_turn(const std::string& tenant, const std::string& id,
+                                              std::vector<model::ChatMessage> messages,
+                                              model::SamplingParams sampling, TurnSink sink) {
+  auto executor = co_await asio::this_coro::executor;
+  auto stream = start_turn(executor, tenant, id, std::move(messages), std::move(sampling));
+  if (!stream) co_return stream.error();
+  co_return co_await drain_turn(std::move(*stream), std::move(sink));
+}
+
+asio::awaitable<SchedulerStats> Engine::stats() {
+  GetSchedulerStats get;
+  auto r = co_await impl_->scheduler->ref().ask(std::move(get));
+  co_return r ? *r : SchedulerStats{};
+}
+
+}  // namespace pensieve::actors

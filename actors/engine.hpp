@@ -1,0 +1,128 @@
+#pragma once
+// Engine: the embedded API of the serving engine, what the front ends, the
+// benchmarks and the tests build on. It starts the actor system for one
+// model: the scheduler and the conversation actors on a control thread, the
+// GPU worker on its own thread (its forward pass on the worker's compute
+// stream), and keeps the conversation store.
+//
+//   auto engine = Engine::create(std::move(weights), options).value();
+//   auto conv = engine->create_conversation("tenant").value();
+//   auto stream = engine->start_turn(executor, "tenant", conv.id, {{"user", "Hi"}}, sampling).value();
+//   while (auto delta = co_await stream.next()) ...;
+//
+// Stateful (default): a conversation's KV cache outlives its turns, so the
+// next turn computes only its new tokens. options.stateful = false is the
+// --no-state baseline: every turn recomputes the whole history, through the
+// same code path, and gives the same tokens.
+//
+// Thread-safe: every method may be called from any thread. Turn streams
+// deliver on the executor passed to start_turn, whose context must outlive
+// the engine (the engine's threads complete operations on it until the
+// destructor has joined them).
+#include "actors/conversation.hpp"
+#include "actors/scheduler_actor.hpp"
+#include "actors/turn.hpp"
+#include "actors/turn_stream.hpp"
+#include "gpu/kv/paged_kv_view.hpp"
+#include "gpu/model/model_weights.hpp"
+#include "runtime/error.hpp"
+#include "runtime/trace.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/system/result.hpp>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pensieve::actors {
+
+struct EngineOptions {
+  std::size_t n_threads = 0;   // forward-pass threads; 0: every core
+  std::string chat_template;   // override by family name; empty: the model's
+  bool stateful = true;        // false: --no-state
+  std::int32_t max_batch_tokens = 512;
+  std::int32_t max_running = 64;
+  std::int32_t max_queued_turns = 256;  // turns waiting or running; beyond: overloaded
+  std::int32_t kv_block_tokens = 32;
+  std::int64_t kv_cache_mb = 512;       // the device tier
+  kv::KvDType kv_dtype = kv::KvDType::f32;
+  rt::Tracer* tracer = nullptr;
+  // After every scheduler iteration, on the scheduler's thread.
+  std::function<void(const IterationRecord&)> on_iteration;
+};
+
+struct ConversationInfo {
+  std::string id;
+  std::string tenant;
+  std::int64_t created_unix_s = 0;
+};
+
+template <class T>
+using EngineResult = boost::system::result<T, TurnError>;
+
+// Called with each delta of a turn; returning false cancels the turn.
+using TurnSink = std::function<boost::asio::awaitable<bool>(const TurnDelta&)>;
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> create(model::ModelWeights weights, EngineOptions options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const std::string& model_name() const;
+  std::int32_t max_context() const;
+  // A token's text for logprobs reports (may be part of a UTF-8 character).
+  std::string token_text(std::int32_t token) const;
+  const EngineOptions& options() const;
+
+  // Conversations, namespaced per tenant. `id`: the client's choice (1-128
+  // characters of [A-Za-z0-9._:-]); absent: a fresh random one.
+  EngineResult<ConversationInfo> create_conversation(const std::string& tenant,
+                                                     std::optional<std::string> id = {});
+  std::optional<ConversationInfo> find_conversation(const std::string& tenant, const std::string& id) const;
+  std::vector<ConversationInfo> list_conversations(const std::string& tenant) const;
+  boost::asio::awaitable<EngineResult<ConversationSnapshot>> snapshot(const std::string& tenant,
+                                                                      const std::string& id);
+  // Frees the conversation's KV; a turn in flight finishes, queued ones fail.
+  bool delete_conversation(const std::string& tenant, const std::string& id);
+
+  // A turn on a stored conversation: `messages` (usually one user message)
+  // are appended to it.
+  EngineResult<TurnStream> start_turn(const boost::asio::any_io_executor& executor, const std::string& tenant,
+                                      const std::string& id, std::vector<model::ChatMessage> messages,
+                                      model::SamplingParams sampling);
+  // A turn over a whole history sent by a stateless client; nothing is kept.
+  EngineResult<TurnStream> start_stateless_turn(const boost::asio::any_io_executor& executor,
+                                                TurnRequest request);
+
+  // A plain text completion of `prompt` (no chat template); nothing is kept.
+  EngineResult<TurnStream> start_completion(const boost::asio::any_io_executor& executor, std::string prompt,
+                                            model::SamplingParams sampling);
+
+  // The same, consuming the stream through a sink (the front ends' shape).
+  boost::asio::awaitable<TurnResult> run_turn(TurnRequest request, TurnSink sink);
+  boost::asio::awaitable<TurnResult> send_turn(const std::string& tenant, const std::string& id,
+                                               std::vector<model::ChatMessage> messages,
+                                               model::SamplingParams sampling, TurnSink sink);
+
+  boost::asio::awaitable<TurnResult> run_completion(std::string prompt, model::SamplingParams sampling,
+                                                    TurnSink sink);
+
+  boost::asio::awaitable<SchedulerStats> stats();
+
+  struct Impl;
+
+ private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Drains a stream into a sink; cancels the turn when the sink says stop.
+boost::asio::awaitable<TurnResult> drain_turn(TurnStream stream, TurnSink sink);
+
+}  // namespace pensieve::actors

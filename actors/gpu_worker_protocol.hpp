@@ -1,0 +1,28 @@
+#pragma once
+// Messages to the GPU worker: run one iteration's batch. The plan says which
+// tokens to feed where in the KV pool (the scheduler's block decisions) and
+// which samplers to create or release; the reply carries one sampled token
+// per sequence that asked for one.
+#include "actors/scheduler_core.hpp"
+#include "runtime/reply.hpp"
+
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace pensieve::actors {
+
+struct BatchOutcome {
+  std::vector<SampleResult> samples;  // in plan order, sequences with sample == true
+  std::string error;                  // non-empty: the batch failed, nothing was sampled
+  double compute_ms = 0.0;
+};
+
+struct RunBatch {
+  IterationPlan plan;
+  rt::Reply<BatchOutcome> reply;
+};
+
+using GpuWorkerMsg = std::variant<RunBatch>;
+
+}  // namespace pensieve::actors

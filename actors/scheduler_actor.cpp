@@ -1,0 +1,154 @@
+#include "actors/scheduler_actor.hpp"
+
+#include "runtime/clock.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <map>
+
+namespace pensieve::actors {
+
+namespace asio = boost::asio;
+
+namespace {
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+struct Scheduler::State {
+  State(const asio::any_io_executor& ex, SchedulerConfig c, rt::ActorRef<GpuWorkerMsg> w)
+      : core(c.limits), config(std::move(c)), worker(std::move(w)), wake(ex), loop_done(ex) {
+    wake.expires_at(asio::steady_timer::time_point::max());
+    loop_done.expires_at(asio::steady_timer::time_point::max());
+  }
+
+  struct Route {
+    std::shared_ptr<TurnEventChannel> events;
+    std::shared_ptr<CancelFlag> cancel;
+  };
+
+  void dispatch(std::vector<TurnEvent>& events);
+  void notify() { wake.cancel(); }
+  asio::awaitable<void> loop();
+
+  SchedulerCore core;
+  SchedulerConfig config;
+  rt::ActorRef<GpuWorkerMsg> worker;
+  std::map<TurnId, Route> routes;
+  asio::steady_timer wake;       // cancelled to wake an idle loop
+  asio::steady_timer loop_done;  // cancelled when the loop has ended
+  bool stopping = false;
+  bool loop_ended = false;
+};
+
+void Scheduler::State::dispatch(std::vector<TurnEvent>& events) {
+  for (TurnEvent& e : events) {
+    auto it = routes.find(e.turn);
+    if (it == routes.end()) continue;
+    const bool last = e.kind == TurnEvent::Kind::finished || e.kind == TurnEvent::Kind::failed;
+    // Sized for the whole turn: never full; closed only if its reader left.
+    (void)it->second.events->try_send(boost::system::error_code{}, std::move(e));
+    if (last) routes.erase(it);
+  }
+  events.clear();
+}
+
+asio::awaitable<void> Scheduler::State::loop() {
+  std::vector<TurnEvent> events;
+  while (!stopping) {
+    for (auto& [turn, route] : routes) {
+      if (route.cancel->load(std::memory_order_relaxed)) core.cancel(turn);
+    }
+    IterationPlan plan = core.plan(now_ns(), events);
+    dispatch(events);
+    if (plan.empty()) {
+      // Nothing runnable: sleep until a message arrives (or, with work that
+      // is only blocked, briefly: a cancel flag may free it).
+      wake.expires_after(core.has_work() ? std::chrono::milliseconds(1) : std::chrono::hours(24));
+      co_await wake.async_wait(asio::as_tuple(asio::use_awaitable));
+      continue;
+    }
+    const std::int64_t start = rt::steady_now_ns();
+    IterationPlan sent = plan;  // the core needs the plan's turns back if the batch fails
+    RunBatch run{std::move(sent), {}};
+    auto outcome = co_await worker.ask(std::move(run));
+    if (!outcome) {
+      core.fail(plan, std::string("the GPU worker is gone: ") + std::string(rt::to_string(outcome.error())), events);
+    } else if (!outcome->error.empty()) {
+      core.fail(plan, "the forward pass failed: " + outcome->error, events);
+    } else {
+      core.complete(plan, outcome->samples, now_ns(), events);
+    }
+    dispatch(events);
+    if (config.tracer) {
+      config.tracer->record({rt::SpanKind::iteration, "scheduler", "iteration", plan.index, start,
+                             rt::steady_now_ns()});
+    }
+    if (config.on_iteration) {
+      IterationRecord r{plan.index, std::int32_t(plan.sequences.size()), plan.decode_tokens, plan.prefill_tokens,
+                        core.allocator().free_blocks(), outcome ? outcome->compute_ms : 0.0};
+      config.on_iteration(r);
+    }
+  }
+  // Stopping: every turn still routed ends now.
+  for (auto& [turn, route] : routes) {
+    TurnEvent e{TurnEvent::Kind::failed, turn};
+    e.error = "the server is stopping";
+    (void)route.events->try_send(boost::system::error_code{}, std::move(e));
+  }
+  routes.clear();
+  loop_ended = true;
+  loop_done.cancel();
+}
+
+namespace {
+
+struct SchedulerHandler {
+  std::shared_ptr<Scheduler::State> state;
+
+  void operator()(AdmitTurn m) {
+    const TurnId turn = m.spec.turn;
+    if (state->stopping) {
+      m.reply.send(AdmitStatus::overloaded);
+      return;
+    }
+    const AdmitStatus status = state->core.admit(std::move(m.spec), now_ns());
+    if (status == AdmitStatus::admitted) {
+      state->routes[turn] = {std::move(m.events), std::move(m.cancel)};
+      state->notify();
+    }
+    m.reply.send(status);
+  }
+  void operator()(DropConversation m) { state->core.drop_conversation(m.conversation); }
+  void operator()(GetSchedulerStats m) { m.reply.send(state->core.stats()); }
+};
+
+}  // namespace
+
+Scheduler::Scheduler(rt::TaskGroup& group, const asio::any_io_executor& executor, SchedulerConfig config,
+                     rt::ActorRef<GpuWorkerMsg> worker)
+    : state_(std::make_shared<State>(executor, std::move(config), std::move(worker))) {
+  ref_ = rt::spawn_actor<SchedulerMsg>(group, executor, SchedulerHandler{state_},
+                                       {.name = "scheduler", .mailbox_capacity = 1024, .tracer = state_->config.tracer});
+  group.spawn(executor, [](std::shared_ptr<State> s) -> asio::awaitable<void> { co_await s->loop(); }(state_));
+}
+
+asio::awaitable<void> Scheduler::stop() {
+  auto state = state_;
+  co_await asio::post(state->wake.get_executor(), asio::use_awaitable);  // onto the scheduler's thread
+  state->stopping = true;
+  state->notify();
+  if (!state->loop_ended) {
+    co_await state->loop_done.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+  co_await ref_.stop(rt::StopMode::reject);
+}
+
+}  // namespace pensieve::actors

@@ -1,0 +1,187 @@
+#pragma once
+// SchedulerCore: the scheduler's decisions, without threads or messages, so
+// they can be tested step by step. Iteration-level scheduling with unified
+// batches: each iteration carries one decode token of every running
+// sequence plus prefill chunks of new turns (chunked prefill), under a token
+// budget, a cap on running sequences and the free KV blocks.
+//
+// KV: the core owns the device tier's block allocator (pure bookkeeping; the
+// GPU worker owns the memory) and every sequence's block table. Between
+// turns a conversation's blocks stay here as a cached entry holding the
+// tokens they cover; the next turn reuses its longest common prefix with the
+// new token history, so a client that edited its history is never answered
+// from stale KV. When blocks run out: idle conversations' KV goes first,
+// lowest retention value first (recompute cost over idle time, Pensieve's
+// policy at conversation granularity); then the latest-arrived running
+// sequence is preempted and recomputed later from its tokens.
+//
+// Owned by the scheduler actor; used on its thread only.
+#include "actors/ids.hpp"
+#include "gpu/kv/block_allocator.hpp"
+#include "gpu/kv/block_table.hpp"
+#include "gpu/model/sampler.hpp"
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pensieve::actors {
+
+struct SchedulerLimits {
+  std::int32_t max_batch_tokens = 512;  // tokens per iteration, decode and prefill
+  std::int32_t max_running = 64;        // sequences holding KV and running at once
+  std::int32_t max_admitted = 256;      // turns waiting or running; beyond: overloaded
+  std::int32_t num_blocks = 0;          // device KV blocks
+  std::int32_t block_tokens = 32;
+  bool keep_kv = true;                  // false: --no-state, drop KV when a turn ends
+};
+
+// A turn as the scheduler sees it: the conversation's whole token history,
+// the new prompt last. The core computes only what its KV does not cover.
+struct TurnSpec {
+  TurnId turn;
+  ConversationId conversation;
+  std::vector<std::int32_t> tokens;
+  model::SamplingParams sampling;
+  bool keep_kv = true;  // this turn's KV outlives it (a stateless request's does not)
+};
+
+enum class AdmitStatus : std::uint8_t { admitted, overloaded, too_large };
+
+// One sequence's share of an iteration.
+struct PlannedSequence {
+  TurnId turn;
+  std::vector<std::int32_t> tokens;  // to feed, at positions [start_pos, start_pos + n)
+  std::int32_t start_pos = 0;
+  std::vector<kv::BlockId> blocks;
+  bool sample = false;  // the chunk ends at the newest token: draw the next one
+  // Set the first time a turn is planned: what its sampler starts from.
+  std::optional<model::SamplingParams> new_sampler;
+  std::vector<std::int32_t> sampler_context;  // with new_sampler: the tokens so far
+};
+
+struct IterationPlan {
+  std::uint64_t index = 0;
+  std::vector<PlannedSequence> sequences;
+  std::vector<kv::CopyOnWrite> copies;      // run before the forward pass
+  std::vector<kv::BlockId> freed_blocks;    // to poison (debug) before the pass
+  std::vector<TurnId> released_samplers;    // turns that ended
+  std::int32_t decode_tokens = 0;
+  std::int32_t prefill_tokens = 0;
+  bool empty() const { return sequences.empty(); }
+};
+
+// What the worker sampled for a planned sequence with sample == true.
+struct SampleResult {
+  TurnId turn;
+  model::SampledToken token;
+  model::FinishReason finish = model::FinishReason::none;  // the sampler's verdict
+};
+
+// What happened to a turn, for its conversation.
+struct TurnEvent {
+  enum class Kind : std::uint8_t { started, token, finished, failed } kind = Kind::token;
+  TurnId turn;
+  model::SampledToken token;                                // token
+  // token: the sampler's verdict on it (stop: an end token, not part of the
+  // text; length: the last one); finished: why (none: cancelled).
+  model::FinishReason finish = model::FinishReason::none;
+  std::int32_t cached_tokens = 0;                           // started: prompt tokens reused
+  std::string error;                                        // failed
+};
+
+struct SchedulerStats {
+  std::uint64_t iterations = 0;
+  std::uint64_t preemptions = 0;
+  std::uint64_t evicted_conversations = 0;
+  std::uint64_t refused_overloaded = 0;
+  std::int64_t prefill_tokens = 0;
+  std::int64_t decode_tokens = 0;
+  std::int64_t reused_tokens = 0;  // prompt tokens served from cached KV
+  std::int32_t waiting = 0;
+  std::int32_t running = 0;
+  std::int32_t cached_conversations = 0;
+  std::int32_t free_blocks = 0;
+  std::int32_t num_blocks = 0;
+};
+
+class SchedulerCore {
+ public:
+  explicit SchedulerCore(SchedulerLimits limits);
+
+  // Queues a turn (FCFS). Refuses it when max_admitted turns are in the
+  // system, or when it could never fit the KV pool alone.
+  AdmitStatus admit(TurnSpec spec, std::int64_t now_ns);
+
+  // The turn stops at the next iteration (its KV stays consistent with the
+  // tokens it has fed). Unknown or finished turns are ignored.
+  void cancel(TurnId turn);
+
+  // Forgets a conversation's cached KV, now and when its running turn ends
+  // (a deleted conversation).
+  void drop_conversation(ConversationId conversation);
+
+  // Ends cancelled turns (their events go to `events`), then picks the next
+  // batch. An empty plan means there is nothing to run.
+  IterationPlan plan(std::int64_t now_ns, std::vector<TurnEvent>& events);
+
+  // Applies the worker's samples for `plan` and emits the turns' events.
+  void complete(const IterationPlan& plan, std::span<const SampleResult> samples, std::int64_t now_ns,
+                std::vector<TurnEvent>& events);
+
+  // The worker failed the batch: every turn in it fails, its KV is dropped.
+  void fail(const IterationPlan& plan, const std::string& error, std::vector<TurnEvent>& events);
+
+  bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+  SchedulerStats stats() const;
+  const kv::BlockAllocator& allocator() const { return allocator_; }
+  // Tokens of a conversation's cached KV (tests).
+  std::optional<std::vector<std::int32_t>> cached_tokens(ConversationId conversation) const;
+
+ private:
+  struct Sequence {
+    TurnSpec spec;
+    std::uint64_t arrival = 0;
+    std::int64_t computed = 0;  // tokens [0, computed) have KV in `table`
+    kv::BlockTable table;
+    std::int32_t generated = 0;
+    std::int32_t reused = 0;
+    bool started = false;       // the `started` event went out
+    bool sampler_ready = false;
+    bool cancelled = false;
+  };
+  struct CachedKv {
+    std::vector<std::int32_t> tokens;  // covered by table
+    kv::BlockTable table;
+    std::int64_t last_active_ns = 0;
+  };
+
+  void attach_cached_kv(Sequence& seq);
+  void forget_cached(ConversationId conversation);
+  bool reserve(Sequence& seq, std::int64_t n, std::int64_t now_ns, IterationPlan& plan);
+  bool evict_idle(std::int64_t now_ns, IterationPlan& plan);
+  bool preempt_latest(const Sequence& keep, IterationPlan& plan);
+  void finish(Sequence& seq, model::FinishReason reason, std::int64_t now_ns, IterationPlan* plan,
+              std::vector<TurnEvent>& events);
+  void release(kv::BlockTable& table, std::vector<kv::BlockId>* freed);
+  PlannedSequence chunk(Sequence& seq, std::int64_t n) const;
+  Sequence* find_running(TurnId turn);
+
+  SchedulerLimits limits_;
+  kv::BlockAllocator allocator_;
+  std::deque<std::unique_ptr<Sequence>> waiting_;  // by arrival
+  std::vector<std::unique_ptr<Sequence>> running_;  // by arrival
+  std::map<ConversationId, CachedKv> cached_;
+  std::vector<TurnId> pending_cancels_;
+  std::vector<kv::BlockId> freed_since_plan_;
+  std::vector<TurnId> released_since_plan_;
+  std::uint64_t next_arrival_ = 0;
+  std::uint64_t next_iteration_ = 0;
+  SchedulerStats stats_;
+};
+
+}  // namespace pensieve::actors

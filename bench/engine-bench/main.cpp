@@ -1,0 +1,244 @@
+// engine-bench: stateful serving against the --no-state baseline, side by
+// side in one run, through the embedded Engine API on the CPU backend. Real
+// multi-turn conversations (../shared/data) are replayed by N concurrent
+// users with think time; both modes see the same schedule and the same
+// model. Prints a table; --out FILE writes the JSON for bench/results/.
+#include "bench/common/machine_info.hpp"
+#include "bench/engine-bench/replay.hpp"
+#include "gpu/model/model_loader.hpp"
+#include "gpu/model/test_model.hpp"
+
+#include <boost/json.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pb = pensieve::bench;
+namespace pm = pensieve::model;
+namespace json = boost::json;
+using namespace pensieve;
+
+namespace {
+
+struct Args {
+  std::optional<std::string> model;
+  std::string model_dir = "/tmp/pensieve-engine-bench";
+  std::string vocab_from = "../shared/vocab/ggml-vocab-llama-spm.gguf";
+  std::string dtype = "f16";
+  std::string data = "../shared/data/sharegpt.jsonl";
+  std::size_t conversations = 8, turns = 4, max_bytes = 400;
+  std::size_t threads = 2;
+  std::int32_t batch_tokens = 512;
+  std::int64_t kv_mb = 1024;
+  pb::ReplayOptions replay;
+  std::optional<std::string> out;
+  std::string note;
+  std::string command;
+};
+
+const char* usage =
+    "engine-bench [--model FILE.gguf | --model-dir DIR --vocab-from VOCAB.gguf --dtype f32|f16|q8_0]\n"
+    "             [--data FILE.jsonl] [--conversations N] [--turns T] [--max-bytes B] [--max-tokens N]\n"
+    "             [--think-time-s S] [--stagger-s S] [--threads N] [--batch-tokens N] [--kv-mb MB]\n"
+    "             [--seed S] [--note TEXT] [--out FILE.json]\n"
+    "Without --model, generates the BENCH.md M-100 shape (~100M parameters) into --model-dir.\n";
+
+std::optional<Args> parse(int argc, char** argv) {
+  Args a;
+  for (int i = 0; i < argc; ++i) a.command += (i ? " " : "") + std::string(argv[i]);
+  for (int i = 1; i < argc; ++i) {
+    const std::string f = argv[i];
+    auto value = [&]() -> std::optional<std::string> {
+      if (i + 1 >= argc) return std::nullopt;
+      return std::string(argv[++i]);
+    };
+    std::optional<std::string> v;
+    if (f == "--help" || f == "-h") return std::nullopt;
+    if (!(v = value())) {
+      std::fprintf(stderr, "engine-bench: %s needs a value\n", f.c_str());
+      return std::nullopt;
+    }
+    if (f == "--model") a.model = *v;
+    else if (f == "--model-dir") a.model_dir = *v;
+    else if (f == "--vocab-from") a.vocab_from = *v;
+    else if (f == "--dtype") a.dtype = *v;
+    else if (f == "--data") a.data = *v;
+    else if (f == "--conversations") a.conversations = std::stoul(*v);
+    else if (f == "--turns") a.turns = std::stoul(*v);
+    else if (f == "--max-bytes") a.max_bytes = std::stoul(*v);
+    else if (f == "--max-tokens") a.replay.max_tokens = std::stoi(*v);
+    else if (f == "--think-time-s") a.replay.think_time_s = std::stod(*v);
+    else if (f == "--stagger-s") a.replay.stagger_s = std::stod(*v);
+    else if (f == "--threads") a.threads = std::stoul(*v);
+    else if (f == "--batch-tokens") a.batch_tokens = std::stoi(*v);
+    else if (f == "--kv-mb") a.kv_mb = std::stoll(*v);
+    else if (f == "--seed") a.replay.seed = std::stoull(*v);
+    else if (f == "--note") a.note = *v;
+    else if (f == "--out") a.out = *v;
+    else {
+      std::fprintf(stderr, "engine-bench: unknown flag %s\n", f.c_str());
+      return std::nullopt;
+    }
+  }
+  return a;
+}
+
+std::string cut_utf8(const std::string& s, std::size_t n) {
+  if (s.size() <= n) return s;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n);
+}
+
+Result<std::vector<std::vector<std::string>>> load_conversations(const Args& a) {
+  std::ifstream in(a.data);
+  if (!in) return fail("cannot read " + a.data);
+  std::vector<std::vector<std::string>> out;
+  std::size_t line_no = 0;
+  for (std::string line; out.size() < a.conversations && std::getline(in, line);) {
+    ++line_no;
+    boost::system::error_code ec;
+    auto v = json::parse(line, ec);
+    if (ec || !v.is_object() || !v.as_object().contains("turns")) {
+      return fail(a.data + ":" + std::to_string(line_no) + ": not a conversation record");
+    }
+    std::vector<std::string> turns;
+    for (const auto& t : v.as_object().at("turns").as_array()) {
+      const auto& m = t.as_object();
+      if (m.at("role").as_string() == "user" && turns.size() < a.turns) {
+        turns.push_back(cut_utf8(std::string(m.at("content").as_string()), a.max_bytes));
+      }
+    }
+    if (turns.size() >= 2) out.push_back(std::move(turns));
+  }
+  if (out.size() < a.conversations) return fail(a.data + " has too few multi-turn conversations");
+  return out;
+}
+
+Result<std::string> model_path(const Args& a) {
+  if (a.model) return *a.model;
+  pm::TestModelOptions o;
+  o.n_layers = 12;
+  o.dim = 768;
+  o.n_heads = 12;
+  o.n_kv_heads = 4;
+  o.ff_dim = 2048;
+  o.max_context = 4096;
+  o.seed = 7;
+  o.vocab_from = a.vocab_from;
+  if (a.dtype == "f32") o.dtype = pm::DType::f32;
+  else if (a.dtype == "f16") o.dtype = pm::DType::f16;
+  else if (a.dtype == "q8_0") o.dtype = pm::DType::q8_0;
+  else return fail("--dtype must be f32, f16 or q8_0");
+  std::filesystem::create_directories(a.model_dir);
+  const auto path = std::filesystem::path(a.model_dir) / ("M-100-" + a.dtype + ".gguf");
+  if (!std::filesystem::exists(path)) {
+    std::fprintf(stderr, "engine-bench: generating %s\n", path.c_str());
+    if (auto r = pm::make_test_model(o, path); !r) return r.error();
+  }
+  return path.string();
+}
+
+json::object to_json(const pb::ReplaySummary& s, const pb::ReplayResult& r) {
+  json::object o;
+  o["turns"] = s.turns;
+  o["failed"] = s.failed;
+  o["makespan_s"] = r.makespan_s;
+  o["output_tokens_per_s"] = s.output_tokens_per_s;
+  o["turns_per_s"] = s.turns_per_s;
+  o["ttft_p50_s"] = s.ttft_p50_s;
+  o["ttft_p99_s"] = s.ttft_p99_s;
+  o["latency_p50_s"] = s.latency_p50_s;
+  o["mean_normalized_latency_s"] = s.mean_normalized_latency_s;
+  o["prefill_tokens_computed"] = s.prefill_tokens;
+  o["prompt_tokens_reused"] = s.reused_tokens;
+  o["iterations"] = r.scheduler.iterations;
+  o["preemptions"] = r.scheduler.preemptions;
+  json::array turns;
+  for (const auto& t : r.turns) {
+    turns.push_back(json::object{{"conversation", t.conversation}, {"turn", t.turn}, {"ttft_s", t.ttft_s},
+                                 {"latency_s", t.latency_s}, {"prompt_tokens", t.prompt_tokens},
+                                 {"cached_tokens", t.cached_tokens}, {"completion_tokens", t.completion_tokens},
+                                 {"error", t.error}});
+  }
+  o["per_turn"] = std::move(turns);
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto args = parse(argc, argv);
+  if (!args) {
+    std::fputs(usage, stderr);
+    return 2;
+  }
+  auto convs = load_conversations(*args);
+  if (!convs) {
+    std::fprintf(stderr, "engine-bench: %s\n", convs.error().message.c_str());
+    return 1;
+  }
+  auto path = model_path(*args);
+  if (!path) {
+    std::fprintf(stderr, "engine-bench: %s\n", path.error().message.c_str());
+    return 1;
+  }
+  json::object report;
+  report["command"] = args->command;
+  report["note"] = args->note;
+  report["model"] = *path;
+  report["cpu"] = pb::machine_info().cpu_model;
+  report["load_average_start"] = pb::load_average();
+  report["conversations"] = args->conversations;
+  report["think_time_s"] = args->replay.think_time_s;
+  report["max_tokens"] = args->replay.max_tokens;
+  std::printf("%-10s %6s %12s %10s %10s %12s %14s %10s\n", "mode", "turns", "out tok/s", "TTFT p50", "TTFT p99",
+              "norm lat", "prefill tokens", "reused");
+  pb::ReplaySummary results[2];
+  for (int mode = 0; mode < 2; ++mode) {
+    const bool stateful = mode == 0;
+    auto weights = pm::load_model(*path);
+    if (!weights) {
+      std::fprintf(stderr, "engine-bench: %s\n", weights.error().message.c_str());
+      return 1;
+    }
+    actors::EngineOptions eo;
+    eo.n_threads = args->threads;
+    eo.stateful = stateful;
+    eo.max_batch_tokens = args->batch_tokens;
+    eo.kv_cache_mb = args->kv_mb;
+    auto engine = actors::Engine::create(std::move(*weights), eo);
+    if (!engine) {
+      std::fprintf(stderr, "engine-bench: %s\n", engine.error().message.c_str());
+      return 1;
+    }
+    const auto r = pb::replay(**engine, *convs, args->replay);
+    const auto s = pb::summarize(r);
+    results[mode] = s;
+    const char* name = stateful ? "stateful" : "no-state";
+    std::printf("%-10s %6zu %12.2f %9.2fs %9.2fs %11.3fs %14lld %10lld\n", name, s.turns, s.output_tokens_per_s,
+                s.ttft_p50_s, s.ttft_p99_s, s.mean_normalized_latency_s, static_cast<long long>(s.prefill_tokens),
+                static_cast<long long>(s.reused_tokens));
+    if (s.failed) std::fprintf(stderr, "engine-bench: %zu turns failed in %s mode\n", s.failed, name);
+    report[name] = to_json(s, r);
+  }
+  const double throughput_ratio = results[1].output_tokens_per_s > 0
+                                      ? results[0].output_tokens_per_s / results[1].output_tokens_per_s : 0;
+  const double ttft_ratio = results[0].ttft_p50_s > 0 ? results[1].ttft_p50_s / results[0].ttft_p50_s : 0;
+  std::printf("stateful / no-state: throughput x%.2f, p50 TTFT %.2fx lower\n", throughput_ratio, ttft_ratio);
+  report["throughput_ratio"] = throughput_ratio;
+  report["ttft_p50_ratio"] = ttft_ratio;
+  report["load_average_end"] = pb::load_average();
+  if (args->out) {
+    std::ofstream out(*args->out);
+    out << json::serialize(report) << "\n";
+    if (!out) {
+      std::fprintf(stderr, "engine-bench: cannot write %s\n", args->out->c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
