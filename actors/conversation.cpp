@@ -167,7 +167,11 @@ asio::awaitable<std::optional<Generated>> generate(const TurnServices& svc, Conv
       // A stop token (EOS, a stop id) ends the reply and is not part of its text.
       const bool stop_token = e.finish == model::FinishReason::stop;
       if (!reply.push(e.token, stop_token, logprobs)) cancel->store(true, std::memory_order_relaxed);
-      if (reply.has_pending() && !reply.stopped()) send(out, ClientEvent{ClientEvent::Kind::delta, reply.take()});
+      if (reply.has_pending() && !reply.stopped()) {
+        ClientEvent delta{ClientEvent::Kind::delta, reply.take()};
+        delta.delta.computed_ns = e.at_ns;
+        send(out, std::move(delta));
+      }
       continue;
     }
     // finished: none means cancelled (by the client or by our stop string).

@@ -8,7 +8,8 @@
 //   auto engine = Engine::create(std::move(weights), options).value();
 //   auto conv = engine->create_conversation("tenant").value();
 //   auto stream = engine->start_turn(executor, "tenant", conv.id, {{"user", "Hi"}}, sampling).value();
-//   while (auto delta = co_await stream.next()) ...;
+//   for (;;) { auto delta = co_await stream.next(); if (!delta) break; ... }
+//   (GCC 12 miscompiles co_await in a `while (auto x = ...)` condition.)
 //
 // Stateful (default): a conversation's KV cache outlives its turns, so the
 // next turn computes only its new tokens. options.stateful = false is the

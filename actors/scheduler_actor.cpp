@@ -1,6 +1,9 @@
 #include "actors/scheduler_actor.hpp"
 
 #include "runtime/clock.hpp"
+#include "runtime/trace_names.hpp"
+
+#include <cstdio>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/post.hpp>
@@ -32,7 +35,20 @@ struct Scheduler::State {
   struct Route {
     std::shared_ptr<TurnEventChannel> events;
     std::shared_ptr<CancelFlag> cancel;
+    ConversationId conversation;
+    // Request phases for the trace: admitted, first planned, first token.
+    std::int64_t admitted_ns = 0, planned_ns = 0, first_token_ns = 0;
   };
+
+  void trace_point(std::string_view name, TurnId turn, const Route& route, std::int64_t at) const {
+    if (!config.tracer) return;
+    config.tracer->record({rt::SpanKind::request, rt::trace_names::scheduler, name, route.conversation.value, at,
+                           at, turn.value});
+  }
+  void trace_phase(std::string_view name, TurnId turn, std::int64_t from, std::int64_t to) const {
+    if (!config.tracer || from == 0 || to < from) return;
+    config.tracer->record({rt::SpanKind::request, rt::trace_names::scheduler, name, turn.value, from, to, turn.value});
+  }
 
   void dispatch(std::vector<TurnEvent>& events);
   void notify() { wake.cancel(); }
@@ -49,10 +65,23 @@ struct Scheduler::State {
 };
 
 void Scheduler::State::dispatch(std::vector<TurnEvent>& events) {
+  const std::int64_t now = rt::steady_now_ns();
   for (TurnEvent& e : events) {
     auto it = routes.find(e.turn);
     if (it == routes.end()) continue;
     const bool last = e.kind == TurnEvent::Kind::finished || e.kind == TurnEvent::Kind::failed;
+    e.at_ns = now;
+    Route& r = it->second;
+    if (e.kind == TurnEvent::Kind::token && r.first_token_ns == 0) {
+      r.first_token_ns = now;
+      trace_phase(rt::trace_names::phase_queue, e.turn, r.admitted_ns, r.planned_ns);
+      trace_phase(rt::trace_names::phase_prefill, e.turn, r.planned_ns, now);
+      trace_point(rt::trace_names::request_first_token, e.turn, r, now);
+    }
+    if (last) {
+      trace_phase(rt::trace_names::phase_decode, e.turn, r.first_token_ns, now);
+      trace_point(rt::trace_names::request_done, e.turn, r, now);
+    }
     // Sized for the whole turn: never full; closed only if its reader left.
     (void)it->second.events->try_send(boost::system::error_code{}, std::move(e));
     if (last) routes.erase(it);
@@ -76,6 +105,10 @@ asio::awaitable<void> Scheduler::State::loop() {
       continue;
     }
     const std::int64_t start = rt::steady_now_ns();
+    for (const PlannedSequence& p : plan.sequences) {
+      auto r = routes.find(p.turn);
+      if (r != routes.end() && r->second.planned_ns == 0) r->second.planned_ns = start;
+    }
     IterationPlan sent = plan;  // the core needs the plan's turns back if the batch fails
     RunBatch run{std::move(sent), {}};
     auto outcome = co_await worker.ask(std::move(run));
@@ -87,9 +120,14 @@ asio::awaitable<void> Scheduler::State::loop() {
       core.complete(plan, outcome->samples, now_ns(), events);
     }
     dispatch(events);
-    if (config.tracer) {
-      config.tracer->record({rt::SpanKind::iteration, "scheduler", "iteration", plan.index, start,
-                             rt::steady_now_ns()});
+    if (config.tracer && config.tracer->enabled()) {
+      char detail[64];
+      std::snprintf(detail, sizeof detail, "seqs=%zu prefill=%d decode=%d", plan.sequences.size(),
+                    plan.prefill_tokens, plan.decode_tokens);
+      rt::SpanRecord span{rt::SpanKind::iteration, rt::trace_names::scheduler, "iteration", plan.index, start,
+                          rt::steady_now_ns()};
+      span.detail = detail;
+      config.tracer->record(span);
     }
     if (config.on_iteration) {
       IterationRecord r{plan.index, std::int32_t(plan.sequences.size()), plan.decode_tokens, plan.prefill_tokens,
@@ -115,13 +153,16 @@ struct SchedulerHandler {
 
   void operator()(AdmitTurn m) {
     const TurnId turn = m.spec.turn;
+    const ConversationId conversation = m.spec.conversation;
     if (state->stopping) {
       m.reply.send(AdmitStatus::overloaded);
       return;
     }
     const AdmitStatus status = state->core.admit(std::move(m.spec), now_ns());
     if (status == AdmitStatus::admitted) {
-      state->routes[turn] = {std::move(m.events), std::move(m.cancel)};
+      Scheduler::State::Route route{std::move(m.events), std::move(m.cancel), conversation, rt::steady_now_ns()};
+      state->trace_point(rt::trace_names::request_arrival, turn, route, route.admitted_ns);
+      state->routes[turn] = std::move(route);
       state->notify();
     }
     m.reply.send(status);

@@ -3,7 +3,11 @@
 // the turn (the front ends, the benchmark, tests):
 //
 //   auto stream = engine.start_turn(...);           // Result<TurnStream>
-//   while (auto delta = co_await stream->next()) use(*delta);
+//   for (;;) {
+//     auto delta = co_await stream->next();  // never in a while condition: GCC 12
+//     if (!delta) break;
+//     use(*delta);
+//   }
 //   auto summary = stream->result();                 // result<TurnSummary, TurnError>
 //
 // Dropping the stream (or calling cancel()) stops the turn at the next

@@ -4,10 +4,12 @@
 // share it.
 #include "net/api_error.hpp"
 #include "net/chat_request.hpp"
+#include "net/metrics.hpp"
 
 #include <boost/asio/awaitable.hpp>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,12 +37,44 @@ struct GenerationResult {
 // Called for each delta; returning false cancels the generation (the client left).
 using DeltaSink = std::function<boost::asio::awaitable<bool>(const GenerationDelta&)>;
 
+// A stored conversation as the API shows it.
+struct ConversationView {
+  std::string id;
+  std::int64_t created_s = 0;
+  std::vector<ChatMessage> messages;
+};
+
 class ChatBackend {
  public:
   virtual ~ChatBackend() = default;
   virtual std::string model_name() const = 0;
+  // A chat turn (request.messages) or a text completion (request.prompt).
   virtual boost::asio::awaitable<ApiResult<GenerationResult>> generate(const ChatRequest& request,
                                                                        DeltaSink sink) = 0;
+
+  // The stateful extension; a backend without conversations answers 404.
+  virtual boost::asio::awaitable<ApiResult<ConversationView>> create_conversation(const std::string& tenant,
+                                                                                  std::optional<std::string> id) {
+    (void)tenant;
+    (void)id;
+    co_return not_found("this server keeps no conversations");
+  }
+  virtual boost::asio::awaitable<ApiResult<ConversationView>> get_conversation(const std::string& tenant,
+                                                                               const std::string& id) {
+    (void)tenant;
+    co_return not_found("no conversation '" + id + "'");
+  }
+  virtual std::vector<ConversationView> list_conversations(const std::string& tenant) {
+    (void)tenant;
+    return {};
+  }
+  virtual bool delete_conversation(const std::string& tenant, const std::string& id) {
+    (void)tenant;
+    (void)id;
+    return false;
+  }
+  // The engine's gauges for GET /metrics.
+  virtual boost::asio::awaitable<EngineGauges> gauges() { co_return EngineGauges{}; }
 };
 
 }  // namespace pensieve::net

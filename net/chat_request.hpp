@@ -16,6 +16,8 @@ struct ChatRequest {
   std::string model;
   std::vector<ChatMessage> messages;
   std::optional<std::string> conversation_id;  // stateful extension
+  std::optional<std::string> prompt;           // POST /v1/completions: raw text, no messages
+  std::string tenant;                          // set by the routes from the API key, never from the body
   std::int32_t max_tokens = 256;
   std::int32_t min_tokens = 0;
   float temperature = 1.0f;

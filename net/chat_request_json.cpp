@@ -189,6 +189,43 @@ std::optional<ApiError> parse_options(const json::object& o, ChatRequest& req, c
 
 }  // namespace
 
+ApiResult<ChatRequest> parse_completion_request(std::string_view body, const RequestLimits& limits) {
+  boost::system::error_code ec;
+  json::value doc = json::parse(body, ec);
+  if (ec) return bad_request("request body is not valid JSON: " + ec.message());
+  json::object* o = doc.if_object();
+  if (!o) return bad_request("request body must be a JSON object");
+  ChatRequest req;
+  req.max_tokens = 16;  // the legacy API's default
+  const json::value* model = o->if_contains("model");
+  if (!model || !model->is_string()) return bad_request("'model' is required and must be a string", "model");
+  req.model = std::string(model->get_string());
+  const json::value* prompt = o->if_contains("prompt");
+  if (prompt && prompt->is_array() && prompt->get_array().size() == 1) prompt = &prompt->get_array()[0];
+  if (!prompt || !prompt->is_string()) {
+    return bad_request("'prompt' is required and must be a string (or an array of one string)", "prompt");
+  }
+  req.prompt = std::string(prompt->get_string());
+  if (const json::value* echo = o->if_contains("echo"); echo && echo->is_bool() && echo->get_bool()) {
+    return bad_request("'echo' is not supported", "echo");
+  }
+  if (const json::value* lp = o->if_contains("logprobs"); lp && !lp->is_null()) {
+    if (!lp->is_int64() || lp->get_int64() < 0 || lp->get_int64() > 5) {
+      return bad_request("'logprobs' must be an integer between 0 and 5", "logprobs");
+    }
+    req.top_logprobs = std::int32_t(lp->get_int64());
+    req.logprobs = true;
+    o->erase("logprobs");
+  }
+  if (o->contains("conversation")) return bad_request("'conversation' is for chat completions", "conversation");
+  const std::int32_t top = req.top_logprobs;
+  const bool logprobs = req.logprobs;
+  if (auto e = parse_options(*o, req, limits)) return *e;
+  req.logprobs = logprobs;
+  req.top_logprobs = top;
+  return req;
+}
+
 ApiResult<ChatRequest> parse_chat_request(std::string_view body, const RequestLimits& limits) {
   boost::system::error_code ec;
   json::value doc = json::parse(body, ec);

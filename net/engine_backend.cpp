@@ -1,8 +1,14 @@
 #include "net/engine_backend.hpp"
 
+#include "runtime/clock.hpp"
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+
 namespace pensieve::net {
 
 namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
 
 model::SamplingParams sampling_params(const ChatRequest& r, std::uint64_t seed) {
   model::SamplingParams p;
@@ -34,45 +40,148 @@ ApiError api_error(const actors::TurnError& e) {
   return ApiError{500, "server_error", e.message, {}, {}};
 }
 
-asio::awaitable<ApiResult<GenerationResult>> EngineBackend::generate(const ChatRequest& request,
-                                                                     DeltaSink sink) {
-  std::vector<model::ChatMessage> messages;
-  for (const auto& m : request.messages) messages.push_back({m.role, m.content});
-  model::SamplingParams sampling = sampling_params(request, request.seed ? *request.seed : seeds_());
-  auto to_delta = [this](const actors::TurnDelta& d) {
-    GenerationDelta out{d.text, {}};
-    for (const auto& t : d.tokens) {
+std::uint64_t EngineBackend::next_seed() {
+  std::lock_guard lock(seeds_mutex_);
+  return seeds_();
+}
+
+asio::awaitable<ApiResult<GenerationResult>> EngineBackend::generate(const ChatRequest& request, DeltaSink sink) {
+  const auto executor = co_await asio::this_coro::executor;
+  model::SamplingParams sampling = sampling_params(request, request.seed ? *request.seed : next_seed());
+  actors::EngineResult<actors::TurnStream> started = actors::TurnError{};
+  if (request.prompt) {
+    started = engine_.start_completion(executor, *request.prompt, std::move(sampling));
+  } else {
+    std::vector<model::ChatMessage> messages;
+    for (const auto& m : request.messages) messages.push_back({m.role, m.content});
+    if (request.conversation_id) {
+      if (!engine_.find_conversation(request.tenant, *request.conversation_id)) {
+        auto created = engine_.create_conversation(request.tenant, *request.conversation_id);
+        // Lost a race with another request creating it: fine.
+        if (!created && !engine_.find_conversation(request.tenant, *request.conversation_id)) {
+          co_return api_error(created.error());
+        }
+      }
+      started = engine_.start_turn(executor, request.tenant, *request.conversation_id, std::move(messages),
+                                   std::move(sampling));
+    } else {
+      started = engine_.start_stateless_turn(executor, actors::TurnRequest{std::move(messages), std::move(sampling)});
+    }
+  }
+  if (!started) co_return api_error(started.error());
+  auto stream = std::make_shared<actors::TurnStream>(std::move(*started));
+
+  // The request timeout cancels the turn; the reply says why.
+  auto timed_out = std::make_shared<bool>(false);
+  asio::steady_timer timer(executor);
+  timer.expires_after(options_.request_timeout);
+  timer.async_wait([weak = std::weak_ptr<actors::TurnStream>(stream), timed_out](boost::system::error_code ec) {
+    if (ec) return;
+    *timed_out = true;
+    if (auto s = weak.lock()) s->cancel();
+  });
+
+  const auto start = Clock::now();
+  auto last = start;
+  bool first = true;
+  bool listening = true;
+  for (;;) {
+    auto d = co_await stream->next();
+    if (!d) break;
+    if (options_.metrics) {
+      const auto now = Clock::now();
+      if (first) {
+        options_.metrics->ttft(std::chrono::duration<double>(now - start).count());
+      } else {
+        options_.metrics->inter_token(std::chrono::duration<double>(now - last).count());
+      }
+      last = now;
+    }
+    first = false;
+    if (!listening) continue;  // cancelled: drain to the turn's end
+    GenerationDelta delta{std::move(d->text), {}};
+    for (const auto& t : d->tokens) {
       TokenLogprob lp{engine_.token_text(t.token), t.logprob, {}};
       for (const auto& alt : t.top) lp.top.emplace_back(engine_.token_text(alt.token), alt.logprob);
-      out.logprobs.push_back(std::move(lp));
+      delta.logprobs.push_back(std::move(lp));
     }
-    return out;
-  };
-  actors::TurnSink engine_sink = [&](const actors::TurnDelta& d) -> asio::awaitable<bool> {
-    const GenerationDelta delta = to_delta(d);  // lives until the sink is done with it
-    co_return co_await sink(delta);
-  };
-  actors::TurnResult result = actors::TurnError{actors::TurnErrorKind::internal, "no turn ran"};
-  if (request.conversation_id) {
-    const std::string tenant;  // one tenant until API keys name them
-    if (!engine_.find_conversation(tenant, *request.conversation_id)) {
-      auto created = engine_.create_conversation(tenant, *request.conversation_id);
-      if (!created && !engine_.find_conversation(tenant, *request.conversation_id)) {
-        co_return api_error(created.error());
-      }
+    const std::int64_t computed_ns = d->computed_ns;
+    const bool keep_going = co_await sink(delta);  // its own statement: GCC 12
+    if (options_.metrics && keep_going && computed_ns > 0) {
+      options_.metrics->frontend_latency(double(rt::steady_now_ns() - computed_ns) * 1e-9);
     }
-    result = co_await engine_.send_turn(tenant, *request.conversation_id, std::move(messages), std::move(sampling),
-                                        engine_sink);
-  } else {
-    actors::TurnRequest turn{std::move(messages), std::move(sampling)};
-    result = co_await engine_.run_turn(std::move(turn), engine_sink);
+    if (!keep_going) {
+      listening = false;
+      stream->cancel();
+    }
   }
+  timer.cancel();
+  const actors::TurnResult& result = stream->result();
   if (!result) co_return api_error(result.error());
+  if (*timed_out) {
+    ApiError timeout{504, "server_error",
+                     "the request timed out after " + std::to_string(options_.request_timeout.count()) + " ms", {},
+                     "timeout"};
+    co_return timeout;
+  }
+  if (options_.metrics) options_.metrics->tokens(result->prompt_tokens, result->completion_tokens, result->cached_tokens);
   GenerationResult g;
   g.finish_reason = result->finish == model::FinishReason::length ? "length" : "stop";
   g.prompt_tokens = result->prompt_tokens;
   g.completion_tokens = result->completion_tokens;
   g.cached_tokens = result->cached_tokens;
+  co_return g;
+}
+
+namespace {
+
+ConversationView view_of(const actors::ConversationInfo& info) { return ConversationView{info.id, info.created_unix_s, {}}; }
+
+}  // namespace
+
+asio::awaitable<ApiResult<ConversationView>> EngineBackend::create_conversation(const std::string& tenant,
+                                                                                std::optional<std::string> id) {
+  auto created = engine_.create_conversation(tenant, std::move(id));
+  if (!created) co_return api_error(created.error());
+  co_return view_of(*created);
+}
+
+asio::awaitable<ApiResult<ConversationView>> EngineBackend::get_conversation(const std::string& tenant,
+                                                                             const std::string& id) {
+  auto info = engine_.find_conversation(tenant, id);
+  if (!info) co_return api_error(actors::TurnError{actors::TurnErrorKind::not_found, "no conversation '" + id + "'"});
+  auto snapshot = co_await engine_.snapshot(tenant, id);
+  if (!snapshot) co_return api_error(snapshot.error());
+  ConversationView v = view_of(*info);
+  for (const auto& m : snapshot->messages) v.messages.push_back({m.role, m.content});
+  co_return v;
+}
+
+std::vector<ConversationView> EngineBackend::list_conversations(const std::string& tenant) {
+  std::vector<ConversationView> out;
+  for (const auto& info : engine_.list_conversations(tenant)) out.push_back(view_of(info));
+  return out;
+}
+
+bool EngineBackend::delete_conversation(const std::string& tenant, const std::string& id) {
+  return engine_.delete_conversation(tenant, id);
+}
+
+asio::awaitable<EngineGauges> EngineBackend::gauges() {
+  const actors::SchedulerStats s = co_await engine_.stats();
+  EngineGauges g;
+  g.waiting = s.waiting;
+  g.running = s.running;
+  g.cached_conversations = s.cached_conversations;
+  g.kv_blocks_free = s.free_blocks;
+  g.kv_blocks_total = s.num_blocks;
+  g.preemptions = std::int64_t(s.preemptions);
+  g.evicted_conversations = std::int64_t(s.evicted_conversations);
+  g.refused_overloaded = std::int64_t(s.refused_overloaded);
+  g.iterations = std::int64_t(s.iterations);
+  g.prefill_tokens = s.prefill_tokens;
+  g.decode_tokens = s.decode_tokens;
+  g.reused_tokens = s.reused_tokens;
   co_return g;
 }
 

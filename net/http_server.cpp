@@ -9,6 +9,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
 
 #include <chrono>
 #include <set>
@@ -31,6 +32,7 @@ struct HttpServer::State {
   HttpHandler handler;
   HttpServerOptions options;
   std::set<beast::tcp_stream*> connections;  // touched only on `executor`
+  std::set<beast::tcp_stream*> upgraded;     // the WebSocket ones among them
   asio::steady_timer drained;                // cancelled when the last connection ends
   bool stopping = false;
 };
@@ -124,6 +126,16 @@ bool is_disconnect(const boost::system::error_code& ec) {
          ec == beast::error::timeout;
 }
 
+const UpgradeHandler* find_upgrade(const HttpServerOptions& options, const HttpRequest& req) {
+  if (!beast::websocket::is_upgrade(req)) return nullptr;
+  std::string_view target = req.target();
+  if (auto q = target.find('?'); q != std::string_view::npos) target = target.substr(0, q);
+  for (const auto& route : options.websocket_routes) {
+    if (route.path == target) return &route.handler;
+  }
+  return nullptr;
+}
+
 asio::awaitable<void> serve_connection(std::shared_ptr<HttpServer::State> st, tcp::socket socket) {
   beast::tcp_stream stream(std::move(socket));
   st->connections.insert(&stream);
@@ -138,6 +150,13 @@ asio::awaitable<void> serve_connection(std::shared_ptr<HttpServer::State> st, tc
       break;
     }
     HttpRequest req = parser.release();
+    if (const UpgradeHandler* upgrade = find_upgrade(st->options, req)) {
+      stream.expires_never();  // the WebSocket keeps its own timeouts
+      st->upgraded.insert(&stream);
+      co_await (*upgrade)(stream, std::move(req));
+      st->upgraded.erase(&stream);
+      break;
+    }
     ConnectionWriter writer(stream, req.version(), req.keep_alive());
     co_await st->handler(req, writer);
     if (!writer.responded()) {
@@ -202,7 +221,15 @@ asio::awaitable<void> HttpServer::stop() {
   st->stopping = true;
   boost::system::error_code ec;
   st->acceptor.close(ec);
-  for (beast::tcp_stream* s : st->connections) s->socket().cancel(ec);
+  for (beast::tcp_stream* s : st->connections) {
+    // A WebSocket session may be between operations: closing its socket
+    // makes its next one fail too, where a cancel would be missed.
+    if (st->upgraded.contains(s)) {
+      s->socket().close(ec);
+    } else {
+      s->socket().cancel(ec);
+    }
+  }
   if (!st->connections.empty()) co_await st->drained.async_wait(tuple_awaitable);
 }
 

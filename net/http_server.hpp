@@ -9,15 +9,31 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace pensieve::net {
+
+// Takes over a connection whose request asks for a WebSocket upgrade on its
+// path; the connection ends when the handler returns. The server's stop()
+// closes the socket under it, so every pending operation fails at once.
+using UpgradeHandler =
+    std::function<boost::asio::awaitable<void>(boost::beast::tcp_stream& stream, HttpRequest request)>;
+
+struct WebSocketRoute {
+  std::string path;  // exact match, query string ignored
+  UpgradeHandler handler;
+};
 
 struct HttpServerOptions {
   std::size_t max_body_bytes = 1 << 20;
   std::uint32_t idle_timeout_s = 60;
+  std::vector<WebSocketRoute> websocket_routes;
 };
 
 class HttpServer {

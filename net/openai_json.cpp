@@ -48,9 +48,39 @@ json::object logprobs_json(const std::vector<TokenLogprob>& lps) {
   return {{"content", std::move(content)}};
 }
 
+namespace {
+
+const char* object_name(ApiShape shape, bool chunk) {
+  if (shape == ApiShape::text) return "text_completion";
+  return chunk ? "chat.completion.chunk" : "chat.completion";
+}
+
+// Legacy completions' logprobs: tokens, token_logprobs, top_logprobs.
+json::object text_logprobs_json(const std::vector<TokenLogprob>& lps) {
+  json::array tokens, token_logprobs, top;
+  for (const auto& lp : lps) {
+    tokens.push_back(json::value(token_text(lp.token)));
+    token_logprobs.push_back(lp.logprob);
+    json::object alts;
+    for (const auto& [tok, l] : lp.top) alts[token_text(tok)] = l;
+    top.push_back(std::move(alts));
+  }
+  return {{"tokens", std::move(tokens)}, {"token_logprobs", std::move(token_logprobs)}, {"top_logprobs", std::move(top)}};
+}
+
+}  // namespace
+
 std::string completion_json(const CompletionIds& ids, const std::string& text,
                             const std::vector<TokenLogprob>& lps, bool with_logprobs,
                             const GenerationResult& result) {
+  if (ids.shape == ApiShape::text) {
+    json::object choice{{"index", 0}, {"text", text}, {"finish_reason", result.finish_reason}};
+    choice["logprobs"] = with_logprobs ? json::value(text_logprobs_json(lps)) : json::value(nullptr);
+    json::object o{{"id", ids.id},         {"object", "text_completion"},
+                   {"created", ids.created_s}, {"model", ids.model},
+                   {"choices", json::array{std::move(choice)}}, {"usage", usage_json(result)}};
+    return json::serialize(o);
+  }
   json::object choice{{"index", 0},
                       {"message", json::object{{"role", "assistant"}, {"content", text}}},
                       {"finish_reason", result.finish_reason}};
@@ -63,18 +93,26 @@ std::string completion_json(const CompletionIds& ids, const std::string& text,
 
 std::string chunk_event(const CompletionIds& ids, const json::object& delta,
                         const GenerationDelta* with_logprobs, const char* finish_reason) {
-  json::object choice{{"index", 0}, {"delta", delta}};
-  choice["logprobs"] =
-      with_logprobs ? json::value(logprobs_json(with_logprobs->logprobs)) : json::value(nullptr);
+  json::object choice{{"index", 0}};
+  if (ids.shape == ApiShape::text) {
+    const json::value* content = delta.if_contains("content");
+    choice["text"] = content ? *content : json::value("");
+    choice["logprobs"] =
+        with_logprobs ? json::value(text_logprobs_json(with_logprobs->logprobs)) : json::value(nullptr);
+  } else {
+    choice["delta"] = delta;
+    choice["logprobs"] =
+        with_logprobs ? json::value(logprobs_json(with_logprobs->logprobs)) : json::value(nullptr);
+  }
   choice["finish_reason"] = finish_reason ? json::value(finish_reason) : json::value(nullptr);
-  json::object o{{"id", ids.id},         {"object", "chat.completion.chunk"},
+  json::object o{{"id", ids.id},         {"object", object_name(ids.shape, true)},
                  {"created", ids.created_s}, {"model", ids.model},
                  {"choices", json::array{std::move(choice)}}};
   return "data: " + json::serialize(o) + "\n\n";
 }
 
 std::string usage_event(const CompletionIds& ids, const GenerationResult& result) {
-  json::object o{{"id", ids.id},         {"object", "chat.completion.chunk"},
+  json::object o{{"id", ids.id},         {"object", object_name(ids.shape, true)},
                  {"created", ids.created_s}, {"model", ids.model},
                  {"choices", json::array{}}, {"usage", usage_json(result)}};
   return "data: " + json::serialize(o) + "\n\n";

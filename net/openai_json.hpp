@@ -8,10 +8,14 @@
 
 namespace pensieve::net {
 
+// Chat completions, or the legacy text completions (POST /v1/completions).
+enum class ApiShape : std::uint8_t { chat, text };
+
 struct CompletionIds {
-  std::string id;  // "chatcmpl-..."
+  std::string id;  // "chatcmpl-..." or "cmpl-..."
   std::string model;
   std::int64_t created_s = 0;
+  ApiShape shape = ApiShape::chat;
 };
 
 boost::json::object usage_json(const GenerationResult& r);

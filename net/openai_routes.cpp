@@ -23,11 +23,31 @@ struct Routes {
   RouteOptions options;
   std::mt19937_64 id_source{std::random_device{}()};
 
-  std::string next_id() {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "chatcmpl-%016llx", static_cast<unsigned long long>(id_source()));
+  std::string next_id(const char* prefix = "chatcmpl-") {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%s%016llx", prefix, static_cast<unsigned long long>(id_source()));
     return buf;
   }
+};
+
+// Records each response's status for the metrics.
+class StatusRecorder final : public ResponseWriter {
+ public:
+  explicit StatusRecorder(ResponseWriter& inner) : inner_(inner) {}
+  int status = 0;
+  asio::awaitable<bool> send(int s, std::string_view content_type, std::string body) override {
+    status = s;
+    return inner_.send(s, content_type, std::move(body));
+  }
+  asio::awaitable<bool> start_stream(int s, std::string_view content_type) override {
+    status = s;
+    return inner_.start_stream(s, content_type);
+  }
+  asio::awaitable<bool> write_chunk(std::string_view data) override { return inner_.write_chunk(data); }
+  asio::awaitable<bool> end_stream() override { return inner_.end_stream(); }
+
+ private:
+  ResponseWriter& inner_;
 };
 
 // Takes the error by value: callers pass temporaries, and the coroutine
@@ -81,7 +101,7 @@ class SseReply {
     started_ = true;
     const bool headers_sent = co_await w_.start_stream(200, "text/event-stream");
     client_gone_ = !headers_sent;
-    if (headers_sent) {
+    if (headers_sent && ids_.shape == ApiShape::chat) {
       const std::string first = chunk_event(ids_, role_delta(), nullptr, nullptr);
       const bool sent = co_await w_.write_chunk(first);
       client_gone_ = !sent;
@@ -138,8 +158,10 @@ asio::awaitable<void> complete_streamed(Routes& r, const ChatRequest& req, Compl
   co_await reply.finish(*result, req.include_usage);
 }
 
-asio::awaitable<void> chat_completions(Routes& r, const HttpRequest& http_req, ResponseWriter& w) {
-  auto req = parse_chat_request(http_req.body(), r.options.limits);
+asio::awaitable<void> completions(Routes& r, const HttpRequest& http_req, ResponseWriter& w,
+                                  const std::string& tenant, ApiShape shape) {
+  auto req = shape == ApiShape::chat ? parse_chat_request(http_req.body(), r.options.limits)
+                                     : parse_completion_request(http_req.body(), r.options.limits);
   if (!req) co_return co_await send_error(w, req.error());
   if (req->model != r.backend.model_name()) {
     co_return co_await send_error(
@@ -147,10 +169,13 @@ asio::awaitable<void> chat_completions(Routes& r, const HttpRequest& http_req, R
                          r.backend.model_name() + "'",
                      "model_not_found"));
   }
-  if (auto h = http_req.find("X-Conversation-Id"); h != http_req.end() && !req->conversation_id) {
+  if (auto h = http_req.find("X-Conversation-Id"); shape == ApiShape::chat && h != http_req.end() &&
+                                                    !req->conversation_id) {
     req->conversation_id = std::string(h->value());
   }
-  CompletionIds ids{r.next_id(), r.backend.model_name(), r.options.now_s()};
+  req->tenant = tenant;
+  CompletionIds ids{r.next_id(shape == ApiShape::chat ? "chatcmpl-" : "cmpl-"), r.backend.model_name(),
+                    r.options.now_s(), shape};
   if (req->stream) {
     co_await complete_streamed(r, *req, std::move(ids), w);
   } else {
@@ -158,9 +183,76 @@ asio::awaitable<void> chat_completions(Routes& r, const HttpRequest& http_req, R
   }
 }
 
-asio::awaitable<void> route(std::shared_ptr<Routes> r, const HttpRequest& req, ResponseWriter& w) {
-  std::string_view target = req.target();
-  if (auto q = target.find('?'); q != std::string_view::npos) target = target.substr(0, q);
+json::object conversation_json(const ConversationView& c, bool with_messages) {
+  json::object o{{"id", c.id}, {"object", "conversation"}, {"created", c.created_s}};
+  if (with_messages) {
+    json::array messages;
+    for (const auto& m : c.messages) messages.push_back(json::object{{"role", m.role}, {"content", m.content}});
+    o["messages"] = std::move(messages);
+  }
+  return o;
+}
+
+asio::awaitable<void> create_conversation(Routes& r, const HttpRequest& req, ResponseWriter& w,
+                                          const std::string& tenant) {
+  std::optional<std::string> id;
+  if (!req.body().empty()) {
+    boost::system::error_code ec;
+    json::value doc = json::parse(req.body(), ec);
+    if (ec || !doc.is_object()) co_return co_await send_error(w, bad_request("request body must be a JSON object"));
+    if (const json::value* v = doc.as_object().if_contains("id"); v && !v->is_null()) {
+      if (!v->is_string()) co_return co_await send_error(w, bad_request("'id' must be a string", "id"));
+      id = std::string(v->get_string());
+    }
+  }
+  auto created = co_await r.backend.create_conversation(tenant, std::move(id));
+  if (!created) co_return co_await send_error(w, created.error());
+  const std::string body = json::serialize(conversation_json(*created, false));
+  co_await w.send(200, "application/json", body);
+}
+
+asio::awaitable<void> conversation(Routes& r, const HttpRequest& req, ResponseWriter& w, const std::string& tenant,
+                                   const std::string& id) {
+  if (req.method() == http::verb::delete_) {
+    if (!r.backend.delete_conversation(tenant, id)) {
+      co_return co_await send_error(w, not_found("no conversation '" + id + "'", "not_found"));
+    }
+    json::object body{{"id", id}, {"object", "conversation.deleted"}, {"deleted", true}};
+    co_await w.send(200, "application/json", json::serialize(body));
+    co_return;
+  }
+  auto found = co_await r.backend.get_conversation(tenant, id);
+  if (!found) co_return co_await send_error(w, found.error());
+  const std::string body = json::serialize(conversation_json(*found, true));
+  co_await w.send(200, "application/json", body);
+}
+
+asio::awaitable<void> list_conversations(Routes& r, ResponseWriter& w, const std::string& tenant) {
+  json::array data;
+  for (const auto& c : r.backend.list_conversations(tenant)) data.push_back(conversation_json(c, false));
+  json::object body{{"object", "list"}, {"data", std::move(data)}};
+  co_await w.send(200, "application/json", json::serialize(body));
+}
+
+asio::awaitable<void> metrics(Routes& r, ResponseWriter& w) {
+  const EngineGauges g = co_await r.backend.gauges();
+  const std::string body = r.options.metrics ? r.options.metrics->render(g) : ServerMetrics().render(g);
+  co_await w.send(200, "text/plain; version=0.0.4", body);
+}
+
+// The route's name in the metrics (ids folded, so labels stay few).
+std::string route_label(std::string_view target) {
+  if (target.starts_with("/v1/conversations/")) return "/v1/conversations/{id}";
+  for (std::string_view known : {"/health", "/metrics", "/v1/models", "/v1/chat/completions", "/v1/completions",
+                                 "/v1/conversations"}) {
+    if (target == known) return std::string(known);
+  }
+  return "other";
+}
+
+asio::awaitable<void> dispatch(Routes& r, const HttpRequest& req, ResponseWriter& w, std::string_view target);
+
+asio::awaitable<void> dispatch(Routes& r, const HttpRequest& req, ResponseWriter& w, std::string_view target) {
   auto method_not_allowed = [&]() {
     return send_error(w, ApiError{405, "invalid_request_error",
                                   "method " + std::string(req.method_string()) + " not allowed on " +
@@ -169,15 +261,54 @@ asio::awaitable<void> route(std::shared_ptr<Routes> r, const HttpRequest& req, R
   };
   if (target == "/health") {
     co_await w.send(200, "application/json", R"({"status":"ok"})");
-  } else if (target == "/v1/models") {
+    co_return;
+  }
+  if (target == "/metrics") {
     if (req.method() != http::verb::get) co_return co_await method_not_allowed();
-    co_await list_models(*r, w);
-  } else if (target == "/v1/chat/completions") {
+    co_return co_await metrics(r, w);
+  }
+  // Everything else may need a key; its tenant scopes the conversations.
+  std::string tenant;
+  if (r.options.keys && r.options.keys->required()) {
+    auto h = req.find(http::field::authorization);
+    auto t = r.options.keys->tenant_for(h == req.end() ? std::string_view() : std::string_view(h->value()));
+    if (!t) {
+      // A named value: GCC 12 destroys braced temporaries in co_await twice.
+      ApiError unauthorized{401, "invalid_request_error",
+                            "Incorrect API key provided: pass it as 'Authorization: Bearer KEY'", {}, "invalid_api_key"};
+      co_return co_await send_error(w, std::move(unauthorized));
+    }
+    tenant = std::move(*t);
+  }
+  if (target == "/v1/models") {
+    if (req.method() != http::verb::get) co_return co_await method_not_allowed();
+    co_await list_models(r, w);
+  } else if (target == "/v1/chat/completions" || target == "/v1/completions") {
     if (req.method() != http::verb::post) co_return co_await method_not_allowed();
-    co_await chat_completions(*r, req, w);
+    co_await completions(r, req, w, tenant, target == "/v1/completions" ? ApiShape::text : ApiShape::chat);
+  } else if (target == "/v1/conversations") {
+    if (req.method() == http::verb::post) {
+      co_await create_conversation(r, req, w, tenant);
+    } else if (req.method() == http::verb::get) {
+      co_await list_conversations(r, w, tenant);
+    } else {
+      co_await method_not_allowed();
+    }
+  } else if (target.starts_with("/v1/conversations/") && target.size() > 18 &&
+             target.find('/', 18) == std::string_view::npos) {
+    if (req.method() != http::verb::get && req.method() != http::verb::delete_) co_return co_await method_not_allowed();
+    co_await conversation(r, req, w, tenant, std::string(target.substr(18)));
   } else {
     co_await send_error(w, not_found("no route for " + std::string(target)));
   }
+}
+
+asio::awaitable<void> route(std::shared_ptr<Routes> r, const HttpRequest& req, ResponseWriter& w) {
+  std::string_view target = req.target();
+  if (auto q = target.find('?'); q != std::string_view::npos) target = target.substr(0, q);
+  StatusRecorder recorder(w);
+  co_await dispatch(*r, req, recorder, target);
+  if (r->options.metrics) r->options.metrics->request(route_label(target), recorder.status);
 }
 
 }  // namespace

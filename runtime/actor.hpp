@@ -28,7 +28,9 @@
 // shared_ptr, a string) in a named variable, then co_await with std::move:
 //   Get get;  auto n = co_await ref.ask(std::move(get), 100ms);
 // (`co_await ref.tell(Add{2})` is safe only because Add is trivially
-// destructible.)
+// destructible.) It also mis-compiles co_await inside || / && / ?: operands
+// and in a `while (auto x = co_await ...)` condition (a hang under -O1):
+// give each co_await a statement of its own.
 //
 // Threads: the handler and its state live on the executor the actor was
 // spawned on (one handler at a time). ActorRef is a cheap handle, usable from

@@ -37,7 +37,10 @@ struct ActorOptions {
   std::string_view name = "actor";
   std::size_t mailbox_capacity = 256;
   // When non-null (and enabled), one span per handled message: kind
-  // SpanKind::message, the actor's name, the message's name, start/end ns.
+  // SpanKind::message, the actor's name, the message's name, start/end ns,
+  // and enqueue_ns, when the message was sent (its mailbox wait is
+  // start - enqueue). A handler may name the span's request with
+  // `std::uint64_t message_flow_id(const Msg&) const` (0: none).
   Tracer* tracer = nullptr;
   // Messages handled in a row before yielding the thread to other handlers.
   std::size_t messages_per_turn = 64;
@@ -85,6 +88,18 @@ std::string_view message_name(const Handler& handler, const Msg& msg) {
   }
 }
 
+// Fills in what a message span knows besides its name: the message's send
+// time and the request it belongs to.
+template <class Handler, class Msg>
+void describe_message_span(TraceSpan& span, const Handler& handler, const Msg& msg,
+                           std::uint64_t sent_ticks) {
+  if (!span.recording()) return;
+  span.set_enqueue_ticks(sent_ticks);
+  if constexpr (requires { handler.message_flow_id(msg); }) {
+    span.set_flow_id(handler.message_flow_id(msg));
+  }
+}
+
 template <class M>
 void fail_reply(M& msg) {
   if constexpr (carries_reply<M>) {
@@ -98,7 +113,7 @@ struct ActorCore {
   static_assert(std::is_nothrow_move_constructible_v<Msg>, "messages must be nothrow-movable");
 
   ActorCore(const asio::any_io_executor& executor, const ActorOptions& opts)
-      : options(opts), mailbox(executor, opts.mailbox_capacity), finished(executor) {}
+      : options(opts), mailbox(executor, opts.mailbox_capacity, opts.tracer), finished(executor) {}
 
   void request_stop(StopMode mode) {
     if (mode == StopMode::reject) rejecting.store(true, std::memory_order_release);
@@ -156,9 +171,11 @@ asio::awaitable<void> join_actor(std::shared_ptr<ActorCore<Msg>> core) {
 }
 
 template <class Msg, class Handler>
-asio::awaitable<void> handle_one(ActorCore<Msg>& core, Handler& handler, Msg& msg) {
+asio::awaitable<void> handle_one(ActorCore<Msg>& core, Handler& handler, Msg& msg,
+                                 std::uint64_t sent_ticks) {
   TraceSpan span(core.options.tracer, SpanKind::message, core.options.name,
                  message_name(handler, msg));
+  describe_message_span(span, handler, msg, sent_ticks);
   co_await invoke_handler(handler, std::move(msg));
 }
 
@@ -169,23 +186,25 @@ asio::awaitable<void> drain_mailbox(ActorCore<Msg>& core, Handler& handler) {
   const auto cancellation = co_await asio::this_coro::cancellation_state;
   std::size_t in_a_row = 0;
   for (;;) {
-    std::optional<Msg> msg = core.mailbox.try_receive();
-    if (!msg) {
+    std::optional<Delivery<Msg>> delivery = core.mailbox.try_receive_delivery();
+    if (!delivery) {
       in_a_row = 0;
-      msg = co_await core.mailbox.receive();
-      if (!msg) co_return;  // closed and empty, or cancelled
+      delivery = co_await core.mailbox.receive_delivery();
+      if (!delivery) co_return;  // closed and empty, or cancelled
     }
+    Msg& msg = delivery->msg;
     if (core.rejecting.load(std::memory_order_acquire) ||
         cancellation.cancelled() != asio::cancellation_type::none) {
-      core.reject(*msg, handler);
+      core.reject(msg, handler);
       continue;
     }
     if constexpr (is_awaitable_v<Result>) {
-      co_await handle_one(core, handler, *msg);
+      co_await handle_one(core, handler, msg, delivery->sent_ticks);
     } else {
       TraceSpan span(core.options.tracer, SpanKind::message, core.options.name,
-                     message_name(handler, *msg));
-      invoke_handler(handler, std::move(*msg));
+                     message_name(handler, msg));
+      describe_message_span(span, handler, msg, delivery->sent_ticks);
+      invoke_handler(handler, std::move(msg));
     }
     ActorCore<Msg>::bump(core.handled);
     if (++in_a_row >= core.options.messages_per_turn) {

@@ -9,6 +9,13 @@
 // Owns the queued messages. Thread-safe: any thread may send, close and
 // receive; awaiting coroutines resume on their own executors. Must not outlive
 // the execution context of the executor it was built with.
+//
+// Given a Tracer, a mailbox stamps each message with its send time
+// (cpu_ticks()) while the tracer is enabled, so the receiver's trace span can
+// say how long the message waited (see Delivery).
+#include "runtime/clock.hpp"
+#include "runtime/trace.hpp"
+
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/async_result.hpp>
@@ -21,6 +28,7 @@
 #include <boost/system/error_code.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string_view>
@@ -40,11 +48,32 @@ enum class SendStatus {
 
 std::string_view to_string(SendStatus status) noexcept;
 
+// A received message and when its sender handed it over: cpu_ticks() at the
+// send call (a wait for room included), 0 when it was not stamped.
+template <class T>
+struct Delivery {
+  // A message on its way in, converted into a Delivery only once the channel
+  // accepts it, so a refused try_send leaves the caller's message untouched.
+  struct Sending {
+    T& msg;
+    std::uint64_t sent_ticks;
+  };
+  Delivery(T&& m, std::uint64_t ticks) noexcept : msg(std::move(m)), sent_ticks(ticks) {}
+  // Implicit: the channel builds its element from a Sending when it accepts it.
+  Delivery(Sending s) noexcept : msg(std::move(s.msg)), sent_ticks(s.sent_ticks) {}
+
+  T msg;
+  std::uint64_t sent_ticks = 0;
+};
+
 template <class T>
 class Mailbox {
  public:
-  Mailbox(const asio::any_io_executor& executor, std::size_t capacity)
-      : capacity_(capacity), channel_(executor, capacity) {
+  // `tracer` (optional, must outlive the mailbox): stamp send times while it
+  // is enabled.
+  Mailbox(const asio::any_io_executor& executor, std::size_t capacity,
+          const Tracer* tracer = nullptr)
+      : capacity_(capacity), tracer_(tracer), channel_(executor, capacity) {
     BOOST_ASSERT_MSG(capacity > 0, "a mailbox needs room for at least one message");
   }
   Mailbox(const Mailbox&) = delete;
@@ -57,8 +86,10 @@ class Mailbox {
   SendStatus try_send(T& msg) {
     std::lock_guard lock(mutex_);
     if (closed_) return SendStatus::closed;
-    return channel_.try_send(boost::system::error_code{}, std::move(msg)) ? SendStatus::sent
-                                                                         : SendStatus::full;
+    return channel_.try_send(boost::system::error_code{},
+                             typename Delivery<T>::Sending{msg, send_stamp()})
+               ? SendStatus::sent
+               : SendStatus::full;
   }
   SendStatus try_send(T&& msg) { return try_send(msg); }
 
@@ -79,9 +110,16 @@ class Mailbox {
 
   // Takes the oldest accepted message, if any, without waiting.
   std::optional<T> try_receive() {
-    std::optional<T> out;
+    auto delivery = try_receive_delivery();
+    if (!delivery) return std::nullopt;
+    return std::optional<T>(std::move(delivery->msg));
+  }
+
+  // As try_receive(), with the message's send stamp.
+  std::optional<Delivery<T>> try_receive_delivery() {
+    std::optional<Delivery<T>> out;
     while (channel_.try_receive(
-        [&out](boost::system::error_code, std::optional<T> m) { out = std::move(m); })) {
+        [&out](boost::system::error_code, std::optional<Delivery<T>> m) { out = std::move(m); })) {
       if (out) return out;  // an empty optional is close()'s wake-up token
     }
     return std::nullopt;
@@ -91,12 +129,19 @@ class Mailbox {
   // every accepted message was taken, or when the wait is cancelled (see
   // closed() to tell which). One receiver at a time.
   asio::awaitable<std::optional<T>> receive() {
+    auto delivery = co_await receive_delivery();
+    if (!delivery) co_return std::nullopt;
+    co_return std::optional<T>(std::move(delivery->msg));
+  }
+
+  // As receive(), with the message's send stamp.
+  asio::awaitable<std::optional<Delivery<T>>> receive_delivery() {
     for (;;) {
       {
         // Under the lock, "empty and closed" is final: senders check closed_
         // under the same lock before they enqueue.
         std::lock_guard lock(mutex_);
-        if (auto m = try_receive()) co_return m;
+        if (auto m = try_receive_delivery()) co_return m;
         if (closed_) co_return std::nullopt;
       }
       auto [ec, m] = co_await channel_.async_receive(asio::as_tuple(asio::use_awaitable));
@@ -113,7 +158,7 @@ class Mailbox {
     closed_ = true;
     // A receiver waits only on an empty buffer, so this token reaches it; when
     // the buffer is full nobody waits and the token is not needed.
-    (void)channel_.try_send(boost::system::error_code{}, std::optional<T>{});
+    (void)channel_.try_send(boost::system::error_code{}, std::optional<Delivery<T>>{});
   }
 
   bool closed() const {
@@ -122,6 +167,10 @@ class Mailbox {
   }
 
  private:
+  std::uint64_t send_stamp() const noexcept {
+    return tracer_ != nullptr && tracer_->enabled() ? cpu_ticks() : 0;
+  }
+
   template <class Handler>
   void start_waiting_send(T&& msg, Handler&& handler) {
     std::unique_lock lock(mutex_);
@@ -135,17 +184,20 @@ class Mailbox {
     }
     // Started under the lock, so close() cannot slip between the check and
     // the enqueue; the channel posts completions, it never runs them here.
-    channel_.async_send(boost::system::error_code{}, std::optional<T>(std::move(msg)),
+    channel_.async_send(boost::system::error_code{},
+                        std::optional<Delivery<T>>(std::in_place, std::move(msg), send_stamp()),
                         std::forward<Handler>(handler));
   }
 
   const std::size_t capacity_;
+  const Tracer* tracer_;
   // Guards closed_ and makes "check closed_, then enqueue" atomic against
   // close(); taken before the channel's own lock.
   mutable std::mutex mutex_;
   bool closed_ = false;
   // An empty optional is the wake-up token close() sends to a waiting receiver.
-  asio::experimental::concurrent_channel<void(boost::system::error_code, std::optional<T>)>
+  asio::experimental::concurrent_channel<void(boost::system::error_code,
+                                               std::optional<Delivery<T>>)>
       channel_;
 };
 

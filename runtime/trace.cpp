@@ -4,7 +4,9 @@
 #include "runtime/trace.hpp"
 
 #include <array>
+#include <chrono>
 #include <cmath>
+#include <cstring>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -31,10 +33,21 @@ struct TickConverter {
   }
 };
 
-struct TraceSlot {
-  SpanRecord record;
-  bool in_ticks;  // start_ns / end_ns hold cpu_ticks()
+// A SpanRecord as stored: its detail copied in, packed into two cache lines.
+struct alignas(64) TraceSlot {
+  SpanKind kind;
+  bool in_ticks;  // start_ns / end_ns / enqueue_ns hold cpu_ticks()
+  std::uint8_t detail_chars;
+  std::string_view actor;
+  std::string_view name;
+  std::uint64_t id;
+  std::int64_t start_ns;
+  std::int64_t end_ns;
+  std::uint64_t flow_id;
+  std::int64_t enqueue_ns;
+  char detail[max_detail_chars];
 };
+static_assert(sizeof(TraceSlot) == 128, "a slot is two cache lines");
 
 struct TraceRing {
   TraceRing(std::size_t capacity, std::uint32_t thread_index, std::thread::id owner)
@@ -46,7 +59,22 @@ struct TraceRing {
       dropped_.store(dropped_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       return;
     }
-    slots[head & mask] = TraceSlot{span, in_ticks};
+    TraceSlot& slot = slots[head & mask];
+    slot.kind = span.kind;
+    slot.in_ticks = in_ticks;
+    slot.actor = span.actor;
+    slot.name = span.name;
+    slot.id = span.id;
+    slot.start_ns = span.start_ns;
+    slot.end_ns = span.end_ns;
+    slot.flow_id = span.flow_id;
+    slot.enqueue_ns = span.enqueue_ns;
+    // Copied now (the caller's string may be gone by the drain); most spans
+    // have none, so this costs them one branch.
+    const std::size_t chars = span.detail.size() < max_detail_chars ? span.detail.size()
+                                                                    : max_detail_chars;
+    if (chars != 0) std::memcpy(slot.detail, span.detail.data(), chars);
+    slot.detail_chars = static_cast<std::uint8_t>(chars);
     head_.store(head + 1, std::memory_order_release);
   }
 
@@ -54,11 +82,12 @@ struct TraceRing {
     const std::uint64_t head = head_.load(std::memory_order_acquire);
     const std::uint64_t tail = tail_.load(std::memory_order_relaxed);
     for (std::uint64_t i = tail; i != head; ++i) {
-      const SpanRecord& r = slots[i & mask].record;
-      const bool ticks = slots[i & mask].in_ticks;
+      const TraceSlot& r = slots[i & mask];
+      const bool ticks = r.in_ticks;
+      const std::int64_t enqueue_ns = r.enqueue_ns == 0 ? 0 : ticks ? to_ns(r.enqueue_ns) : r.enqueue_ns;
       out.push_back(Span{r.kind, std::string(r.actor), std::string(r.name), r.id,
                          ticks ? to_ns(r.start_ns) : r.start_ns, ticks ? to_ns(r.end_ns) : r.end_ns,
-                         thread});
+                         thread, r.flow_id, std::string(r.detail, r.detail_chars), enqueue_ns});
     }
     tail_.store(head, std::memory_order_release);
   }
@@ -67,6 +96,7 @@ struct TraceRing {
   const std::uint64_t mask;
   const std::uint32_t thread;
   const std::thread::id owner_id;
+  std::string name;  // guarded by Tracer::rings_mutex_
   alignas(64) std::atomic<std::uint64_t> head_{0};
   std::atomic<std::uint64_t> dropped_{0};
   alignas(64) std::atomic<std::uint64_t> tail_{0};
@@ -171,6 +201,28 @@ detail::TraceRing* Tracer::ring_for_this_thread() {
 std::string_view Tracer::intern(std::string_view text) {
   std::lock_guard lock(intern_mutex_);
   return *interned_.emplace(text).first;
+}
+
+void Tracer::name_this_thread(std::string_view name) {
+  detail::TraceRing* ring = ring_for_this_thread();
+  if (ring == nullptr) return;
+  std::lock_guard lock(rings_mutex_);
+  ring->name = name;
+}
+
+TraceHeader Tracer::header() const {
+  TraceHeader h;
+  h.clock_steady_ns = steady_now_ns();
+  h.clock_wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+  h.start_steady_ns = enabled_since_ns_.load(std::memory_order_relaxed);
+  std::lock_guard lock(rings_mutex_);
+  for (const auto& r : rings_) {
+    h.dropped_spans += r->dropped_.load(std::memory_order_relaxed);
+    h.thread_names.push_back(r->name);
+  }
+  return h;
 }
 
 std::vector<Span> Tracer::drain() {

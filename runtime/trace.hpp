@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -38,7 +39,8 @@ std::string_view to_string(SpanKind kind) noexcept;
 
 // One span as recorded. `actor` and `name` are not copied: they must point to
 // strings that outlive the Tracer's next drain (string literals, or strings
-// returned by Tracer::intern).
+// returned by Tracer::intern). `detail` is copied into the ring when recorded
+// (its first max_detail_chars characters), so it may be a temporary.
 struct SpanRecord {
   SpanKind kind = SpanKind::custom;
   std::string_view actor;  // actor or stream name
@@ -46,7 +48,16 @@ struct SpanRecord {
   std::uint64_t id = 0;    // request / conversation / operation id (0: none)
   std::int64_t start_ns = 0;  // steady_now_ns()
   std::int64_t end_ns = 0;
+  // Links the spans of one request across actors and streams (0: none).
+  std::uint64_t flow_id = 0;
+  // Message spans: when the message was sent, in the same unit as start_ns
+  // (0: unknown). start_ns - enqueue_ns is the time it waited in the mailbox.
+  std::int64_t enqueue_ns = 0;
+  std::string_view detail{};  // e.g. a batch's composition "prefill=3x512 decode=14"
 };
+
+// The longest `detail` a span keeps; longer ones are cut.
+inline constexpr std::size_t max_detail_chars = 46;
 
 // One span as collected or read back: owns its strings.
 struct Span {
@@ -57,7 +68,27 @@ struct Span {
   std::int64_t start_ns = 0;
   std::int64_t end_ns = 0;
   std::uint32_t thread = 0;  // index of the recording thread within its Tracer
+  std::uint64_t flow_id = 0;
+  std::string detail{};
+  std::int64_t enqueue_ns = 0;  // 0: unknown
   bool operator==(const Span&) const = default;
+};
+
+// What a trace file says about its recording besides the spans.
+struct TraceHeader {
+  // A steady-clock reading and the wall clock (Unix ns) read together:
+  // wall time of a span time t is clock_wall_ns + (t - clock_steady_ns).
+  std::int64_t clock_steady_ns = 0;
+  std::int64_t clock_wall_ns = 0;
+  std::int64_t start_steady_ns = 0;  // when recording was last enabled (0: never)
+  std::uint64_t dropped_spans = 0;
+  std::vector<std::string> thread_names{};  // by Span::thread ("" when unnamed)
+  bool operator==(const TraceHeader&) const = default;
+};
+
+struct TraceFile {
+  TraceHeader header;  // all zero for files written before headers existed
+  std::vector<Span> spans;
 };
 
 namespace detail {
@@ -76,7 +107,10 @@ class Tracer {
   Tracer& operator=(const Tracer&) = delete;
 
   bool enabled() const noexcept { return enabled_.load(std::memory_order_relaxed); }
-  void enable() noexcept { enabled_.store(true, std::memory_order_relaxed); }
+  void enable() noexcept {
+    enabled_since_ns_.store(steady_now_ns(), std::memory_order_relaxed);
+    enabled_.store(true, std::memory_order_relaxed);
+  }
   void disable() noexcept { enabled_.store(false, std::memory_order_relaxed); }
 
   // Records one span into the calling thread's ring; does nothing when
@@ -95,6 +129,13 @@ class Tracer {
   // names built at run time (an actor's instance name). Takes a lock.
   std::string_view intern(std::string_view text);
 
+  // Names the calling thread in the trace file's header (a loop thread's role:
+  // "gpu worker"), registering its ring if it has none yet. Takes a lock.
+  void name_this_thread(std::string_view name);
+
+  // The header flush_to writes: the clocks read now, and what the tracer knows.
+  TraceHeader header() const;
+
   // Moves every span recorded so far out of the rings, oldest first per thread.
   std::vector<Span> drain();
   // Drains and writes the spans to `path` (replacing it); returns their count.
@@ -110,6 +151,7 @@ class Tracer {
   detail::TraceRing* ring_for_this_thread();
 
   std::atomic<bool> enabled_{false};
+  std::atomic<std::int64_t> enabled_since_ns_{0};
   const std::size_t capacity_;
   const std::uint64_t uid_;  // tells this Tracer apart in per-thread caches
 
@@ -133,7 +175,7 @@ class TraceSpan {
             std::uint64_t id = 0) noexcept
       : tracer_(tracer != nullptr && tracer->enabled() ? tracer : nullptr) {
     if (tracer_ != nullptr) {
-      record_ = SpanRecord{kind, actor, name, id, static_cast<std::int64_t>(cpu_ticks()), 0};
+      new (&record_) SpanRecord{kind, actor, name, id, static_cast<std::int64_t>(cpu_ticks()), 0, 0, 0};
     }
   }
   ~TraceSpan() {
@@ -146,14 +188,33 @@ class TraceSpan {
   TraceSpan& operator=(const TraceSpan&) = delete;
 
   // Sets the id once it is known (a reply's request id).
-  void set_id(std::uint64_t id) noexcept { record_.id = id; }
+  void set_id(std::uint64_t id) noexcept {
+    if (tracer_ != nullptr) record_.id = id;
+  }
+  void set_flow_id(std::uint64_t flow_id) noexcept {
+    if (tracer_ != nullptr) record_.flow_id = flow_id;
+  }
+  // `enqueue_ticks`: cpu_ticks() when the message was sent (0: unknown).
+  void set_enqueue_ticks(std::uint64_t enqueue_ticks) noexcept {
+    if (tracer_ != nullptr) record_.enqueue_ns = static_cast<std::int64_t>(enqueue_ticks);
+  }
+  // Copied when the span ends: `detail` must stay valid until then.
+  void set_detail(std::string_view detail) noexcept {
+    if (tracer_ != nullptr) record_.detail = detail;
+  }
+  // Whether the span will be recorded (worth building a detail string for).
+  bool recording() const noexcept { return tracer_ != nullptr; }
 
  private:
   Tracer* tracer_;
-  SpanRecord record_;
+  // Built only when recording: a span that records nothing writes nothing.
+  union {
+    SpanRecord record_;
+  };
 };
 
-// Reads a trace file written by Tracer::flush_to.
+// Reads a trace file written by Tracer::flush_to: its spans, or with its header.
 Result<std::vector<Span>> read_trace(const std::string& path);
+Result<TraceFile> read_trace_file(const std::string& path);
 
 }  // namespace pensieve::rt

@@ -1,6 +1,8 @@
 // The trace file: a sequence of Cap'n Proto TraceChunk messages (unpacked
 // stream framing), each holding up to `spans_per_chunk` spans, so a large
-// trace never needs one huge message and a reader can stop at any chunk.
+// trace never needs one huge message and a reader can stop at any chunk. The
+// first chunk also carries the TraceHeader (files from before the header have
+// none: it reads back as all zero).
 #include "runtime/trace.hpp"
 #include "schemas/trace.capnp.h"
 
@@ -12,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace pensieve::rt {
@@ -31,9 +34,22 @@ Result<SpanKind> from_schema(schema::SpanKind kind) {
 
 kj::StringPtr text_of(const std::string& s) { return kj::StringPtr(s.c_str(), s.size()); }
 
-void write_chunk(int fd, const Span* spans, std::size_t count) {
+void write_header(schema::TraceHeader::Builder out, const TraceHeader& header) {
+  out.setClockSteadyNs(header.clock_steady_ns);
+  out.setClockWallNs(header.clock_wall_ns);
+  out.setStartSteadyNs(header.start_steady_ns);
+  out.setDroppedSpans(header.dropped_spans);
+  auto names = out.initThreadNames(static_cast<unsigned>(header.thread_names.size()));
+  for (std::size_t i = 0; i < header.thread_names.size(); ++i) {
+    names.set(static_cast<unsigned>(i), text_of(header.thread_names[i]));
+  }
+}
+
+void write_chunk(int fd, const Span* spans, std::size_t count, const TraceHeader* header) {
   capnp::MallocMessageBuilder message;
-  auto list = message.initRoot<schema::TraceChunk>().initSpans(static_cast<unsigned>(count));
+  auto chunk = message.initRoot<schema::TraceChunk>();
+  if (header != nullptr) write_header(chunk.initHeader(), *header);
+  auto list = chunk.initSpans(static_cast<unsigned>(count));
   for (std::size_t i = 0; i < count; ++i) {
     const Span& s = spans[i];
     auto out = list[static_cast<unsigned>(i)];
@@ -44,6 +60,9 @@ void write_chunk(int fd, const Span* spans, std::size_t count) {
     out.setStartNs(s.start_ns);
     out.setEndNs(s.end_ns);
     out.setThread(s.thread);
+    out.setFlowId(s.flow_id);
+    if (!s.detail.empty()) out.setDetail(text_of(s.detail));
+    out.setEnqueueNs(s.enqueue_ns);
   }
   capnp::writeMessageToFd(fd, message);
 }
@@ -56,16 +75,32 @@ struct FdCloser {
   }
 };
 
-Result<void> read_chunk(kj::BufferedInputStream& in, std::vector<Span>& out) {
+std::string string_of(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
+
+TraceHeader read_header(schema::TraceHeader::Reader in) {
+  TraceHeader header;
+  header.clock_steady_ns = in.getClockSteadyNs();
+  header.clock_wall_ns = in.getClockWallNs();
+  header.start_steady_ns = in.getStartSteadyNs();
+  header.dropped_spans = in.getDroppedSpans();
+  for (const auto name : in.getThreadNames()) header.thread_names.push_back(string_of(name));
+  return header;
+}
+
+// `limit_words`: no chunk is larger than its file, so a corrupt segment table
+// cannot make the reader allocate more than the file holds.
+Result<void> read_chunk(kj::BufferedInputStream& in, TraceFile& out, std::uint64_t limit_words) {
   capnp::ReaderOptions options;
-  options.traversalLimitInWords = std::uint64_t{1} << 32;
+  options.traversalLimitInWords = limit_words;
   capnp::InputStreamMessageReader reader(in, options);
-  for (const auto s : reader.getRoot<schema::TraceChunk>().getSpans()) {
+  const auto chunk = reader.getRoot<schema::TraceChunk>();
+  if (chunk.hasHeader()) out.header = read_header(chunk.getHeader());
+  for (const auto s : chunk.getSpans()) {
     auto kind = from_schema(s.getKind());
     if (!kind) return kind.error();
-    out.push_back(Span{*kind, std::string(s.getActor().cStr(), s.getActor().size()),
-                       std::string(s.getName().cStr(), s.getName().size()), s.getId(),
-                       s.getStartNs(), s.getEndNs(), s.getThread()});
+    out.spans.push_back(Span{*kind, string_of(s.getActor()), string_of(s.getName()), s.getId(),
+                             s.getStartNs(), s.getEndNs(), s.getThread(), s.getFlowId(),
+                             string_of(s.getDetail()), s.getEnqueueNs()});
   }
   return {};
 }
@@ -74,14 +109,19 @@ Result<void> read_chunk(kj::BufferedInputStream& in, std::vector<Span>& out) {
 
 Result<std::size_t> Tracer::flush_to(const std::string& path) {
   const std::vector<Span> spans = drain();
+  const TraceHeader file_header = header();
   FdCloser file{::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
   if (file.fd < 0) {
     return fail("trace: cannot create " + path + ": " + std::strerror(errno));
   }
   try {
-    for (std::size_t first = 0; first < spans.size(); first += spans_per_chunk) {
-      write_chunk(file.fd, spans.data() + first, std::min(spans_per_chunk, spans.size() - first));
-    }
+    // The first chunk always exists: it carries the header, spans or none.
+    std::size_t first = 0;
+    do {
+      const std::size_t count = std::min(spans_per_chunk, spans.size() - first);
+      write_chunk(file.fd, spans.data() + first, count, first == 0 ? &file_header : nullptr);
+      first += count;
+    } while (first < spans.size());
   } catch (const kj::Exception& e) {
     return fail("trace: writing " + path + " failed: " + e.getDescription().cStr());
   }
@@ -94,22 +134,39 @@ Result<std::size_t> Tracer::flush_to(const std::string& path) {
 }
 
 Result<std::vector<Span>> read_trace(const std::string& path) {
+  auto file = read_trace_file(path);
+  if (!file) return file.error();
+  return std::move(file->spans);
+}
+
+Result<TraceFile> read_trace_file(const std::string& path) {
   FdCloser file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (file.fd < 0) {
     return fail("trace: cannot open " + path + ": " + std::strerror(errno));
   }
-  std::vector<Span> spans;
+  TraceFile trace;
   try {
+    struct stat info {};
+    if (::fstat(file.fd, &info) != 0) {
+      return fail("trace: cannot stat " + path + ": " + std::strerror(errno));
+    }
+    // The reader reads each word of a chunk about once, so twice the file's
+    // size is ample; a corrupt segment table asking for more is refused
+    // before anything is allocated. (A pipe has no size: 32 GiB then.)
+    const std::uint64_t limit_words =
+        S_ISREG(info.st_mode)
+            ? 2 * (static_cast<std::uint64_t>(info.st_size) / sizeof(capnp::word)) + 64
+            : std::uint64_t{1} << 32;
     kj::FdInputStream raw(file.fd);
     kj::BufferedInputStreamWrapper in(raw);
     while (in.tryGetReadBuffer().size() > 0) {
-      auto chunk = read_chunk(in, spans);
+      auto chunk = read_chunk(in, trace, limit_words);
       if (!chunk) return chunk.error();
     }
   } catch (const kj::Exception& e) {
     return fail("trace: " + path + " is not a valid trace file: " + e.getDescription().cStr());
   }
-  return spans;
+  return trace;
 }
 
 }  // namespace pensieve::rt

@@ -13,6 +13,7 @@ packages=(
   liburing-dev capnproto libcapnp-dev
   catch2 libopenblas-dev libbenchmark-dev
   clang libclang-rt-14-dev
+  chromium chromium-driver
 )
 
 missing=()

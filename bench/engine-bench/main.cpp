@@ -200,6 +200,7 @@ int main(int argc, char** argv) {
   pb::ReplaySummary results[2];
   for (int mode = 0; mode < 2; ++mode) {
     const bool stateful = mode == 0;
+    boost::asio::io_context io;  // outlives the engine, which completes operations on it
     auto weights = pm::load_model(*path);
     if (!weights) {
       std::fprintf(stderr, "engine-bench: %s\n", weights.error().message.c_str());
@@ -215,7 +216,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "engine-bench: %s\n", engine.error().message.c_str());
       return 1;
     }
-    const auto r = pb::replay(**engine, *convs, args->replay);
+    const auto r = pb::replay(io, **engine, *convs, args->replay);
     const auto s = pb::summarize(r);
     results[mode] = s;
     const char* name = stateful ? "stateful" : "no-state";

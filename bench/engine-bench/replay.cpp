@@ -89,10 +89,10 @@ double percentile(std::vector<double> v, double q) {
 
 }  // namespace
 
-ReplayResult replay(actors::Engine& engine, const std::vector<std::vector<std::string>>& conversations,
-                    const ReplayOptions& options) {
-  asio::io_context io;
+ReplayResult replay(asio::io_context& io, actors::Engine& engine,
+                    const std::vector<std::vector<std::string>>& conversations, const ReplayOptions& options) {
   ReplayResult result;
+  io.restart();
   const auto t0 = Clock::now();
   std::vector<std::future<void>> done;
   for (std::size_t i = 0; i < conversations.size(); ++i) {
@@ -105,7 +105,6 @@ ReplayResult replay(actors::Engine& engine, const std::vector<std::vector<std::s
   auto stats = asio::co_spawn(io, engine.stats(), asio::use_future);
   io.run();
   result.scheduler = stats.get();
-  // The engine delivers on io: keep it alive until no conversation is left.
   for (std::size_t i = 0; i < conversations.size(); ++i) {
     engine.delete_conversation("bench", "bench-" + std::to_string(i));
   }

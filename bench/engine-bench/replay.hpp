@@ -7,6 +7,8 @@
 // io_context; the engine brings its own threads.
 #include "actors/engine.hpp"
 
+#include <boost/asio/io_context.hpp>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -38,8 +40,10 @@ struct ReplayResult {
   actors::SchedulerStats scheduler;
 };
 
-ReplayResult replay(actors::Engine& engine, const std::vector<std::vector<std::string>>& conversations,
-                    const ReplayOptions& options);
+// `io` runs the users; the engine completes operations on it, so it must
+// outlive the engine.
+ReplayResult replay(boost::asio::io_context& io, actors::Engine& engine,
+                    const std::vector<std::vector<std::string>>& conversations, const ReplayOptions& options);
 
 struct ReplaySummary {
   std::size_t turns = 0, failed = 0;

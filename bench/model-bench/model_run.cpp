@@ -82,7 +82,8 @@ std::int32_t ff_for(const ModelShape& shape, model::DType dtype) {
 
 Result<std::filesystem::path> generate(const ModelShape& shape, model::DType dtype,
                                        const ModelRunOptions& o) {
-  auto path = o.model_dir / (shape.name + "-" + model::dtype_name(dtype) + ".gguf");
+  // "-untied": files of the earlier tied generator in the same folder are not reused.
+  auto path = o.model_dir / (shape.name + "-" + model::dtype_name(dtype) + "-untied.gguf");
   if (o.reuse_models && std::filesystem::exists(path)) return path;
   model::TestModelOptions m;
   m.n_layers = shape.layers;
@@ -91,6 +92,7 @@ Result<std::filesystem::path> generate(const ModelShape& shape, model::DType dty
   m.n_kv_heads = shape.kv_heads;
   m.ff_dim = ff_for(shape, dtype);
   m.dtype = dtype;
+  m.tied_output = false;  // BENCH.md's parameter counts include a separate head
   m.seed = o.seed;
   m.vocab_from = o.vocab_from;
   if (!o.vocab_from) m.vocab_size = o.vocab_size;

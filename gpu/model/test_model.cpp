@@ -199,6 +199,10 @@ Result<void> make_test_model(const TestModelOptions& o, const std::filesystem::p
     if (auto ok = add_layer(w, rng, o, l); !ok) return ok;
   }
   if (auto ok = add(w, "output_norm.weight", DType::f32, 1, o.dim, random_norm(rng, o.dim)); !ok) return ok;
+  if (!o.tied_output) {
+    auto head = random_matrix(rng, *vocab, o.dim, 8.0);
+    if (auto ok = add(w, "output.weight", o.dtype, *vocab, o.dim, head); !ok) return ok;
+  }
   return w.write(out);
 }
 

@@ -30,6 +30,10 @@ struct TestModelOptions {
   std::optional<std::filesystem::path> vocab_from;
   std::int32_t vocab_size = 0;  // only without vocab_from: no tokenizer then
   std::optional<std::string> chat_template;  // replaces the vocabulary's
+  // true: the output head is the token embedding (no output.weight); false:
+  // a separate random output.weight {vocab, dim} in `dtype`, drawn after
+  // every other tensor (so the shared tensors equal the tied model's).
+  bool tied_output = true;
   std::string name = "pensieve-test-model";
 };
 

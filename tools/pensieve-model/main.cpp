@@ -16,7 +16,7 @@ constexpr Command commands[] = {
     {"inspect", pensieve::tools::cmd_inspect, "inspect FILE|DIR"},
     {"make-test-model", pensieve::tools::cmd_make_test_model,
      "make-test-model --out FILE.gguf --layers N --dim D --heads H --kv-heads K --ff F --vocab-from VOCAB.gguf "
-     "[--dtype f32|f16|q8_0] [--seed S] [--chat-template TEXT] [--safetensors-dir DIR]"},
+     "[--dtype f32|f16|q8_0] [--seed S] [--untied] [--chat-template TEXT] [--safetensors-dir DIR]"},
     {"tokenize", pensieve::tools::cmd_tokenize, "tokenize FILE [--bos] < text"},
     {"detokenize", pensieve::tools::cmd_detokenize, "detokenize FILE < ids"},
     {"run", pensieve::tools::cmd_run,

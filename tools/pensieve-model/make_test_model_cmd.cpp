@@ -68,6 +68,11 @@ int cmd_make_test_model(int argc, char** argv) {
   p.options.vocab_from.reset();
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
+    if (flag == "--untied") {  // the one flag without a value
+      p.options.tied_output = false;
+      --i;
+      continue;
+    }
     if (i + 1 >= argc) return bad(flag + " needs a value");
     if (auto reason = apply(p, flag, argv[i + 1]); !reason.empty()) return bad(reason);
   }

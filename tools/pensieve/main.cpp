@@ -3,8 +3,14 @@
 #include "actors/engine.hpp"
 #include "gpu/model/model_loader.hpp"
 #include "net/engine_backend.hpp"
+#include "net/api_keys.hpp"
 #include "net/http_server.hpp"
+#include "net/metrics.hpp"
+#include "runtime/trace.hpp"
 #include "net/openai_routes.hpp"
+#include "net/rpc_server.hpp"
+#include "net/web_assets.hpp"
+#include "net/ws_chat_session.hpp"
 #include "tools/pensieve/default_model.hpp"
 #include "tools/pensieve/options.hpp"
 
@@ -32,6 +38,12 @@ Result<model::ModelWeights> load(const server::Options& o) {
   return model::load_model(*path);
 }
 
+Result<net::ApiKeys> api_keys(const server::Options& o) {
+  if (o.api_keys_file) return net::ApiKeys::from_file(*o.api_keys_file);
+  if (o.api_key) return net::ApiKeys::single(*o.api_key);
+  return net::ApiKeys();
+}
+
 int serve(const server::Options& o) {
   // Created first, destroyed last: the engine's compute thread completes
   // operations on this context until the engine is gone.
@@ -47,13 +59,34 @@ int serve(const server::Options& o) {
   engine_options.stateful = !o.no_state;
   engine_options.max_batch_tokens = o.max_batch_tokens;
   engine_options.kv_cache_mb = o.kv_device_mb;
+  net::ServerMetrics metrics;  // outlives the engine, whose scheduler records into it
+  rt::Tracer tracer;           // likewise: the engine's threads record into it
+  if (o.trace_file) {
+    tracer.enable();
+    engine_options.tracer = &tracer;
+  }
+  engine_options.on_iteration = [&metrics](const actors::IterationRecord& r) {
+    metrics.batch(r.sequences, r.decode_tokens + r.prefill_tokens);
+  };
+  auto keys = api_keys(o);
+  if (!keys) {
+    std::fprintf(stderr, "pensieve: %s\n", keys.error().message.c_str());
+    return 2;
+  }
   auto engine = actors::Engine::create(std::move(*weights), engine_options);
   if (!engine) {
     std::fprintf(stderr, "pensieve: %s\n", engine.error().message.c_str());
     return 1;
   }
-  net::EngineBackend backend(**engine);
-  net::HttpServer http(io.get_executor(), net::make_openai_routes(backend, {}), {});
+  net::EngineBackend backend(**engine, {std::chrono::seconds(o.request_timeout_s), &metrics});
+  net::RouteOptions routes;
+  routes.keys = std::make_shared<const net::ApiKeys>(std::move(*keys));
+  routes.metrics = &metrics;
+  net::HttpServerOptions http_options;
+  // The WebSocket chat at /v1/ws, and its web page at /.
+  http_options.websocket_routes.push_back({"/v1/ws", net::make_ws_chat_handler(**engine, {})});
+  net::HttpServer http(io.get_executor(), net::with_web_page(net::make_openai_routes(backend, routes)),
+                       std::move(http_options));
   if (auto r = http.listen(o.host, o.port); !r) {
     std::fprintf(stderr, "pensieve: %s\n", r.error().message.c_str());
     return 1;
@@ -62,13 +95,33 @@ int serve(const server::Options& o) {
                backend.model_name().c_str(), o.host.c_str(), unsigned(http.port()),
                o.no_state ? "stateless (--no-state: every turn recomputes its history)"
                           : "stateful (conversations keep their KV cache)");
+  // Cap'n Proto RPC for internal clients (pensieve-cli): its own loop thread.
+  net::RpcServerOptions rpc_options;
+  rpc_options.host = o.host;
+  rpc_options.port = o.rpc_port;
+  auto rpc = net::RpcServer::start(**engine, io.get_executor(), rpc_options);
+  if (!rpc) {
+    std::fprintf(stderr, "pensieve: %s\n", rpc.error().message.c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "pensieve: Cap'n Proto RPC on %s:%u\n", o.host.c_str(), unsigned((*rpc)->port()));
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int) {
     if (ec) return;
     std::fprintf(stderr, "pensieve: stopping\n");
+    (*rpc)->stop();  // never waits on this executor: safe from its thread
     asio::co_spawn(io, http.stop(), [&](std::exception_ptr) { io.stop(); });
   });
   io.run();
+  if (o.trace_file) {
+    auto written = tracer.flush_to(*o.trace_file);
+    if (!written) {
+      std::fprintf(stderr, "pensieve: %s\n", written.error().message.c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "pensieve: wrote %zu trace spans to %s (%llu dropped)\n", *written, o.trace_file->c_str(),
+                 static_cast<unsigned long long>(tracer.dropped()));
+  }
   return 0;
 }
 

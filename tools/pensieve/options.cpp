@@ -25,6 +25,7 @@ conversation's KV cache between turns.
   --kv-disk-dir DIR      folder for the disk KV tier (with --kv-disk-gb)
   --kv-disk-gb N         disk KV tier budget (default 0: no disk tier)
   --max-batch-tokens N   tokens per scheduler iteration (default 512)
+  --request-timeout-s N  cancel a turn still running after N seconds: 504 (default 600)
   --threads N            compute threads (default: all cores)
   --chat-template NAME   override the model's chat template (llama2, llama3, chatml, zephyr, mistral)
   --trace FILE           record actor and stream spans to FILE
@@ -72,6 +73,9 @@ std::map<std::string, Setter> value_flags() {
       {"--kv-disk-gb", [](Options& o, const std::string& v) { return parse_int("--kv-disk-gb", v, o.kv_disk_gb, 0, 1 << 20); }},
       {"--max-batch-tokens", [](Options& o, const std::string& v) { return parse_int("--max-batch-tokens", v, o.max_batch_tokens, 1, 1 << 20); }},
       {"--threads", [](Options& o, const std::string& v) { return parse_int("--threads", v, o.threads, 1, 1024); }},
+      {"--request-timeout-s", [](Options& o, const std::string& v) {
+         return parse_int("--request-timeout-s", v, o.request_timeout_s, 1, 86400);
+       }},
       {"--trace", text(&Options::trace_file)},
       {"--chat-template", text(&Options::chat_template)},
   };

@@ -23,6 +23,7 @@ struct Options {
   std::optional<std::string> kv_disk_dir;
   std::int64_t kv_disk_gb = 0;
   std::int32_t max_batch_tokens = 512;
+  std::int32_t request_timeout_s = 600;
   std::int32_t threads = 0;  // 0: every core
   std::optional<std::string> trace_file;
   std::optional<std::string> chat_template;

@@ -23,7 +23,7 @@ WeightView weight_view(const model::Tensor& t) {
   return v;
 }
 
-bool dtype_supported(DType t) { return t != DType::q4_k; }
+bool dtype_supported(DType) { return true; }
 
 namespace {
 std::uint16_t load_u16(const std::byte* p) {
@@ -31,7 +31,36 @@ std::uint16_t load_u16(const std::byte* p) {
   std::memcpy(&v, p, 2);
   return v;
 }
+
+// Q4_K (ggml's block_q4_K): 256 elements in 144 bytes = f16 d, f16 dmin,
+// 12 bytes of 6-bit scales and mins for 8 sub-blocks of 32, then 128 bytes
+// of nibbles: bytes 32g..32g+31 hold sub-block 2g in their low nibbles and
+// 2g+1 in their high ones. Element value: (d * scale) * q - (dmin * min),
+// each product rounded to F32 (no fused multiply-add).
+void dequantize_q4_k(const std::byte* row, std::int64_t n, float* out) {
+  for (std::int64_t b = 0; b < n / 256; ++b) {
+    const std::byte* blk = row + b * 144;
+    const float d = f16_to_f32(load_u16(blk)), dmin = f16_to_f32(load_u16(blk + 2));
+    const auto* scales = reinterpret_cast<const std::uint8_t*>(blk + 4);
+    const auto* qs = reinterpret_cast<const std::uint8_t*>(blk + 16);
+    for (int j = 0; j < 8; ++j) {
+      const Q4KScale s = q4_k_scale(scales, j);
+      const float d1 = d * float(s.scale), m1 = dmin * float(s.min);
+      const std::uint8_t* q = qs + 32 * (j / 2);
+      for (int l = 0; l < 32; ++l) {
+        const int nibble = (j & 1) ? (q[l] >> 4) : (q[l] & 0xf);
+        out[b * 256 + j * 32 + l] = d1 * float(nibble) - m1;
+      }
+    }
+  }
+}
 }  // namespace
+
+Q4KScale q4_k_scale(const std::uint8_t* scales, int j) {
+  if (j < 4) return {std::uint8_t(scales[j] & 63), std::uint8_t(scales[j + 4] & 63)};
+  return {std::uint8_t((scales[j + 4] & 0xf) | ((scales[j - 4] >> 6) << 4)),
+          std::uint8_t((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4))};
+}
 
 void dequantize_row(DType t, const std::byte* row, std::int64_t n, float* out) {
   switch (t) {
@@ -60,7 +89,7 @@ void dequantize_row(DType t, const std::byte* row, std::int64_t n, float* out) {
         }
       }
       return;
-    case DType::q4_k: break;
+    case DType::q4_k: dequantize_q4_k(row, n, out); return;
   }
   assert(false && "dequantize_row: unsupported dtype");
 }

@@ -7,11 +7,19 @@
 
 namespace pensieve::kernels::cpu {
 
-// Whether the kernels can read this type (Q4_K is not yet supported).
+// Whether the kernels can read this type (every DType now).
 bool dtype_supported(model::DType t);
 
-// out[0..n) = the first n elements of a stored row of type t.
+// out[0..n) = the first n elements of a stored row of type t (n whole blocks
+// for the quantised types: 32, or 256 for Q4_K).
 void dequantize_row(model::DType t, const std::byte* row, std::int64_t n, float* out);
+
+// Sub-block j's (0..7) 6-bit scale and min of a Q4_K block's 12 scale bytes
+// (ggml's get_scale_min_k4).
+struct Q4KScale {
+  std::uint8_t scale, min;
+};
+Q4KScale q4_k_scale(const std::uint8_t* scales, int j);
 
 // A whole tensor as F32 (norm vectors, biases, tests).
 std::vector<float> dequantize(const model::Tensor& t);

@@ -2,6 +2,8 @@
 
 #include "gpu/kernels/cpu/dequant.hpp"
 #include "gpu/kernels/cpu/dot_tile.hpp"
+#include "gpu/kernels/cpu/gemm_tile.hpp"
+#include "gpu/kernels/cpu/gemv_tile.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -13,23 +15,30 @@ using model::DType;
 
 namespace {
 
-// Decode (fewer than 4 tokens): each tile runs over the whole row at once;
-// the activations are tiny and the weights stream from memory once.
-// Batches: the work is blocked so that its operands stay in cache — 64 weight
-// rows x 64 tokens, k in blocks of 1024 — with each element's 16 lane
-// accumulators parked in a buffer between k blocks. That changes where the
-// partial sums live, never the order of the FMAs, so both paths agree bit for bit.
-constexpr std::int64_t rows_block = 64;
-constexpr std::int64_t tokens_block = 64;
-constexpr std::int64_t k_block = 1024;  // a multiple of 32: quantised blocks stay whole
-constexpr std::int64_t tile_floats = 4 * 4 * 16;
-// Output rows per scheduling unit (a multiple of the 4-row tile).
+// Output rows per scheduling unit (a multiple of every row tile).
 constexpr std::size_t row_grain = 16;
 
+// Decode (fewer than 4 tokens): each tile runs over the whole row at once;
+// the activations are tiny and the weights stream from memory once. One
+// token takes 8 weight rows per tile (8 independent FMA chains keep loads in
+// flight, and the tile prefetches the next 8 rows); 2-3 tokens take 4 (their
+// register budget).
 template <class Loader>
 void run_rows_decode(const ConstRowsView& x, const WeightView& w, const RowsView& y,
                      std::int64_t o0, std::int64_t o1) {
-  for (std::int64_t o = o0; o < o1; o += 4) {
+  std::int64_t o = o0;
+  if (x.rows == 1) {
+    for (; o + 8 <= o1; o += 8) {
+#if defined(PENSIEVE_DOT_AVX512)
+      gemv_tile8<Loader>(x.row(0), w.row(o), w.row_bytes, w.cols, y.row(0) + o, w.row(o + 8),
+                         w.row(std::min(o1, o + 16)));
+#else
+      dot_tile_fixed<Loader, 1, 8>(x.row(0), x.stride, w.row(o), w.row_bytes, w.cols, y.row(0) + o,
+                                   y.stride);
+#endif
+    }
+  }
+  for (; o < o1; o += 4) {
     const int n_out = int(std::min<std::int64_t>(4, o1 - o));
     for (std::int64_t t = 0; t < x.rows; t += 4) {
       const int n_tok = int(std::min<std::int64_t>(4, x.rows - t));
@@ -39,10 +48,73 @@ void run_rows_decode(const ConstRowsView& x, const WeightView& w, const RowsView
   }
 }
 
+#if defined(PENSIEVE_DOT_AVX512)
+
+// Batches: weight rows in blocks of 64 and k in blocks of 512 (a multiple of
+// 32: quantised blocks stay whole). A block of weights is converted once into
+// a contiguous F32 panel (64 x 512 x 4 = 128 KiB, in L2) and reused by every
+// token; F32 weights are copied too (their rows, 4 KiB apart and more, would
+// collide in the L1's sets). Tiles of 6 tokens x
+// 4 rows sweep up to 240 tokens over the panel, parking each element's 16 lane
+// accumulators in a per-thread buffer between k blocks. That changes where
+// partial sums live, never the order of the FMAs, so every path agrees bit
+// for bit with dot_tile_fixed.
+constexpr std::int64_t rows_block = 16 * gemm_tile_rows;
+constexpr std::int64_t k_block = 512;
+// Tokens per pass over a row block (a multiple of the 6-token tile): bounds
+// the parked accumulators to 240 x 64 x 16 floats (960 KiB) per thread.
+constexpr std::int64_t tokens_block = 40 * gemm_tile_tokens;
+
+struct BlockedScratch {
+  float* panel;  // rows_block x k_block
+  float* acc;    // tokens_block x rows_block x 16
+};
+
+BlockedScratch blocked_scratch(std::vector<float>& buf) {
+  const std::size_t panel = std::size_t(rows_block * k_block);
+  const std::size_t acc = std::size_t(tokens_block * rows_block * 16);
+  if (buf.size() < panel + acc) buf.resize(panel + acc);
+  return {buf.data(), buf.data() + panel};
+}
+
 template <class Loader>
 void run_rows_blocked(const ConstRowsView& x, const WeightView& w, const RowsView& y,
-                      std::int64_t o0, std::int64_t o1) {
-  std::vector<float> acc(std::size_t(rows_block / 4 * tokens_block / 4 * tile_floats));
+                      std::int64_t o0, std::int64_t o1, std::vector<float>& buf) {
+  const BlockedScratch s = blocked_scratch(buf);
+  for (std::int64_t ob = o0; ob < o1; ob += rows_block) {
+    const std::int64_t oe = std::min(o1, ob + rows_block);
+    for (std::int64_t tb = 0; tb < x.rows; tb += tokens_block) {
+      const std::int64_t te = std::min(x.rows, tb + tokens_block);
+      for (std::int64_t k0 = 0; k0 < w.cols; k0 += k_block) {
+        const std::int64_t k1 = std::min(w.cols, k0 + k_block);
+        const bool first = k0 == 0, last = k1 == w.cols;
+        for (std::int64_t o = ob; o < oe; ++o)
+          dequant_panel_row<Loader>(w.row(o), k0, k1, s.panel + (o - ob) * k_block);
+        for (std::int64_t t = tb; t < te; t += gemm_tile_tokens) {
+          const int n_tok = int(std::min<std::int64_t>(gemm_tile_tokens, te - t));
+          for (std::int64_t o = ob; o < oe; o += gemm_tile_rows) {
+            const int n_out = int(std::min<std::int64_t>(gemm_tile_rows, oe - o));
+            float* acc = s.acc + ((t - tb) * rows_block + (o - ob) * n_tok) * 16;
+            gemm_tile_any(n_tok, n_out, x.row(t) + k0, x.stride, s.panel + (o - ob) * k_block,
+                          k_block, k1 - k0, acc, first, last, y.row(t) + o, y.stride);
+          }
+        }
+      }
+    }
+  }
+}
+
+#else  // portable: the accumulating 4 x 4 tile of dot_tile.hpp
+
+constexpr std::int64_t rows_block = 64;
+constexpr std::int64_t tokens_block = 64;
+constexpr std::int64_t k_block = 1024;
+constexpr std::int64_t tile_floats = 4 * 4 * 16;
+
+template <class Loader>
+void run_rows_blocked(const ConstRowsView& x, const WeightView& w, const RowsView& y,
+                      std::int64_t o0, std::int64_t o1, std::vector<float>& acc) {
+  acc.resize(std::size_t(rows_block / 4 * tokens_block / 4 * tile_floats));
   for (std::int64_t ob = o0; ob < o1; ob += rows_block) {
     const std::int64_t oe = std::min(o1, ob + rows_block);
     for (std::int64_t tb = 0; tb < x.rows; tb += tokens_block) {
@@ -72,22 +144,24 @@ void run_rows_blocked(const ConstRowsView& x, const WeightView& w, const RowsVie
   }
 }
 
+#endif
+
 template <class Loader>
 void run_rows(const ConstRowsView& x, const WeightView& w, const RowsView& y, std::int64_t o0,
-              std::int64_t o1) {
+              std::int64_t o1, std::vector<float>& buf) {
   if (x.rows < 4) return run_rows_decode<Loader>(x, w, y, o0, o1);
-  run_rows_blocked<Loader>(x, w, y, o0, o1);
+  run_rows_blocked<Loader>(x, w, y, o0, o1, buf);
 }
 
 void run_rows_for(const ConstRowsView& x, const WeightView& w, const RowsView& y, std::int64_t o0,
-                  std::int64_t o1) {
+                  std::int64_t o1, std::vector<float>& buf) {
   switch (w.dtype) {
-    case DType::f32: return run_rows<LoadF32>(x, w, y, o0, o1);
-    case DType::f16: return run_rows<LoadF16>(x, w, y, o0, o1);
-    case DType::bf16: return run_rows<LoadBF16>(x, w, y, o0, o1);
-    case DType::q8_0: return run_rows<LoadQ8_0>(x, w, y, o0, o1);
-    case DType::q4_0: return run_rows<LoadQ4_0>(x, w, y, o0, o1);
-    case DType::q4_k: break;
+    case DType::f32: return run_rows<LoadF32>(x, w, y, o0, o1, buf);
+    case DType::f16: return run_rows<LoadF16>(x, w, y, o0, o1, buf);
+    case DType::bf16: return run_rows<LoadBF16>(x, w, y, o0, o1, buf);
+    case DType::q8_0: return run_rows<LoadQ8_0>(x, w, y, o0, o1, buf);
+    case DType::q4_0: return run_rows<LoadQ4_0>(x, w, y, o0, o1, buf);
+    case DType::q4_k: return run_rows<LoadQ4_K>(x, w, y, o0, o1, buf);
   }
   assert(false && "matmul: unsupported weight type");
 }
@@ -107,8 +181,8 @@ void matmul(const MatmulParams& params, ConstRowsView x, const WeightView& w, Ro
   }
   pool.parallel_for(
       std::size_t(w.rows),
-      [&](std::size_t begin, std::size_t end, std::size_t) {
-        run_rows_for(x, w, y, std::int64_t(begin), std::int64_t(end));
+      [&](std::size_t begin, std::size_t end, std::size_t thread) {
+        run_rows_for(x, w, y, std::int64_t(begin), std::int64_t(end), pool.scratch(thread));
       },
       row_grain, double(x.rows) * double(w.rows) * double(w.cols));
 }

@@ -1,16 +1,20 @@
 #pragma once
 // y[t][o] = sum_k x[t][k] * W[o][k] for activations x {n_tokens, in} and a
-// weight W {out, in} in F32, F16, BF16, Q8_0 or Q4_0.
+// weight W {out, in} in F32, F16, BF16, Q8_0, Q4_0 or Q4_K.
 //
 // Batch invariance: every output element is one dot product whose reduction
 // order is fixed by `in` alone (16 lanes, each accumulating k = lane, lane+16,
 // ... with fused multiply-adds in ascending k, then one fixed horizontal sum).
-// The kernel computes tiles of up to 4 tokens x 4 weight rows to reuse loads,
-// but a tile only shares loads, never partial sums, so a token's row has the
-// same bits alone, in a batch of any size, and with any thread count.
+// Decode (1-3 tokens) streams the weights in tiles of 1 token x 8 rows
+// (gemv_tile.hpp, with software prefetch) or up to 4 x 4 (dot_tile.hpp);
+// batches convert 64-row x 512-k blocks of weights to F32 panels once and
+// sweep them with 6-token x 4-row register tiles (gemm_tile.hpp). Tiles share
+// loads, never partial sums, and a k-blocked accumulator continues the same
+// FMA sequence, so a token's row has the same bits alone, in a batch of any
+// size, and with any thread count.
 // Quantised weights are dequantised to exactly the values dequantize_row()
-// gives, so a matmul on Q8_0 weights equals the F32 matmul on their
-// dequantised copy bit for bit.
+// gives, so a matmul on Q8_0 (or F16, Q4_K...) weights equals the F32 matmul
+// on their dequantised copy bit for bit.
 //
 // OpenBLAS sgemm is not used: its result for a row depends on the batch
 // shape (M = 1 takes a GEMV path, K blocking differs by shape), which would
@@ -34,6 +38,7 @@ void matmul(const MatmulParams& params, ConstRowsView x, const WeightView& w, Ro
 
 // The same with a scratch buffer the caller owns for the F16-rounded copy
 // (avoids an allocation per call); scratch may be empty when not rounding.
+// The batched path's panels and accumulators live in pool.scratch(thread).
 void matmul(const MatmulParams& params, ConstRowsView x, const WeightView& w, RowsView y,
             ThreadPool& pool, std::vector<float>& scratch);
 

@@ -27,7 +27,9 @@ std::size_t default_thread_count() {
 }
 
 ThreadPool::ThreadPool(std::size_t n_threads, double min_parallel_cost)
-    : n_threads_(std::max<std::size_t>(1, n_threads)), min_parallel_cost_(min_parallel_cost) {
+    : n_threads_(std::max<std::size_t>(1, n_threads)),
+      min_parallel_cost_(min_parallel_cost),
+      scratch_(n_threads_) {
   workers_.reserve(n_threads_ - 1);
   for (std::size_t i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }

@@ -37,7 +37,14 @@ class ThreadPool {
   // (roughly multiply-adds) is too small to pay for waking the workers.
   void parallel_for(std::size_t n_items, const Body& body, std::size_t grain, double cost);
 
-  static constexpr double default_min_parallel_cost = 1 << 17;
+  // About 32K multiply-adds: a decode GEMV of 128 KiB of F32 weights takes
+  // ~6 us on one core, several times a fork/join's ~1 us on an idle machine.
+  static constexpr double default_min_parallel_cost = 1 << 15;
+
+  // A buffer owned by the pool for thread `thread_index` (the body's third
+  // argument), kept between loops so kernels need not allocate per call.
+  // Only that thread may touch it while a loop runs.
+  std::vector<float>& scratch(std::size_t thread_index) { return scratch_[thread_index]; }
 
  private:
   void worker_loop(std::size_t index);
@@ -46,6 +53,7 @@ class ThreadPool {
   std::size_t n_threads_;
   double min_parallel_cost_;
   std::vector<std::thread> workers_;
+  std::vector<std::vector<float>> scratch_;
   const Body* body_ = nullptr;
   std::size_t n_items_ = 0;
   std::size_t grain_ = 1;

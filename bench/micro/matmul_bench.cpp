@@ -1,0 +1,220 @@
+// The CPU matmul kernel on the model-bench shapes, with the forward pass's
+// 2-thread pool: decode (one token, weights streamed from memory: a ring of
+// matrices larger than the L3 so every iteration reads from DRAM) in bytes/s,
+// and prefill (512 tokens) in FLOP/s. Weights live either in anonymous memory
+// (transparent huge pages) or in a file mapping (4 KiB pages, as a loaded
+// GGUF), to show what the page size costs a memory-bound GEMV. The last
+// argument picks the kernel: 0 the current one, 1 the baseline of
+// matmul_baseline.hpp, so one run compares both under the same load.
+#include "bench/micro/matmul_baseline.hpp"
+#include "gpu/kernels/cpu/matmul.hpp"
+#include "gpu/numeric/half.hpp"
+
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace {
+
+namespace kc = pensieve::kernels::cpu;
+using pensieve::model::DType;
+
+// `count` weight matrices of rows x cols in `dtype`, back to back.
+class WeightRing {
+ public:
+  WeightRing(DType dtype, std::int64_t rows, std::int64_t cols, std::size_t count, bool file_backed)
+      : dtype_(dtype), rows_(rows), cols_(cols),
+        row_bytes_(pensieve::model::dtype_row_bytes(dtype, cols)),
+        matrix_bytes_(row_bytes_ * std::size_t(rows)), count_(count) {
+    std::vector<std::byte> bytes(matrix_bytes_ * count);
+    fill(bytes);
+    if (!file_backed) {
+      anon_ = std::move(bytes);
+      base_ = anon_.data();
+      return;
+    }
+    char path[] = "/tmp/pensieve-matmul-bench-XXXXXX";
+    const int fd = mkstemp(path);
+    if (fd < 0 || write(fd, bytes.data(), bytes.size()) != ssize_t(bytes.size())) std::abort();
+    void* p = mmap(nullptr, bytes.size(), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    close(fd);
+    unlink(path);
+    if (p == MAP_FAILED) std::abort();
+    mapped_ = p;
+    base_ = static_cast<const std::byte*>(p);
+  }
+  ~WeightRing() {
+    if (mapped_) munmap(mapped_, matrix_bytes_ * count_);
+  }
+  WeightRing(const WeightRing&) = delete;
+  WeightRing& operator=(const WeightRing&) = delete;
+
+  kc::WeightView view(std::size_t i) const {
+    return {dtype_, base_ + (i % count_) * matrix_bytes_, rows_, cols_, row_bytes_};
+  }
+  std::size_t matrix_bytes() const { return matrix_bytes_; }
+
+ private:
+  void fill(std::vector<std::byte>& bytes) const {
+    std::mt19937 rng(3);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const std::size_t n = std::size_t(rows_ * cols_) * count_;
+    if (dtype_ == DType::f32) {
+      for (std::size_t i = 0; i < n; ++i) {
+        const float v = normal(rng);
+        std::memcpy(&bytes[4 * i], &v, 4);
+      }
+    } else if (dtype_ == DType::f16) {
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::uint16_t h = pensieve::f32_to_f16(normal(rng));
+        std::memcpy(&bytes[2 * i], &h, 2);
+      }
+    } else {  // Q8_0 (and other block types): random quants, small scales
+      const std::size_t block = pensieve::model::dtype_block_bytes(dtype_);
+      for (std::size_t b = 0; b < bytes.size() / block; ++b) {
+        const std::uint16_t d = pensieve::f32_to_f16(0.01f);
+        std::memcpy(&bytes[b * block], &d, 2);
+        for (std::size_t j = 2; j < block; ++j) bytes[b * block + j] = std::byte(rng() & 0x7f);
+      }
+    }
+  }
+
+  DType dtype_;
+  std::int64_t rows_, cols_;
+  std::size_t row_bytes_, matrix_bytes_, count_;
+  std::vector<std::byte> anon_;
+  void* mapped_ = nullptr;
+  const std::byte* base_ = nullptr;
+};
+
+void run_kernel(bool baseline, kc::ConstRowsView x, const kc::WeightView& w, kc::RowsView y,
+                kc::ThreadPool& pool, std::vector<float>& scratch) {
+  if (baseline) {
+    pensieve::bench::baseline::matmul(x, w, y, pool);
+  } else {
+    kc::matmul({}, x, w, y, pool, scratch);
+  }
+}
+
+const char* kernel_name(std::int64_t arg) { return arg ? " baseline" : " new"; }
+
+std::vector<float> random_rows(std::int64_t n) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<std::size_t>(n));
+  for (auto& v : x) v = normal(rng);
+  return x;
+}
+
+// args: dtype, file_backed, kernel, threads. M-400's w_gate shape (2816 x 1024); the ring
+// holds >= 128 MiB so the L3 (32 MiB) never serves it.
+void BM_MatmulDecode(benchmark::State& state) {
+  const auto dtype = DType(state.range(0));
+  const std::int64_t rows = 2816, cols = 1024;
+  const std::size_t matrix_bytes = pensieve::model::dtype_row_bytes(dtype, cols) * rows;
+  const std::size_t count = (std::size_t(128) << 20) / matrix_bytes + 1;
+  WeightRing ring(dtype, rows, cols, count, state.range(1) != 0);
+  kc::ThreadPool pool(std::size_t(state.range(3)));
+  auto x = random_rows(cols);
+  std::vector<float> y(rows), scratch;
+  std::size_t i = 0;
+  for (auto _ : state) {
+    run_kernel(state.range(2) != 0, kc::ConstRowsView(x.data(), 1, cols, cols), ring.view(i++),
+               kc::RowsView{y.data(), 1, rows, rows}, pool, scratch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(matrix_bytes));
+  state.SetLabel(std::string(pensieve::model::dtype_name(dtype)) +
+                 (state.range(1) ? " file-mapped" : " anonymous") + kernel_name(state.range(2)));
+}
+// One thread: bytes per CPU second (what a core can stream, robust to a
+// shared machine); two: per wall second, the forward pass's setting.
+BENCHMARK(BM_MatmulDecode)
+    ->ArgsProduct({{int(DType::f32), int(DType::f16), int(DType::q8_0)}, {0, 1}, {0, 1}, {1}});
+void BM_MatmulDecode2Threads(benchmark::State& state) { BM_MatmulDecode(state); }
+BENCHMARK(BM_MatmulDecode2Threads)
+    ->ArgsProduct({{int(DType::f32), int(DType::f16), int(DType::q8_0)}, {0, 1}, {0, 1}, {2}})
+    ->UseRealTime();
+
+// The same from the L2 (one 256 x 1024 matrix): the kernel's compute rate
+// per core, without memory. args: dtype, kernel.
+void BM_MatmulDecodeCached(benchmark::State& state) {
+  const auto dtype = DType(state.range(0));
+  const std::int64_t rows = 256, cols = 1024;
+  WeightRing ring(dtype, rows, cols, 1, false);
+  kc::ThreadPool pool(1);
+  auto x = random_rows(cols);
+  std::vector<float> y(rows), scratch;
+  for (auto _ : state) {
+    run_kernel(state.range(1) != 0, kc::ConstRowsView(x.data(), 1, cols, cols), ring.view(0),
+               kc::RowsView{y.data(), 1, rows, rows}, pool, scratch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(ring.matrix_bytes()));
+  state.SetLabel(std::string(pensieve::model::dtype_name(dtype)) + kernel_name(state.range(1)));
+}
+BENCHMARK(BM_MatmulDecodeCached)
+    ->ArgsProduct({{int(DType::f32), int(DType::f16), int(DType::q8_0)}, {0, 1}});
+
+// args: dtype, rows, cols, threads, kernel. 512 tokens (the model-bench
+// prompt). With one thread the rate is per CPU second (robust to a shared
+// machine); with two, per wall second.
+void BM_MatmulPrefill(benchmark::State& state) {
+  const auto dtype = DType(state.range(0));
+  const std::int64_t rows = state.range(1), cols = state.range(2), tokens = 512;
+  WeightRing ring(dtype, rows, cols, 1, false);
+  kc::ThreadPool pool(std::size_t(state.range(3)));
+  auto x = random_rows(tokens * cols);
+  std::vector<float> y(std::size_t(tokens * rows)), scratch;
+  for (auto _ : state) {
+    run_kernel(state.range(4) != 0, kc::ConstRowsView(x.data(), tokens, cols, cols), ring.view(0),
+               kc::RowsView{y.data(), tokens, rows, rows}, pool, scratch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * double(tokens * rows * cols) * double(state.iterations()) * 1e-9,
+      benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(pensieve::model::dtype_name(dtype)) + kernel_name(state.range(4)));
+}
+void prefill_args(benchmark::internal::Benchmark* b) {
+  for (int dtype : {int(DType::f32), int(DType::f16), int(DType::q8_0)})
+    for (int kernel : {0, 1}) {
+      b->Args({dtype, 2816, 1024, 1, kernel});
+      b->Args({dtype, 1024, 2816, 1, kernel});
+    }
+}
+BENCHMARK(BM_MatmulPrefill)->Apply(prefill_args)->Unit(benchmark::kMillisecond);
+
+void BM_MatmulPrefill2Threads(benchmark::State& state) { BM_MatmulPrefill(state); }
+BENCHMARK(BM_MatmulPrefill2Threads)
+    ->Args({int(DType::f32), 2816, 1024, 2, 0})
+    ->Args({int(DType::f32), 2816, 1024, 2, 1})
+    ->Args({int(DType::q8_0), 2816, 1024, 2, 0})
+    ->Args({int(DType::q8_0), 2816, 1024, 2, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+
+namespace {
+
+// One empty loop through the 2-thread pool: the fork/join cost every
+// parallel kernel call of a decode step pays.
+void BM_ThreadPoolForkJoin(benchmark::State& state) {
+  kc::ThreadPool pool(2, 0.0);
+  std::size_t sink = 0;
+  for (auto _ : state) {
+    pool.parallel_for(
+        2, [&](std::size_t begin, std::size_t, std::size_t) { benchmark::DoNotOptimize(sink += begin); }, 1);
+  }
+}
+BENCHMARK(BM_ThreadPoolForkJoin)->UseRealTime();
+
+}  // namespace

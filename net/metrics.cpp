@@ -1,0 +1,148 @@
+#include "net/metrics.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+
+namespace pensieve::net {
+
+namespace {
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+void gauge(std::string& out, std::string_view name, std::string_view help, std::string_view type, double v,
+           std::string_view labels = {}) {
+  out += "# HELP " + std::string(name) + " " + std::string(help) + "\n";
+  out += "# TYPE " + std::string(name) + " " + std::string(type) + "\n";
+  out += std::string(name) + std::string(labels) + " " + number(v) + "\n";
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double value) {
+  const auto at = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
+  ++counts_[std::size_t(at)];
+  sum_ += value;
+  ++count_;
+}
+
+void Histogram::render(std::string_view name, std::string& out) const {
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    out += std::string(name) + "_bucket{le=\"" + number(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
+  }
+  out += std::string(name) + "_bucket{le=\"+Inf\"} " + std::to_string(count_) + "\n";
+  out += std::string(name) + "_sum " + number(sum_) + "\n";
+  out += std::string(name) + "_count " + std::to_string(count_) + "\n";
+}
+
+ServerMetrics::ServerMetrics()
+    : ttft_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
+      inter_token_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}),
+      batch_sequences_({1, 2, 4, 8, 16, 32, 64, 128, 256}),
+      batch_tokens_({1, 4, 16, 64, 128, 256, 512, 1024, 2048, 4096}),
+      frontend_({0.00005, 0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}) {}
+
+double Histogram::quantile_bound(double q) const {
+  if (count_ == 0) return 0;
+  const double want = q * double(count_);
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    if (double(cumulative) >= want) return bounds_[i];
+  }
+  return std::numeric_limits<double>::infinity();
+}
+
+void ServerMetrics::frontend_latency(double seconds) {
+  std::lock_guard lock(mutex_);
+  frontend_.observe(seconds);
+}
+
+double ServerMetrics::frontend_latency_bound(double q) const {
+  std::lock_guard lock(mutex_);
+  return frontend_.quantile_bound(q);
+}
+
+void ServerMetrics::request(std::string_view route, int status) {
+  std::lock_guard lock(mutex_);
+  ++requests_[{std::string(route), status}];
+}
+
+void ServerMetrics::ttft(double seconds) {
+  std::lock_guard lock(mutex_);
+  ttft_.observe(seconds);
+}
+
+void ServerMetrics::inter_token(double seconds) {
+  std::lock_guard lock(mutex_);
+  inter_token_.observe(seconds);
+}
+
+void ServerMetrics::tokens(std::int64_t prompt, std::int64_t completion, std::int64_t cached) {
+  std::lock_guard lock(mutex_);
+  prompt_tokens_ += prompt;
+  completion_tokens_ += completion;
+  cached_tokens_ += cached;
+}
+
+void ServerMetrics::batch(std::int32_t sequences, std::int32_t tokens) {
+  std::lock_guard lock(mutex_);
+  batch_sequences_.observe(sequences);
+  batch_tokens_.observe(tokens);
+}
+
+std::string ServerMetrics::render(const EngineGauges& e) const {
+  std::lock_guard lock(mutex_);
+  std::string out;
+  out += "# HELP pensieve_requests_total HTTP requests by route and status.\n";
+  out += "# TYPE pensieve_requests_total counter\n";
+  for (const auto& [key, n] : requests_) {
+    out += "pensieve_requests_total{route=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"} " +
+           std::to_string(n) + "\n";
+  }
+  gauge(out, "pensieve_prompt_tokens_total", "Prompt tokens of finished turns.", "counter", double(prompt_tokens_));
+  gauge(out, "pensieve_generated_tokens_total", "Tokens generated.", "counter", double(completion_tokens_));
+  gauge(out, "pensieve_cached_prompt_tokens_total", "Prompt tokens served from the KV cache.", "counter",
+        double(cached_tokens_));
+  out += "# HELP pensieve_ttft_seconds Time to first token.\n# TYPE pensieve_ttft_seconds histogram\n";
+  ttft_.render("pensieve_ttft_seconds", out);
+  out += "# HELP pensieve_inter_token_seconds Time between streamed tokens.\n"
+         "# TYPE pensieve_inter_token_seconds histogram\n";
+  inter_token_.render("pensieve_inter_token_seconds", out);
+  out += "# HELP pensieve_batch_sequences Sequences per scheduler iteration.\n"
+         "# TYPE pensieve_batch_sequences histogram\n";
+  batch_sequences_.render("pensieve_batch_sequences", out);
+  out += "# HELP pensieve_batch_tokens Tokens per scheduler iteration.\n# TYPE pensieve_batch_tokens histogram\n";
+  batch_tokens_.render("pensieve_batch_tokens", out);
+  out += "# HELP pensieve_frontend_latency_seconds From a token leaving the scheduler to its bytes on the socket.\n"
+         "# TYPE pensieve_frontend_latency_seconds histogram\n";
+  frontend_.render("pensieve_frontend_latency_seconds", out);
+  gauge(out, "pensieve_queue_waiting", "Turns admitted and waiting.", "gauge", double(e.waiting));
+  gauge(out, "pensieve_queue_running", "Turns running.", "gauge", double(e.running));
+  gauge(out, "pensieve_cached_conversations", "Idle conversations holding KV.", "gauge", double(e.cached_conversations));
+  out += "# HELP pensieve_kv_blocks KV blocks per tier and state.\n# TYPE pensieve_kv_blocks gauge\n";
+  out += "pensieve_kv_blocks{tier=\"device\",state=\"free\"} " + std::to_string(e.kv_blocks_free) + "\n";
+  out += "pensieve_kv_blocks{tier=\"device\",state=\"used\"} " +
+         std::to_string(e.kv_blocks_total - e.kv_blocks_free) + "\n";
+  gauge(out, "pensieve_swap_bytes_total", "Bytes copied between KV tiers.", "counter", 0.0);
+  gauge(out, "pensieve_preemptions_total", "Running turns preempted for KV space.", "counter", double(e.preemptions));
+  gauge(out, "pensieve_evicted_conversations_total", "Idle conversations whose KV was dropped.", "counter",
+        double(e.evicted_conversations));
+  gauge(out, "pensieve_refused_overloaded_total", "Turns refused as overloaded.", "counter",
+        double(e.refused_overloaded));
+  gauge(out, "pensieve_iterations_total", "Scheduler iterations.", "counter", double(e.iterations));
+  gauge(out, "pensieve_prefill_tokens_total", "Prompt tokens computed.", "counter", double(e.prefill_tokens));
+  gauge(out, "pensieve_decode_tokens_total", "Decode tokens computed.", "counter", double(e.decode_tokens));
+  return out;
+}
+
+}  // namespace pensieve::net

@@ -1,0 +1,64 @@
+#pragma once
+// ServerMetrics: what GET /metrics reports, in the Prometheus text format:
+// requests by route and status, tokens (prompt, generated, served from the
+// KV cache), TTFT and inter-token latency histograms, batch sizes, and the
+// engine's gauges (queue depth, KV blocks) read at scrape time.
+//
+// Thread-safe: recorded from the front ends' and the scheduler's threads.
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pensieve::net {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void observe(double value);
+  // Appends the _bucket, _sum and _count lines of `name`.
+  void render(std::string_view name, std::string& out) const;
+  // The smallest bucket bound at or below which a fraction q of the values
+  // fall (+inf when beyond the last bound); 0 without values.
+  double quantile_bound(double q) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<std::uint64_t> counts_;  // per bucket, not cumulative; last: +Inf
+  double sum_ = 0;
+  std::uint64_t count_ = 0;
+};
+
+// The engine's state at scrape time.
+struct EngineGauges {
+  std::int64_t waiting = 0, running = 0, cached_conversations = 0;
+  std::int64_t kv_blocks_free = 0, kv_blocks_total = 0;
+  std::int64_t preemptions = 0, evicted_conversations = 0, refused_overloaded = 0, iterations = 0;
+  std::int64_t prefill_tokens = 0, decode_tokens = 0, reused_tokens = 0;
+};
+
+class ServerMetrics {
+ public:
+  ServerMetrics();
+
+  void request(std::string_view route, int status);
+  void ttft(double seconds);
+  void inter_token(double seconds);
+  void tokens(std::int64_t prompt, std::int64_t completion, std::int64_t cached);
+  void batch(std::int32_t sequences, std::int32_t tokens);
+  // From a token leaving the scheduler to its bytes written to the socket.
+  void frontend_latency(double seconds);
+  double frontend_latency_bound(double q) const;
+
+  std::string render(const EngineGauges& engine) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::pair<std::string, int>, std::uint64_t> requests_;
+  std::int64_t prompt_tokens_ = 0, completion_tokens_ = 0, cached_tokens_ = 0;
+  Histogram ttft_, inter_token_, batch_sequences_, batch_tokens_, frontend_;
+};
+
+}  // namespace pensieve::net

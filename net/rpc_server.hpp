@@ -1,0 +1,71 @@
+#pragma once
+// RpcServer: serves the Cap'n Proto interface (schemas/pensieve.capnp) for
+// internal clients. Its event loop runs on a thread of its own (kj's async
+// I/O is per thread), listening on host:port; engine calls run on the Asio
+// executor given at start, whose context must be running and outlive both
+// the server and the engine (see Engine).
+//
+//   auto rpc = RpcServer::start(engine, io.get_executor(), {.host = "127.0.0.1", .port = 8081});
+//   ...
+//   (*rpc)->stop();   // any thread but the loop's; never waits on the executor
+//
+// Owns the loop thread and, on it, the listener, the connections and the
+// turns in flight. stop() closes them all: turns in flight are cancelled.
+#include "actors/engine.hpp"
+#include "net/rpc_service.hpp"
+#include "net/rpc_turn_bridge.hpp"
+#include "runtime/error.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <kj/async.h>
+
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace pensieve::net {
+
+struct RpcServerOptions {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 0;  // 0: any free port (see port())
+  std::string tenant;      // RPC clients' conversations belong to this tenant
+  int max_deltas_in_flight = 4;
+};
+
+class RpcServer {
+ public:
+  // Binds and starts the loop thread; returns once the server accepts.
+  static Result<std::unique_ptr<RpcServer>> start(actors::Engine& engine, boost::asio::any_io_executor executor,
+                                                  RpcServerOptions options);
+  ~RpcServer();
+  RpcServer(const RpcServer&) = delete;
+  RpcServer& operator=(const RpcServer&) = delete;
+
+  std::uint16_t port() const { return port_; }
+
+  // Stops listening, drops every connection (cancelling their turns) and
+  // joins the loop thread. Idempotent; does not wait for the engine.
+  void stop();
+  // Turns this server started that are still in the engine.
+  std::size_t active_turns() const { return tracker_->active(); }
+  // Blocks until active_turns() == 0. Not on the engine executor's thread.
+  void wait_turns_ended() const { tracker_->wait_idle(); }
+
+ private:
+  RpcServer(actors::Engine& engine, boost::asio::any_io_executor executor, RpcServerOptions options);
+  void run(std::promise<Result<std::uint16_t>>& bound);
+
+  actors::Engine& engine_;
+  boost::asio::any_io_executor executor_;
+  RpcServerOptions options_;
+  std::shared_ptr<RpcTurnTracker> tracker_ = std::make_shared<RpcTurnTracker>();
+  std::uint16_t port_ = 0;
+  std::mutex mutex_;
+  kj::Own<kj::CrossThreadPromiseFulfiller<void>> stop_;  // guarded by mutex_
+  std::thread thread_;
+};
+
+}  // namespace pensieve::net

@@ -1,0 +1,92 @@
+#include "net/rpc_turn_bridge.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+
+namespace pensieve::net {
+
+namespace asio = boost::asio;
+
+void RpcTurnTracker::begin() {
+  std::lock_guard lock(mutex_);
+  ++active_;
+}
+
+void RpcTurnTracker::end() {
+  std::lock_guard lock(mutex_);
+  if (--active_ == 0) idle_.notify_all();
+}
+
+std::size_t RpcTurnTracker::active() const {
+  std::lock_guard lock(mutex_);
+  return active_;
+}
+
+void RpcTurnTracker::wait_idle() const {
+  std::unique_lock lock(mutex_);
+  idle_.wait(lock, [&] { return active_ == 0; });
+}
+
+RpcTurnBridge::RpcTurnBridge(actors::Engine& engine, const asio::any_io_executor& executor,
+                             std::shared_ptr<RpcTurnTracker> tracker)
+    : engine_(engine), executor_(executor), tracker_(std::move(tracker)) {}
+
+void RpcTurnBridge::start(RpcTurnRequest request) {
+  tracker_->begin();
+  asio::co_spawn(
+      executor_,
+      [self = shared_from_this(), request = std::move(request)]() mutable -> asio::awaitable<void> {
+        co_await self->run(std::move(request));
+      },
+      [self = shared_from_this()](std::exception_ptr failure) {
+        if (failure) {
+          RpcTurnEvent event{RpcTurnEvent::Kind::error, {}, {}, {actors::TurnErrorKind::internal, "the turn failed"}};
+          self->events_.push(std::move(event));
+        }
+        self->tracker_->end();
+      });
+}
+
+void RpcTurnBridge::cancel() {
+  std::lock_guard lock(mutex_);
+  cancel_requested_ = true;
+  if (stream_) stream_->cancel();
+}
+
+asio::awaitable<void> RpcTurnBridge::run(RpcTurnRequest request) {
+  const auto executor = co_await asio::this_coro::executor;
+  auto started = engine_.start_turn(executor, request.tenant, request.conversation, std::move(request.messages),
+                                    std::move(request.sampling));
+  if (!started) {
+    events_.push(RpcTurnEvent{RpcTurnEvent::Kind::error, {}, {}, started.error()});
+    co_return;
+  }
+  actors::TurnStream stream = std::move(*started);
+  {
+    std::lock_guard lock(mutex_);
+    stream_ = &stream;
+    if (cancel_requested_) stream.cancel();
+  }
+  // Forget the stream however this frame ends (even destroyed while suspended).
+  struct Forget {
+    RpcTurnBridge& bridge;
+    ~Forget() {
+      std::lock_guard lock(bridge.mutex_);
+      bridge.stream_ = nullptr;
+    }
+  } forget{*this};
+  events_.push(RpcTurnEvent{RpcTurnEvent::Kind::accepted, {}, {}, {}});
+  while (true) {
+    auto delta = co_await stream.next();
+    if (!delta) break;
+    events_.push(RpcTurnEvent{RpcTurnEvent::Kind::delta, std::move(*delta), {}, {}});
+  }
+  const auto& result = stream.result();
+  if (result) {
+    events_.push(RpcTurnEvent{RpcTurnEvent::Kind::done, {}, *result, {}});
+  } else {
+    events_.push(RpcTurnEvent{RpcTurnEvent::Kind::error, {}, {}, result.error()});
+  }
+}
+
+}  // namespace pensieve::net

@@ -1,0 +1,35 @@
+#pragma once
+// The WebSocket chat at /v1/ws (protocol in net/README.md): one session per
+// connection. The session's coroutine reads the client's messages; a writer
+// coroutine sends everything out in order (deltas and answers share it), and
+// a turn coroutine pumps the running turn's deltas, so a cancel is read
+// while a reply streams. When the client goes, its turn is cancelled and the
+// session returns only after the turn and the writer have ended.
+//
+// Runs on the HTTP server's executor (one thread: the session's state is
+// unsynchronised). The engine outlives the server that runs the sessions.
+#include "actors/engine.hpp"
+#include "net/http_server.hpp"
+#include "net/http_types.hpp"
+#include "net/ws_chat_protocol.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace pensieve::net {
+
+struct WsChatOptions {
+  std::size_t max_message_bytes = 64 * 1024;  // larger: closed with 1009
+  std::int32_t default_max_tokens = 256;
+  WsLimits limits;
+  // The tenant a connection acts for, from its upgrade request; nullopt
+  // refuses the upgrade with 401. Unset: every connection is tenant "".
+  std::function<std::optional<std::string>(const HttpRequest&)> tenant_of;
+};
+
+UpgradeHandler make_ws_chat_handler(actors::Engine& engine, WsChatOptions options);
+
+}  // namespace pensieve::net

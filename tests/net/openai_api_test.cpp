@@ -1,0 +1,241 @@
+// The rest of the HTTP API over loopback with the real engine: API keys and
+// tenants, the conversations resource, legacy text completions, /metrics and
+// the request timeout.
+#include "actors/engine.hpp"
+#include "gpu/model/builtin_vocab.hpp"
+#include "gpu/model/model_loader.hpp"
+#include "gpu/model/test_model.hpp"
+#include "net/engine_backend.hpp"
+#include "net/http_server.hpp"
+#include "net/openai_routes.hpp"
+#include "tests/net/http_client.hpp"
+#include "tests/temp_dir.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/json.hpp>
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+using namespace pensieve;
+namespace asio = boost::asio;
+namespace http = boost::beast::http;
+namespace json = boost::json;
+using pensieve::testing::http_call;
+
+namespace {
+
+model::ModelWeights tiny_model() {
+  testing::TempDir dir("api");
+  REQUIRE(model::write_builtin_vocab_gguf(dir / "vocab.gguf").has_value());
+  model::TestModelOptions o;
+  o.n_layers = 2;
+  o.dim = 64;
+  o.n_heads = 4;
+  o.n_kv_heads = 2;
+  o.ff_dim = 128;
+  o.max_context = 256;
+  o.dtype = model::DType::f32;
+  o.seed = 7;
+  o.vocab_from = dir / "vocab.gguf";
+  o.name = "tiny";
+  REQUIRE(model::make_test_model(o, dir / "model.gguf").has_value());
+  auto w = model::load_model(dir / "model.gguf");
+  REQUIRE(w.has_value());
+  return std::move(*w);  // the weights stay mapped after the file goes
+}
+
+struct Server {
+  asio::io_context io;  // first in, last out: the engine completes operations on it
+  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  net::ServerMetrics metrics;
+  std::unique_ptr<actors::Engine> engine;
+  std::unique_ptr<net::EngineBackend> backend;
+  std::unique_ptr<net::HttpServer> http;
+  std::thread thread;
+
+  explicit Server(std::shared_ptr<const net::ApiKeys> keys = nullptr,
+                  std::chrono::milliseconds timeout = std::chrono::minutes(1)) {
+    actors::EngineOptions eo;
+    eo.n_threads = 1;
+    eo.kv_cache_mb = 16;
+    eo.on_iteration = [this](const actors::IterationRecord& r) {
+      metrics.batch(r.sequences, r.decode_tokens + r.prefill_tokens);
+    };
+    auto e = actors::Engine::create(tiny_model(), eo);
+    REQUIRE(e.has_value());
+    engine = std::move(*e);
+    backend = std::make_unique<net::EngineBackend>(*engine, net::EngineBackendOptions{timeout, &metrics});
+    net::RouteOptions ro;
+    ro.keys = std::move(keys);
+    ro.metrics = &metrics;
+    http = std::make_unique<net::HttpServer>(io.get_executor(), net::make_openai_routes(*backend, ro),
+                                             net::HttpServerOptions{});
+    REQUIRE(http->listen("127.0.0.1", 0).has_value());
+    thread = std::thread([this] { io.run(); });
+  }
+  ~Server() {
+    asio::co_spawn(io, http->stop(), asio::use_future).get();
+    io.stop();
+    thread.join();
+  }
+  testing::HttpReply call(http::verb verb, const std::string& target, const std::string& body = {},
+                          const std::string& key = {}) {
+    return http_call(http->port(), verb, target, body, key.empty() ? std::string() : "Bearer " + key);
+  }
+};
+
+std::string chat(const std::string& conversation, const std::string& text, int max_tokens = 6) {
+  json::object body{{"model", "tiny"},
+                    {"messages", json::array{json::object{{"role", "user"}, {"content", text}}}},
+                    {"temperature", 0},
+                    {"ignore_eos", true},
+                    {"max_tokens", max_tokens}};
+  if (!conversation.empty()) body["conversation"] = conversation;
+  return json::serialize(body);
+}
+
+std::shared_ptr<const net::ApiKeys> two_tenants() {
+  auto keys = net::ApiKeys::parse("# key tenant\nkey-a alice\nkey-b bob\n", "test");
+  REQUIRE(keys.has_value());
+  return std::make_shared<const net::ApiKeys>(std::move(*keys));
+}
+
+}  // namespace
+
+TEST_CASE("the API keys file is read strictly", "[net][auth]") {
+  CHECK(net::ApiKeys::parse("k1 t1\n\nk2 t2 # comment\n", "f").has_value());
+  CHECK_THAT(net::ApiKeys::parse("k1\n", "f").error().message, Catch::Contains("f:1: expected 'KEY TENANT'"));
+  CHECK_THAT(net::ApiKeys::parse("k1 t1\nk1 t2\n", "f").error().message, Catch::Contains("twice"));
+  CHECK_THAT(net::ApiKeys::parse("# nothing\n", "f").error().message, Catch::Contains("no keys"));
+  const auto keys = net::ApiKeys::parse("k1 t1\n", "f").value();
+  CHECK(keys.tenant_for("Bearer k1") == std::optional<std::string>("t1"));
+  CHECK_FALSE(keys.tenant_for("Bearer k2"));
+  CHECK_FALSE(keys.tenant_for("Bearer k"));
+  CHECK_FALSE(keys.tenant_for("k1"));
+  CHECK_FALSE(keys.tenant_for(""));
+  CHECK(net::ApiKeys().tenant_for("") == std::optional<std::string>(""));  // open server
+}
+
+TEST_CASE("with API keys a request needs a valid key, and tenants never see each other's conversations",
+          "[net][auth][e2e]") {
+  Server s(two_tenants());
+  auto none = s.call(http::verb::post, "/v1/chat/completions", chat("", "hi"));
+  CHECK(none.status == 401);
+  CHECK(json::parse(none.body).at("error").at("code").as_string() == "invalid_api_key");
+  CHECK(s.call(http::verb::get, "/v1/models", {}, "wrong").status == 401);
+  CHECK(s.call(http::verb::get, "/health").status == 200);  // probes need no key
+  REQUIRE(s.call(http::verb::get, "/v1/models", {}, "key-a").status == 200);
+
+  REQUIRE(s.call(http::verb::post, "/v1/chat/completions", chat("shared-name", "hello"), "key-a").status == 200);
+  // Bob uses the same conversation id: his own, empty conversation.
+  auto bob = s.call(http::verb::post, "/v1/chat/completions", chat("shared-name", "hello"), "key-b");
+  REQUIRE(bob.status == 200);
+  CHECK(json::parse(bob.body).at("usage").at("prompt_tokens_details").at("cached_tokens").as_int64() == 0);
+  auto alice_view = json::parse(s.call(http::verb::get, "/v1/conversations/shared-name", {}, "key-a").body);
+  CHECK(alice_view.at("messages").as_array().size() == 2);
+  // Alice's private conversation is a 404 for Bob, not its data.
+  REQUIRE(s.call(http::verb::post, "/v1/conversations", R"({"id":"alice-only"})", "key-a").status == 200);
+  auto probe = s.call(http::verb::get, "/v1/conversations/alice-only", {}, "key-b");
+  CHECK(probe.status == 404);
+  CHECK(probe.body.find("messages") == std::string::npos);
+  CHECK(s.call(http::verb::delete_, "/v1/conversations/alice-only", {}, "key-b").status == 404);
+  CHECK(s.call(http::verb::get, "/v1/conversations/alice-only", {}, "key-a").status == 200);
+}
+
+TEST_CASE("conversations can be created, read, listed and deleted over HTTP", "[net][conversations][e2e]") {
+  Server s;
+  auto created = s.call(http::verb::post, "/v1/conversations");
+  REQUIRE(created.status == 200);
+  const auto id = std::string(json::parse(created.body).at("id").as_string());
+  CHECK(id.starts_with("conv_"));
+  CHECK(json::parse(created.body).at("object").as_string() == "conversation");
+  REQUIRE(s.call(http::verb::post, "/v1/chat/completions", chat(id, "first")).status == 200);
+  REQUIRE(s.call(http::verb::post, "/v1/chat/completions", chat(id, "second")).status == 200);
+  auto view = json::parse(s.call(http::verb::get, "/v1/conversations/" + id).body).as_object();
+  const auto& messages = view.at("messages").as_array();
+  REQUIRE(messages.size() == 4);
+  CHECK(messages[0].at("role").as_string() == "user");
+  CHECK(messages[0].at("content").as_string() == "first");
+  CHECK(messages[1].at("role").as_string() == "assistant");
+  CHECK(messages[2].at("content").as_string() == "second");
+  auto list = json::parse(s.call(http::verb::get, "/v1/conversations").body);
+  CHECK(list.at("data").as_array().size() == 1);
+  // A chosen id, a duplicate, a bad one.
+  CHECK(s.call(http::verb::post, "/v1/conversations", R"({"id":"mine"})").status == 200);
+  CHECK(s.call(http::verb::post, "/v1/conversations", R"({"id":"mine"})").status == 400);
+  CHECK(s.call(http::verb::post, "/v1/conversations", R"({"id":"a b"})").status == 400);
+  CHECK(s.call(http::verb::post, "/v1/conversations", R"({"id":7})").status == 400);
+  CHECK(s.call(http::verb::post, "/v1/conversations", "not json").status == 400);
+  auto deleted = s.call(http::verb::delete_, "/v1/conversations/" + id);
+  REQUIRE(deleted.status == 200);
+  CHECK(json::parse(deleted.body).at("deleted").as_bool());
+  CHECK(s.call(http::verb::get, "/v1/conversations/" + id).status == 404);
+  CHECK(s.call(http::verb::delete_, "/v1/conversations/" + id).status == 404);
+  CHECK(s.call(http::verb::put, "/v1/conversations/mine").status == 405);
+}
+
+TEST_CASE("legacy text completions answer in the OpenAI shape, whole and streamed", "[net][completions][e2e]") {
+  Server s;
+  const std::string body = R"({"model":"tiny","prompt":"Once upon a time","max_tokens":5,"temperature":0,"ignore_eos":true)";
+  auto whole = s.call(http::verb::post, "/v1/completions", body + "}");
+  REQUIRE(whole.status == 200);
+  auto o = json::parse(whole.body).as_object();
+  CHECK(o.at("object").as_string() == "text_completion");
+  CHECK(o.at("id").as_string().starts_with("cmpl-"));
+  CHECK(o.at("choices").at(0).at("finish_reason").as_string() == "length");
+  CHECK(o.at("usage").at("completion_tokens").as_int64() == 5);
+  const std::string text(o.at("choices").at(0).at("text").as_string());
+  auto streamed = s.call(http::verb::post, "/v1/completions", body + R"(,"stream":true})");
+  REQUIRE(streamed.status == 200);
+  std::string joined;
+  std::size_t pos = 0;
+  while ((pos = streamed.body.find("data: {", pos)) != std::string::npos) {
+    const auto end = streamed.body.find("\n\n", pos);
+    auto chunk = json::parse(streamed.body.substr(pos + 6, end - pos - 6)).as_object();
+    CHECK(chunk.at("object").as_string() == "text_completion");
+    joined += chunk.at("choices").at(0).at("text").as_string();
+    pos = end;
+  }
+  CHECK(joined == text);
+  CHECK(streamed.body.ends_with("data: [DONE]\n\n"));
+  // Errors: no prompt, echo, a conversation.
+  CHECK(s.call(http::verb::post, "/v1/completions", R"({"model":"tiny"})").status == 400);
+  CHECK(s.call(http::verb::post, "/v1/completions", R"({"model":"tiny","prompt":"x","echo":true})").status == 400);
+  CHECK(s.call(http::verb::post, "/v1/completions", R"({"model":"tiny","prompt":"x","conversation":"c"})").status ==
+        400);
+}
+
+TEST_CASE("GET /metrics reports requests, tokens, latencies, batches and KV blocks", "[net][metrics][e2e]") {
+  Server s;
+  REQUIRE(s.call(http::verb::post, "/v1/chat/completions", chat("m", "hello", 4)).status == 200);
+  REQUIRE(s.call(http::verb::post, "/v1/chat/completions", chat("m", "again", 4)).status == 200);
+  CHECK(s.call(http::verb::get, "/nowhere").status == 404);
+  auto m = s.call(http::verb::get, "/metrics");
+  REQUIRE(m.status == 200);
+  CHECK(m.content_type.starts_with("text/plain"));
+  const std::string& t = m.body;
+  CHECK_THAT(t, Catch::Contains("pensieve_requests_total{route=\"/v1/chat/completions\",status=\"200\"} 2"));
+  CHECK_THAT(t, Catch::Contains("pensieve_requests_total{route=\"other\",status=\"404\"} 1"));
+  CHECK_THAT(t, Catch::Contains("pensieve_generated_tokens_total 8"));
+  CHECK_THAT(t, Catch::Contains("pensieve_ttft_seconds_count 2"));
+  CHECK_THAT(t, Catch::Contains("pensieve_inter_token_seconds_count"));
+  CHECK_THAT(t, Catch::Contains("pensieve_batch_sequences_count"));
+  CHECK_THAT(t, Catch::Contains("pensieve_kv_blocks{tier=\"device\",state=\"free\"}"));
+  CHECK_THAT(t, Catch::Contains("pensieve_queue_running 0"));
+  CHECK_THAT(t, Catch::Contains("pensieve_cached_conversations 1"));
+  // The second turn reused the first's KV: cached prompt tokens were counted.
+  CHECK(t.find("pensieve_cached_prompt_tokens_total 0\n") == std::string::npos);
+}
+
+TEST_CASE("a turn that outlives the request timeout is cancelled and answered with 504", "[net][timeout][e2e]") {
+  Server s(nullptr, std::chrono::milliseconds(1));
+  auto r = s.call(http::verb::post, "/v1/chat/completions", chat("", "hello", 200));
+  CHECK(r.status == 504);
+  CHECK(json::parse(r.body).at("error").at("code").as_string() == "timeout");
+  auto stats = asio::co_spawn(s.io, s.engine->stats(), asio::use_future).get();
+  CHECK(stats.running == 0);
+  CHECK(stats.free_blocks == stats.num_blocks);
+}

@@ -1,0 +1,298 @@
+// The Cap'n Proto interface over loopback: a real client (its own kj loop on
+// the test's thread) against an RpcServer (its loop on its own thread) over a
+// real Engine.
+#include "tests/net/rpc_fixture.hpp"
+
+#include <algorithm>
+#include <vector>
+
+using namespace pensieve;
+using namespace pensieve::testing;
+namespace schema = pensieve::rpc::schema;
+using Catch::Matchers::Contains;
+
+namespace {
+
+struct SinkLog {
+  std::vector<std::vector<std::string>> batches;  // texts per deltas() call
+  std::vector<std::int32_t> tokens;
+  std::string text;
+  int malformed = 0;  // deltas whose logprobs do not match their tokens
+  int done_calls = 0;
+  std::int32_t done_completion_tokens = -1;
+  // Flow control: calls answered later by the test.
+  bool hold = false;
+  bool fail = false;  // deltas() throws
+  std::vector<kj::Own<kj::PromiseFulfiller<void>>> held;
+  std::size_t max_in_flight = 0;
+  std::function<void(SinkLog&)> on_batch;  // after each batch is logged
+};
+
+class LoggingSink final : public schema::TokenSink::Server {
+ public:
+  explicit LoggingSink(SinkLog& log) : log_(log) {}
+
+ protected:
+  kj::Promise<void> deltas(DeltasContext context) override {
+    std::vector<std::string> texts;
+    for (auto d : context.getParams().getBatch()) {
+      texts.emplace_back(d.getText().cStr());
+      log_.text += d.getText().cStr();
+      for (auto t : d.getTokens()) log_.tokens.push_back(t);
+      if (d.getLogprobs().size() != d.getTokens().size()) ++log_.malformed;
+    }
+    log_.batches.push_back(std::move(texts));
+    log_.max_in_flight = std::max(log_.max_in_flight, log_.held.size() + 1);  // this call included
+    if (log_.on_batch) log_.on_batch(log_);
+    if (log_.fail) KJ_FAIL_REQUIRE("this sink refuses deltas");
+    if (!log_.hold) return kj::READY_NOW;
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    log_.held.push_back(kj::mv(paf.fulfiller));
+    return kj::mv(paf.promise);
+  }
+  kj::Promise<void> done(DoneContext context) override {
+    ++log_.done_calls;
+    log_.done_completion_tokens = context.getParams().getSummary().getCompletionTokens();
+    return kj::READY_NOW;
+  }
+
+ private:
+  SinkLog& log_;
+};
+
+struct Client {
+  explicit Client(std::uint16_t port) : ez("127.0.0.1", port), server(ez.getMain<schema::Pensieve>()) {}
+  kj::WaitScope& ws() { return ez.getWaitScope(); }
+
+  std::string create(const std::string& id) {
+    auto r = server.createConversationRequest();
+    r.setId(id);
+    return r.send().wait(ws()).getId().cStr();
+  }
+  capnp::Request<schema::Pensieve::SendTurnParams, schema::Pensieve::SendTurnResults> turn_request(
+      const std::string& id, const std::string& content, SinkLog& log, std::int32_t max_tokens) {
+    auto r = server.sendTurnRequest();
+    r.setConversation(id);
+    r.setContent(content);
+    auto p = r.initParams();
+    p.setTemperature(0.0f);
+    p.setMaxTokens(max_tokens);
+    p.setIgnoreEos(true);
+    p.setLogprobs(true);  // deltas carry their token ids
+    r.setSink(kj::heap<LoggingSink>(log));
+    return r;
+  }
+  // Sends a turn and waits for its summary.
+  capnp::Response<schema::Turn::ResultResults> turn(const std::string& id, const std::string& content, SinkLog& log,
+                                                    std::int32_t max_tokens) {
+    auto turn = turn_request(id, content, log, max_tokens).send().getTurn();
+    return turn.resultRequest().send().wait(ws());
+  }
+  std::vector<std::string> list() {
+    std::vector<std::string> out;
+    auto response = server.listConversationsRequest().send().wait(ws());  // owns what getIds() reads
+    for (auto id : response.getIds()) out.emplace_back(id.cStr());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  capnp::Response<schema::Pensieve::GetConversationResults> history(const std::string& id) {
+    auto r = server.getConversationRequest();
+    r.setId(id);
+    return r.send().wait(ws());
+  }
+
+  capnp::EzRpcClient ez;
+  schema::Pensieve::Client server;
+};
+
+}  // namespace
+
+TEST_CASE("an rpc turn streams its reply in batches with usage and the next turn reuses the cache", "[rpc]") {
+  RpcFixture f;
+  Client c(f.server->port());
+  REQUIRE(c.create("c1") == "c1");
+
+  SinkLog first;
+  auto r1 = c.turn("c1", "Once upon a time", first, 12);
+  auto s1 = r1.getSummary();
+  CHECK(s1.getFinish() == schema::FinishReason::LENGTH);
+  CHECK(s1.getCompletionTokens() == 12);
+  CHECK(s1.getPromptTokens() > 0);
+  CHECK(s1.getCachedTokens() == 0);
+  CHECK_FALSE(s1.getCancelled());
+  CHECK(first.tokens.size() == 12);
+  CHECK_FALSE(first.batches.empty());
+  CHECK(first.malformed == 0);
+  CHECK(first.done_calls == 1);
+  CHECK(first.done_completion_tokens == 12);
+
+  SinkLog second;
+  auto r2 = c.turn("c1", "and then", second, 6);
+  CHECK(r2.getSummary().getCompletionTokens() == 6);
+  CHECK(r2.getSummary().getCachedTokens() > 0);
+
+  auto h = c.history("c1");
+  REQUIRE(h.getHistory().size() == 4);
+  CHECK(std::string(h.getHistory()[0].getRole().cStr()) == "user");
+  CHECK(std::string(h.getHistory()[0].getContent().cStr()) == "Once upon a time");
+  CHECK(std::string(h.getHistory()[1].getRole().cStr()) == "assistant");
+  CHECK(std::string(h.getHistory()[1].getContent().cStr()) == first.text);
+  CHECK(std::string(h.getHistory()[3].getContent().cStr()) == second.text);
+  CHECK(h.getTurns() == 2);
+  CHECK(h.getTokens() > s1.getPromptTokens() + 12);
+}
+
+TEST_CASE("rpc conversations are listed and deleted and a deleted one is not found", "[rpc]") {
+  RpcFixture f;
+  Client c(f.server->port());
+  c.create("a");
+  c.create("b");
+  const std::string fresh = c.create("");
+  CHECK_FALSE(fresh.empty());
+  auto expected = std::vector<std::string>{"a", "b", fresh};
+  std::sort(expected.begin(), expected.end());
+  CHECK(c.list() == expected);
+
+  auto del = c.server.deleteConversationRequest();
+  del.setId("a");
+  del.send().wait(c.ws());
+  expected.erase(std::find(expected.begin(), expected.end(), "a"));
+  CHECK(c.list() == expected);
+  CHECK_THAT(rpc_error([&] { c.history("a"); }), Contains("not found"));
+  CHECK_THAT(rpc_error([&] {
+               auto again = c.server.deleteConversationRequest();
+               again.setId("a");
+               again.send().wait(c.ws());
+             }),
+             Contains("not found: no conversation 'a'"));
+}
+
+TEST_CASE("bad rpc requests are refused with a clear exception", "[rpc]") {
+  RpcFixture f;
+  Client c(f.server->port());
+  c.create("c");
+  SinkLog log;
+  CHECK_THAT(rpc_error([&] { c.turn("nope", "hi", log, 4); }), Contains("not found: no conversation 'nope'"));
+  CHECK_THAT(rpc_error([&] { c.turn("c", "hi", log, 0); }), Contains("invalid request: maxTokens must be >= 1"));
+  CHECK_THAT(rpc_error([&] { c.turn("c", "", log, 4); }), Contains("invalid request: content must not be empty"));
+  CHECK_THAT(rpc_error([&] {
+               auto r = c.turn_request("c", "hi", log, 4);
+               r.getParams().setTemperature(-1.0f);
+               r.send().getTurn().resultRequest().send().wait(c.ws());
+             }),
+             Contains("invalid request: temperature must be >= 0"));
+  CHECK_THAT(rpc_error([&] { c.turn("c", "hi", log, 100000); }), Contains("invalid request: this model's context"));
+  CHECK_THAT(rpc_error([&] { c.create("c"); }), Contains("invalid request: conversation 'c' already exists"));
+  CHECK_THAT(rpc_error([&] { c.create("bad id!"); }), Contains("invalid request"));
+  CHECK(log.batches.empty());
+  CHECK(f.stats().running == 0);
+}
+
+TEST_CASE("cancelling an rpc turn mid-generation ends it cancelled and frees the engine", "[rpc]") {
+  IterationGate gate;
+  RpcFixture f({}, &gate);
+  Client c(f.server->port());
+  c.create("c");
+  SinkLog log;
+  auto first = kj::newPromiseAndFulfiller<void>();
+  log.on_batch = [&](SinkLog&) {
+    if (log.batches.size() == 1) {
+      gate.arm();  // the scheduler stops at its next iteration until released
+      first.fulfiller->fulfill();
+    }
+  };
+  auto turn = c.turn_request("c", "Once upon a time", log, 400).send().getTurn();
+  auto result = turn.resultRequest().send();
+  first.promise.wait(c.ws());
+  turn.cancelRequest().send().wait(c.ws());  // the engine's stream has been told
+  gate.release();
+  auto response = result.wait(c.ws());
+  auto summary = response.getSummary();
+  CHECK(summary.getCancelled());
+  CHECK(summary.getCompletionTokens() < 400);
+  CHECK(std::int32_t(log.tokens.size()) == summary.getCompletionTokens());
+  f.server->wait_turns_ended();
+  CHECK(f.stats().running == 0);
+  CHECK(f.stats().waiting == 0);
+  // The conversation keeps what was generated and takes the next turn.
+  SinkLog next;
+  CHECK(c.turn("c", "go on", next, 4).getSummary().getCompletionTokens() == 4);
+}
+
+TEST_CASE("a slow rpc token sink gets at most max_deltas_in_flight calls and the rest arrives coalesced", "[rpc]") {
+  net::RpcServerOptions options;
+  options.max_deltas_in_flight = 2;
+  RpcFixture f(options);
+  Client c(f.server->port());
+  c.create("c");
+  SinkLog log;
+  log.hold = true;
+  log.on_batch = [&](SinkLog& l) {
+    if (l.held.size() + 1 < 2) return;
+    // The window is full: let the engine finish the whole turn while this
+    // sink answers nothing, then answer everything.
+    f.server->wait_turns_ended();
+    l.hold = false;
+    for (auto& h : l.held) h->fulfill();
+    l.held.clear();
+  };
+  auto r = c.turn("c", "Once upon a time", log, 200);
+  CHECK(r.getSummary().getCompletionTokens() == 200);
+  CHECK(log.tokens.size() == 200);
+  CHECK(log.max_in_flight == 2);
+  // Two calls filled the window; everything generated meanwhile came in one more.
+  REQUIRE(log.batches.size() == 3);
+  CHECK(log.batches[2].size() > 1);
+  auto h = c.history("c");
+  CHECK(std::string(h.getHistory()[1].getContent().cStr()) == log.text);
+}
+
+TEST_CASE("stopping the rpc server with a turn in flight cancels it and ends cleanly", "[rpc]") {
+  IterationGate gate;
+  RpcFixture f({}, &gate);
+  Client c(f.server->port());
+  c.create("c");
+  SinkLog log;
+  auto first = kj::newPromiseAndFulfiller<void>();
+  log.on_batch = [&](SinkLog&) {
+    if (log.batches.size() == 1) {
+      gate.arm();
+      first.fulfiller->fulfill();
+    }
+  };
+  auto turn = c.turn_request("c", "Once upon a time", log, 400).send().getTurn();
+  auto result = turn.resultRequest().send();
+  first.promise.wait(c.ws());
+  f.server->stop();  // joins the loop thread; dropping the turn has cancelled it
+  gate.release();
+  auto ended = kj::Exception::Type::FAILED;
+  try {
+    result.wait(c.ws());
+  } catch (const kj::Exception& e) {
+    ended = e.getType();
+  }
+  CHECK(ended == kj::Exception::Type::DISCONNECTED);
+  f.server->wait_turns_ended();
+  CHECK(f.stats().running == 0);
+  auto snapshot = asio::co_spawn(f.io, f.engine->snapshot("", "c"), asio::use_future).get();
+  REQUIRE(snapshot.has_value());
+  CHECK(snapshot->turns == 1);
+  CHECK(snapshot->messages.size() == 2);
+  CHECK(snapshot->tokens.size() < 400);  // cancelled: far from its 400 tokens
+  f.server->stop();  // idempotent
+}
+
+TEST_CASE("an rpc token sink that throws ends its turn with the sink's error and frees the engine", "[rpc]") {
+  net::RpcServerOptions options;
+  options.max_deltas_in_flight = 1;  // no second call before the first one's answer
+  RpcFixture f(options);
+  Client c(f.server->port());
+  c.create("c");
+  SinkLog log;
+  log.fail = true;
+  CHECK_THAT(rpc_error([&] { c.turn("c", "Once upon a time", log, 300); }),
+             Contains("the token sink failed") && Contains("this sink refuses deltas"));
+  CHECK(log.batches.size() == 1);  // nothing more was sent after the failure
+  f.server->wait_turns_ended();
+  CHECK(f.stats().running == 0);
+}
