@@ -9,7 +9,7 @@
 #include "net/http_server.hpp"
 #include "net/openai_routes.hpp"
 #include "tests/net/http_client.hpp"
-#include "tests/temp_dir.hpp"
+#include "tests/tiny_model.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -27,25 +27,6 @@ using pensieve::testing::http_call;
 
 namespace {
 
-model::ModelWeights tiny_model() {
-  testing::TempDir dir("api");
-  REQUIRE(model::write_builtin_vocab_gguf(dir / "vocab.gguf").has_value());
-  model::TestModelOptions o;
-  o.n_layers = 2;
-  o.dim = 64;
-  o.n_heads = 4;
-  o.n_kv_heads = 2;
-  o.ff_dim = 128;
-  o.max_context = 256;
-  o.dtype = model::DType::f32;
-  o.seed = 7;
-  o.vocab_from = dir / "vocab.gguf";
-  o.name = "tiny";
-  REQUIRE(model::make_test_model(o, dir / "model.gguf").has_value());
-  auto w = model::load_model(dir / "model.gguf");
-  REQUIRE(w.has_value());
-  return std::move(*w);  // the weights stay mapped after the file goes
-}
 
 struct Server {
   asio::io_context io;  // first in, last out: the engine completes operations on it
@@ -64,7 +45,7 @@ struct Server {
     eo.on_iteration = [this](const actors::IterationRecord& r) {
       metrics.batch(r.sequences, r.decode_tokens + r.prefill_tokens);
     };
-    auto e = actors::Engine::create(tiny_model(), eo);
+    auto e = actors::Engine::create(testing::tiny_model(), eo);
     REQUIRE(e.has_value());
     engine = std::move(*e);
     backend = std::make_unique<net::EngineBackend>(*engine, net::EngineBackendOptions{timeout, &metrics});

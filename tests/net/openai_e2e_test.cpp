@@ -8,6 +8,7 @@
 #include "net/http_server.hpp"
 #include "net/openai_routes.hpp"
 #include "tests/net/http_client.hpp"
+#include "tests/tiny_model.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -27,27 +28,6 @@ using pensieve::testing::http_call;
 
 namespace {
 
-model::ModelWeights small_model() {
-  const auto dir = std::filesystem::temp_directory_path() / ("pensieve-e2e-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  REQUIRE(model::write_builtin_vocab_gguf(dir / "vocab.gguf").has_value());
-  model::TestModelOptions o;
-  o.n_layers = 2;
-  o.dim = 64;
-  o.n_heads = 4;
-  o.n_kv_heads = 2;
-  o.ff_dim = 128;
-  o.max_context = 256;
-  o.dtype = model::DType::f32;
-  o.seed = 7;
-  o.vocab_from = dir / "vocab.gguf";
-  o.name = "tiny";
-  REQUIRE(model::make_test_model(o, dir / "model.gguf").has_value());
-  auto w = model::load_model(dir / "model.gguf");
-  REQUIRE(w.has_value());
-  std::filesystem::remove_all(dir);  // the weights stay mapped
-  return std::move(*w);
-}
 
 struct Server {
   // Declared first, destroyed last: the engine's compute thread completes
@@ -61,7 +41,7 @@ struct Server {
   std::thread thread;
 
   Server() {
-    auto e = actors::Engine::create(small_model(), {.n_threads = 1, .kv_cache_mb = 16});
+    auto e = actors::Engine::create(testing::tiny_model(), {.n_threads = 1, .kv_cache_mb = 16});
     REQUIRE(e.has_value());
     engine = std::move(*e);
     backend = std::make_unique<net::EngineBackend>(*engine);

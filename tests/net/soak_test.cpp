@@ -9,7 +9,7 @@
 #include "net/engine_backend.hpp"
 #include "net/http_server.hpp"
 #include "net/openai_routes.hpp"
-#include "tests/temp_dir.hpp"
+#include "tests/tiny_model.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -36,24 +36,15 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-model::ModelWeights tiny_model() {
-  testing::TempDir dir("soak");
-  REQUIRE(model::write_builtin_vocab_gguf(dir / "vocab.gguf").has_value());
-  model::TestModelOptions o;
+model::ModelWeights soak_model() {
+  model::TestModelOptions o = testing::tiny_model_options();
   o.n_layers = 1;
   o.dim = 32;
   o.n_heads = 2;
   o.n_kv_heads = 1;
   o.ff_dim = 64;
-  o.max_context = 256;
-  o.dtype = model::DType::f32;
   o.seed = 3;
-  o.vocab_from = dir / "vocab.gguf";
-  o.name = "tiny";
-  REQUIRE(model::make_test_model(o, dir / "model.gguf").has_value());
-  auto w = model::load_model(dir / "model.gguf");
-  REQUIRE(w.has_value());
-  return std::move(*w);
+  return testing::tiny_model(o);
 }
 
 struct ClientStats {
@@ -124,7 +115,7 @@ TEST_CASE("200 streaming clients for a minute: no errors, and nothing left behin
   eo.kv_cache_mb = 64;
   eo.max_running = 256;
   eo.max_batch_tokens = 2048;
-  auto engine = actors::Engine::create(tiny_model(), eo);
+  auto engine = actors::Engine::create(soak_model(), eo);
   REQUIRE(engine.has_value());
   net::EngineBackend backend(**engine, {std::chrono::minutes(5), &metrics});
   net::RouteOptions ro;
