@@ -1,5 +1,6 @@
 #include "actors/conversation.hpp"
 
+#include "actors/history_journal.hpp"
 #include "gpu/model/stop_matcher.hpp"
 #include "gpu/model/utf8_stream.hpp"
 
@@ -103,11 +104,26 @@ namespace {
 struct Generated {
   std::vector<std::int32_t> tokens;  // sampled tokens the reply keeps
   std::string text;                  // the text the client saw
+  ClientEvent done{ClientEvent::Kind::done};  // the acknowledgement, for the caller to send
 };
 
+// What the turn adds to `state`'s history, for the journal.
+JournalRecord turn_record(const ConversationState& state, const std::vector<model::ChatMessage>& messages,
+                          const std::vector<std::int32_t>& tokens, std::int64_t now_unix_s) {
+  JournalTurn t;
+  t.uid = state.journal_uid;
+  t.last_active_unix_s = now_unix_s;
+  t.turns = state.turns + 1;
+  t.messages_before = std::uint32_t(state.messages.size());
+  t.tokens_before = std::uint32_t(state.tokens.size());
+  t.messages.assign(messages.begin() + std::ptrdiff_t(state.messages.size()), messages.end());
+  t.tokens.assign(tokens.begin() + std::ptrdiff_t(state.tokens.size()), tokens.end());
+  return t;
+}
+
 // Admits `tokens` (the whole history, new prompt last) to the scheduler and
-// streams the reply to `out`. Sends deltas and the closing done / error
-// event; returns the reply when there was one.
+// streams the reply to `out`. Sends deltas or the error event; returns the
+// reply, with the done event the caller sends, when there was one.
 asio::awaitable<std::optional<Generated>> generate(const TurnServices& svc, ConversationId conversation,
                                                    const std::vector<std::int32_t>& tokens,
                                                    model::SamplingParams sampling, bool keep_kv, ClientChannel& out,
@@ -184,9 +200,7 @@ asio::awaitable<std::optional<Generated>> generate(const TurnServices& svc, Conv
   if (reply.has_pending()) send(out, ClientEvent{ClientEvent::Kind::delta, reply.take()});
   summary.completion_tokens = std::int32_t(result.tokens.size());
   result.text = reply.text();
-  ClientEvent done{ClientEvent::Kind::done};
-  done.summary = summary;
-  send(out, std::move(done));
+  result.done.summary = summary;
   co_return result;
 }
 
@@ -223,10 +237,24 @@ asio::awaitable<void> run_turn(const TurnServices& svc, ConversationState& state
   tokens.insert(tokens.end(), reply->tokens.begin(), reply->tokens.end());
   const auto closing = closing_tokens(svc, reply->tokens);
   tokens.insert(tokens.end(), closing.begin(), closing.end());
+  all.push_back({"assistant", std::move(reply->text)});
+  const std::int64_t now = unix_now_s();
+  // Invariant 4: a turn is acknowledged (done) only once its history is
+  // durable. If the journal fails, the client gets an error instead; the
+  // turn stays in memory (its reply was streamed and its KV kept).
+  if (svc.journal != nullptr && state.journal_uid != 0) {
+    const JournalRecord record = turn_record(state, all, tokens, now);
+    const Result<void> durable = co_await svc.journal->commit(record);
+    if (!durable) {
+      reply->done = ClientEvent{ClientEvent::Kind::error};
+      reply->done.error = TurnError{TurnErrorKind::internal, "the turn could not be made durable: " +
+                                                                 durable.error().message};
+    }
+  }
+  send(out, std::move(reply->done));
   state.tokens = std::move(tokens);
   state.messages = std::move(all);
-  state.messages.push_back({"assistant", std::move(reply->text)});
-  state.last_active_unix_s = unix_now_s();
+  state.last_active_unix_s = now;
   ++state.turns;
 }
 
@@ -244,7 +272,8 @@ asio::awaitable<void> run_completion(const TurnServices& svc, ConversationId id,
     send_error(out, TurnErrorKind::invalid_request, "the prompt is empty");
     co_return;
   }
-  co_await generate(svc, id, tokens, std::move(sampling), false, out, std::move(cancel));
+  auto reply = co_await generate(svc, id, tokens, std::move(sampling), false, out, std::move(cancel));
+  if (reply) send(out, std::move(reply->done));
 }
 
 asio::awaitable<void> ConversationActor::operator()(StartTurn m) {

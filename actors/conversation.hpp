@@ -27,6 +27,8 @@
 
 namespace pensieve::actors {
 
+class HistoryJournal;
+
 // What every conversation shares: the model's text side and the scheduler.
 struct TurnServices {
   const model::Tokenizer* tokenizer = nullptr;
@@ -34,6 +36,8 @@ struct TurnServices {
   rt::ActorRef<SchedulerMsg> scheduler;
   std::int32_t max_context = 0;
   std::atomic<std::uint64_t>* next_turn = nullptr;
+  // Where acknowledged turns become durable (invariant 4); null: nowhere.
+  HistoryJournal* journal = nullptr;
 };
 
 struct ConversationState {
@@ -44,6 +48,7 @@ struct ConversationState {
   std::int64_t created_unix_s = 0;
   std::int64_t last_active_unix_s = 0;
   std::int32_t turns = 0;
+  std::uint64_t journal_uid = 0;  // its name in the history journal; 0: not journaled
 };
 
 // Runs one turn on `state`: `messages` are appended to the conversation.

@@ -1,6 +1,9 @@
 #include "actors/engine.hpp"
 
+#include "actors/disk_tier.hpp"
 #include "actors/gpu_worker.hpp"
+#include "actors/history_journal.hpp"
+#include "actors/swap_engine.hpp"
 #include "gpu/model/cpu_forward.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/task_group.hpp"
@@ -50,6 +53,7 @@ struct Engine::Impl {
     ConversationInfo info;
     ConversationId cid;
     rt::ActorRef<ConversationMsg> actor;
+    std::uint64_t journal_uid = 0;  // 0: not journaled
   };
 
   // The threads' io_contexts go last: every channel and actor below belongs
@@ -64,9 +68,14 @@ struct Engine::Impl {
   std::atomic<std::uint64_t> next_turn{0};
   std::atomic<std::uint64_t> next_conversation{0};
   TurnServices services;
+  // Durable history (options.history_dir); null: off. Its I/O runs on the
+  // control thread, through its own ring.
+  std::shared_ptr<rt::IoRing> journal_ring;
+  std::shared_ptr<HistoryJournal> journal;
 
   rt::TaskGroup group;
   rt::ActorRef<GpuWorkerMsg> worker;
+  rt::ActorRef<SwapEngineMsg> swap;  // null without a host tier
   std::optional<Scheduler> scheduler;
 
   mutable std::mutex store_mutex;  // guards store and rng
@@ -77,6 +86,7 @@ struct Engine::Impl {
       : tokenizer(std::move(t)), chat(std::move(c)), name(std::move(n)), options(std::move(o)) {}
 
   ConversationId new_id() { return ConversationId{next_conversation.fetch_add(1) + 1}; }
+  void restore_history();
   void shutdown();
 };
 
@@ -84,12 +94,16 @@ void Engine::Impl::shutdown() {
   std::promise<void> done;
   auto stop = [this]() -> asio::awaitable<void> {
     if (scheduler) co_await scheduler->stop();
+    // Before the worker: its copies read and write the worker's KV pool.
+    if (swap) co_await swap.stop(rt::StopMode::drain);
     std::vector<rt::ActorRef<ConversationMsg>> actors;
     {
       std::lock_guard lock(store_mutex);
       for (auto& [key, e] : store) actors.push_back(e.actor);
     }
     for (auto& a : actors) co_await a.stop(rt::StopMode::reject);
+    // Creates and deletes that no turn waited for.
+    if (journal) (void)co_await journal->sync_all();
     co_await worker.stop(rt::StopMode::drain);
     co_await group.stop();
   };
@@ -98,6 +112,63 @@ void Engine::Impl::shutdown() {
   control.join();
   worker_thread.join();
 }
+
+namespace {
+
+struct TierSizes {
+  std::int32_t host_slots = 0;
+  std::int64_t disk_bytes = 0;
+};
+
+TierSizes tier_sizes(const EngineOptions& o, std::size_t block_bytes) {
+  TierSizes t;
+  if (!o.stateful) return t;  // --no-state keeps nothing to move
+  const std::int64_t host = o.kv_host_blocks > 0
+                                ? std::int64_t(o.kv_host_blocks)
+                                : std::int64_t(std::size_t(std::max<std::int64_t>(o.kv_host_mb, 0)) *
+                                               (std::size_t(1) << 20) / block_bytes);
+  t.host_slots = std::int32_t(std::min<std::int64_t>(host, 1 << 30));
+  t.disk_bytes = o.kv_disk_bytes > 0 ? o.kv_disk_bytes : std::max<std::int64_t>(o.kv_disk_gb, 0) << 30;
+  return t;
+}
+
+// Starts the swap engine on the control thread, beside the scheduler, over
+// the worker's device pool and stream pool. Returns the disk tier's chunks.
+Result<std::int64_t> start_swap_engine(Engine::Impl& m, GpuWorker& gpu, const TierSizes& tiers) {
+  std::shared_ptr<ChunkStore> disk;
+  if (tiers.disk_bytes > 0) {
+    if (m.options.kv_disk_dir.empty()) return fail("a disk KV tier needs a folder (--kv-disk-dir)");
+    kv::KvPoolConfig layout = gpu.device_pool()->config();
+    layout.num_blocks = tiers.host_slots;
+    auto store = open_disk_tier(m.control.executor(), m.options.kv_disk_dir, std::uint64_t(tiers.disk_bytes), layout);
+    if (!store) return store.error();
+    disk = std::move(*store);
+  }
+  const std::int64_t disk_slots = disk ? disk->slots() : 0;
+  SwapEngineConfig config;
+  config.host_slots = tiers.host_slots;
+  config.gather = m.options.gather_copies;
+  config.tracer = m.options.tracer;
+  config.disk = std::move(disk);
+  // On the control thread, where the scheduler runs too. A full inbox: the
+  // report waits its turn (it must not be lost: it frees slots).
+  config.report = [impl = &m](TransfersDone done) {
+    SchedulerMsg message = TransfersFinished{std::move(done)};
+    const rt::ActorRef<SchedulerMsg> ref = impl->scheduler->ref();
+    if (ref.try_tell(message) != rt::SendStatus::full) return;  // sent, or the scheduler is gone
+    auto tell = [](rt::ActorRef<SchedulerMsg> to, SchedulerMsg msg) -> asio::awaitable<void> {
+      co_await to.tell(std::move(msg));
+    };
+    impl->group.spawn(impl->control.executor(), tell(ref, std::move(message)));
+  };
+  m.swap = rt::spawn_actor<SwapEngineMsg>(
+      m.group, m.control.executor(),
+      SwapEngine(gpu.device_pool(), gpu.stream_pool(), m.group, m.control.executor(), std::move(config)),
+      {.name = "swap engine", .mailbox_capacity = 64, .tracer = m.options.tracer});
+  return disk_slots;
+}
+
+}  // namespace
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -121,9 +192,12 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   // The device tier: as many blocks as the budget holds.
   kv::KvPoolConfig pool = forward->kv_pool_config(1, options.kv_block_tokens, options.kv_dtype);
   const std::size_t block_bytes = kv::kv_bytes_per_token(pool) * std::size_t(options.kv_block_tokens);
-  const auto blocks = std::int64_t(std::size_t(options.kv_cache_mb) * (std::size_t(1) << 20) / block_bytes);
+  const auto blocks = options.kv_device_blocks > 0
+                          ? std::int64_t(options.kv_device_blocks)
+                          : std::int64_t(std::size_t(options.kv_cache_mb) * (std::size_t(1) << 20) / block_bytes);
   if (blocks < 1) return fail("--kv-device-mb is too small for one KV block of this model");
   pool.num_blocks = std::int32_t(std::min<std::int64_t>(blocks, 1 << 30));
+  const TierSizes tiers = tier_sizes(options, block_bytes);
   model::VocabInfo vocab{forward->config().vocab_size, {}};
   for (auto id : {tokenizer->eos_id(), tokenizer->eot_id()}) {
     if (id) vocab.eos_ids.push_back(*id);
@@ -132,11 +206,30 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   auto impl = std::make_unique<Impl>(std::move(*tokenizer), std::move(*chat), std::move(name), std::move(options));
   Impl& m = *impl;
   m.max_context = max_context;
-  m.worker = rt::spawn_actor<GpuWorkerMsg>(
-      m.group, m.worker_thread.executor(),
-      GpuWorker(std::move(*forward), GpuWorkerConfig{pool, vocab, m.options.tracer}),
-      {.name = "gpu worker", .mailbox_capacity = 4, .tracer = m.options.tracer});
+  if (!m.options.history_dir.empty()) {
+    auto ring = rt::IoRing::create(m.control.executor());
+    if (!ring) return ring.error();
+    auto journal = HistoryJournal::open(*ring, {.dir = m.options.history_dir});
+    if (!journal) return journal.error();
+    m.journal_ring = std::move(*ring);
+    m.journal = std::move(*journal);
+  }
+  GpuWorker gpu(std::move(*forward), GpuWorkerConfig{pool, vocab, m.options.tracer, {}});
+  std::int64_t disk_slots = 0;
+  if (tiers.host_slots > 0) {
+    auto swap = start_swap_engine(m, gpu, tiers);
+    if (!swap) return swap.error();
+    disk_slots = *swap;
+  }
+  m.worker = rt::spawn_actor<GpuWorkerMsg>(m.group, m.worker_thread.executor(), std::move(gpu),
+                                           {.name = "gpu worker", .mailbox_capacity = 4, .tracer = m.options.tracer});
   SchedulerConfig sc;
+  sc.swap = m.swap;
+  sc.limits.host_slots = tiers.host_slots;
+  sc.limits.disk_slots = std::int32_t(std::min<std::int64_t>(disk_slots, 1 << 30));
+  sc.limits.eviction_policy = m.options.eviction_policy;
+  sc.limits.swap_out_watermark = m.options.swap_out_watermark;
+  sc.limits.decode_reserve = m.options.decode_reserve;
   sc.limits.max_batch_tokens = m.options.max_batch_tokens;
   sc.limits.max_running = m.options.max_running;
   sc.limits.max_admitted = m.options.max_queued_turns;
@@ -147,6 +240,8 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   sc.on_iteration = m.options.on_iteration;
   m.scheduler.emplace(m.group, m.control.executor(), std::move(sc), m.worker);
   m.services = TurnServices{&m.tokenizer, &m.chat, m.scheduler->ref(), m.max_context, &m.next_turn};
+  m.services.journal = m.journal.get();
+  if (m.journal) m.restore_history();
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -177,13 +272,40 @@ EngineResult<ConversationInfo> Engine::create_conversation(const std::string& te
   state.id = m.new_id();
   state.tenant = tenant;
   state.created_unix_s = state.last_active_unix_s = unix_now_s();
+  if (m.journal) {
+    state.journal_uid = m.rng() | 1;  // never 0
+    const JournalRecord created = JournalCreate{state.journal_uid, tenant, *id, state.created_unix_s};
+    m.journal->flush_soon(m.journal->append(created));
+  }
+  const std::uint64_t journal_uid = state.journal_uid;
   ConversationInfo info{*id, tenant, state.created_unix_s};
   const ConversationId cid = state.id;
   auto actor = rt::spawn_actor<ConversationMsg>(m.group, m.control.executor(),
                                                 ConversationActor(m.services, std::move(state)),
                                                 {.name = "conversation", .mailbox_capacity = 16, .tracer = m.options.tracer});
-  m.store.emplace(store_key(tenant, *id), Impl::Entry{info, cid, std::move(actor)});
+  m.store.emplace(store_key(tenant, *id), Impl::Entry{info, cid, std::move(actor), journal_uid});
   return info;
+}
+
+// The conversations the journal replayed: their history is back, their KV
+// is not (the next turn recomputes it).
+void Engine::Impl::restore_history() {
+  std::lock_guard lock(store_mutex);
+  for (const auto& [uid, c] : journal->recovered()) {
+    ConversationState state;
+    state.id = new_id();
+    state.tenant = c.tenant;
+    state.messages = c.messages;
+    state.tokens = c.tokens;
+    state.created_unix_s = c.created_unix_s;
+    state.last_active_unix_s = c.last_active_unix_s;
+    state.turns = c.turns;
+    state.journal_uid = uid;
+    const ConversationId cid = state.id;
+    auto actor = rt::spawn_actor<ConversationMsg>(group, control.executor(), ConversationActor(services, std::move(state)),
+                                                  {.name = "conversation", .mailbox_capacity = 16, .tracer = options.tracer});
+    store.emplace(store_key(c.tenant, c.id), Entry{{c.id, c.tenant, c.created_unix_s}, cid, std::move(actor), uid});
+  }
 }
 
 std::optional<ConversationInfo> Engine::find_conversation(const std::string& tenant, const std::string& id) const {
@@ -226,6 +348,10 @@ bool Engine::delete_conversation(const std::string& tenant, const std::string& i
     if (it == m.store.end()) return false;
     entry = std::move(it->second);
     m.store.erase(it);
+    if (m.journal && entry.journal_uid != 0) {
+      const JournalRecord tombstone = JournalRemove{entry.journal_uid};
+      m.journal->flush_soon(m.journal->append(tombstone));
+    }
   }
   entry.actor.request_stop(rt::StopMode::reject);
   SchedulerMsg drop = DropConversation{entry.cid};
@@ -325,6 +451,13 @@ asio::awaitable<TurnResult> Engine::send_turn(const std::string& tenant, const s
   auto stream = start_turn(executor, tenant, id, std::move(messages), std::move(sampling));
   if (!stream) co_return stream.error();
   co_return co_await drain_turn(std::move(*stream), std::move(sink));
+}
+
+asio::awaitable<SwapStats> Engine::swap_stats() {
+  if (!impl_->swap) co_return SwapStats{};
+  GetSwapStats get;
+  auto r = co_await impl_->swap.ask(std::move(get));
+  co_return r ? *r : SwapStats{};
 }
 
 asio::awaitable<SchedulerStats> Engine::stats() {

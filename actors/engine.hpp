@@ -22,6 +22,7 @@
 // destructor has joined them).
 #include "actors/conversation.hpp"
 #include "actors/scheduler_actor.hpp"
+#include "actors/swap_protocol.hpp"
 #include "actors/turn.hpp"
 #include "actors/turn_stream.hpp"
 #include "gpu/kv/paged_kv_view.hpp"
@@ -51,6 +52,25 @@ struct EngineOptions {
   std::int32_t kv_block_tokens = 32;
   std::int64_t kv_cache_mb = 512;       // the device tier
   kv::KvDType kv_dtype = kv::KvDType::f32;
+  // KV tiers (the swap engine). kv_host_mb == 0: device only, an idle
+  // conversation's KV is dropped whole when room is needed.
+  std::int64_t kv_host_mb = 0;
+  std::string kv_disk_dir;       // the disk tier's folder, with kv_disk_gb > 0
+  std::int64_t kv_disk_gb = 0;
+  // Exact sizes instead of the budgets above when > 0 (tests, benchmarks):
+  // device and host chunks, disk bytes.
+  std::int32_t kv_device_blocks = 0;
+  std::int32_t kv_host_blocks = 0;
+  std::int64_t kv_disk_bytes = 0;
+  EvictionPolicyKind eviction_policy = EvictionPolicyKind::cost_aware;
+  double swap_out_watermark = 0.25;  // copy idle chunks to host below this free share
+  double decode_reserve = 0.10;      // device share kept for running decodes
+  bool gather_copies = true;         // merge copies of adjacent chunks
+  // Durable conversation history (invariant 4): a journal in this folder
+  // that every acknowledged turn is fsynced to, replayed by the next Engine
+  // on the same folder (conversations come back; their KV is recomputed).
+  // Empty: off.
+  std::string history_dir;
   rt::Tracer* tracer = nullptr;
   // After every scheduler iteration, on the scheduler's thread.
   std::function<void(const IterationRecord&)> on_iteration;
@@ -115,6 +135,8 @@ class Engine {
                                                     TurnSink sink);
 
   boost::asio::awaitable<SchedulerStats> stats();
+  // The swap engine's counters (all zero without a host tier).
+  boost::asio::awaitable<SwapStats> swap_stats();
 
   struct Impl;
 

@@ -2,12 +2,15 @@
 
 #include "runtime/cpu_stream.hpp"
 #include "runtime/clock.hpp"
+#include "runtime/trace_names.hpp"
 
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <chrono>
+#include <cstdio>
 #include <map>
+#include <set>
 
 namespace pensieve::actors {
 
@@ -17,28 +20,64 @@ struct GpuWorker::State {
   State(model::CpuForward f, GpuWorkerConfig c)
       : forward(std::move(f)),
         config(std::move(c)),
-        pool(config.pool),
-        stream_pool(1),
-        stream(stream_pool, "compute", config.tracer) {}
+        pool(std::make_shared<kv::KvPool>(config.pool)),
+        // Compute and copy streams must run at once (the compute worker
+        // blocks on a copy's event mid-pass), plus one spare worker.
+        stream_pool(std::make_shared<rt::CpuStreamPool>(3)),
+        stream(*stream_pool, "compute", config.tracer) {}
 
-  void run(const IterationPlan& plan, BatchOutcome& outcome);
+  void run(const IterationPlan& plan, std::span<const rt::Event> layer_ready, BatchOutcome& outcome);
+  void wait_for_layer(std::int32_t layer, std::span<const rt::Event> layer_ready);
+  void record_layer(std::int32_t layer, std::int64_t start_ns) const;
 
   model::CpuForward forward;
   GpuWorkerConfig config;
-  kv::KvPool pool;
+  std::shared_ptr<kv::KvPool> pool;
   std::map<TurnId, model::Sampler> samplers;
-  rt::CpuStreamPool stream_pool;
+  std::shared_ptr<rt::CpuStreamPool> stream_pool;
   rt::CpuStream stream;  // declared last: destroyed first, after its work
 };
 
-void GpuWorker::State::run(const IterationPlan& plan, BatchOutcome& outcome) {
+void GpuWorker::State::record_layer(std::int32_t layer, std::int64_t start_ns) const {
+  if (config.tracer == nullptr || !config.tracer->enabled()) return;
+  char detail[24];
+  std::snprintf(detail, sizeof detail, "layer %d", layer);
+  rt::SpanRecord span{rt::SpanKind::stream, rt::trace_names::compute_stream, "layer", std::uint64_t(layer), start_ns,
+                      rt::steady_now_ns()};
+  span.detail = detail;
+  config.tracer->record(span);
+}
+
+void GpuWorker::State::wait_for_layer(std::int32_t layer, std::span<const rt::Event> layer_ready) {
+  if (std::size_t(layer) >= layer_ready.size()) return;
+  const rt::Event& ready = layer_ready[std::size_t(layer)];
+  if (ready.is_complete()) return;
+  // CPU backend: this stream's worker waits (the copy stream has its own).
+  // CUDA: cudaStreamWaitEvent(compute, ready.device_event()) instead, so
+  // the host never waits.
+  const std::int64_t start = rt::steady_now_ns();
+  ready.wait_blocking();
+  if (config.tracer != nullptr) {
+    config.tracer->record({rt::SpanKind::stream, rt::trace_names::compute_stream, rt::trace_names::stream_wait,
+                           std::uint64_t(layer), start, rt::steady_now_ns()});
+  }
+}
+
+void GpuWorker::State::run(const IterationPlan& plan, std::span<const rt::Event> layer_ready, BatchOutcome& outcome) {
   const auto start = std::chrono::steady_clock::now();
-  // Poison first: a freed block may be reused by this very batch.
-  if (pool.config().poison_freed) {
-    for (kv::BlockId b : plan.freed_blocks) pool.poison(b);
+  // Poison first: a freed block may be reused by this very batch. Not the
+  // blocks this batch swaps in: the copy stream is writing them now.
+  if (pool->config().poison_freed) {
+    std::set<std::uint32_t> swapped_in;
+    for (const DeviceHostCopy& c : plan.transfers.swap_in) swapped_in.insert(c.device.value);
+    for (kv::BlockId b : plan.freed_blocks) {
+      if (!swapped_in.contains(b.value)) pool->poison(b);
+    }
   }
   for (TurnId t : plan.released_samplers) samplers.erase(t);
-  for (const kv::CopyOnWrite& c : plan.copies) pool.copy_prefix(c.src, c.dst, c.tokens);
+  // A copy-on-write reads every layer of its source, which may be arriving.
+  if (!plan.copies.empty() && !layer_ready.empty()) wait_for_layer(std::int32_t(layer_ready.size()) - 1, layer_ready);
+  for (const kv::CopyOnWrite& c : plan.copies) pool->copy_prefix(c.src, c.dst, c.tokens);
   std::vector<model::PagedSequence> batch;
   batch.reserve(plan.sequences.size());
   for (const PlannedSequence& p : plan.sequences) {
@@ -47,7 +86,16 @@ void GpuWorker::State::run(const IterationPlan& plan, BatchOutcome& outcome) {
     }
     batch.push_back({p.tokens, p.start_pos, p.blocks, false});
   }
-  auto out = forward.forward_paged(batch, pool);
+  std::int64_t layer_start = 0;
+  auto before_layer = [&](std::int32_t l) {
+    if (l > 0) record_layer(l - 1, layer_start);
+    wait_for_layer(l, layer_ready);
+    if (config.on_layer_start) config.on_layer_start(l);
+    layer_start = rt::steady_now_ns();
+  };
+  auto out = forward.forward_paged(batch, *pool, before_layer);
+  // The last layer's span also covers the output head.
+  if (layer_start != 0) record_layer(forward.config().n_layers - 1, layer_start);
   if (!out) {
     outcome.error = out.error().message;
     return;
@@ -74,13 +122,17 @@ GpuWorker::GpuWorker(GpuWorker&&) noexcept = default;
 GpuWorker& GpuWorker::operator=(GpuWorker&&) noexcept = default;
 GpuWorker::~GpuWorker() = default;
 
+std::shared_ptr<kv::KvPool> GpuWorker::device_pool() const { return state_->pool; }
+std::shared_ptr<rt::CpuStreamPool> GpuWorker::stream_pool() const { return state_->stream_pool; }
+
 asio::awaitable<void> GpuWorker::operator()(RunBatch message) {
   auto outcome = std::make_shared<BatchOutcome>();
   State* state = state_.get();
   // Shared with the stream's work item, which may outlive this frame when
   // the actor is torn down while the pass runs.
   auto plan = std::make_shared<const IterationPlan>(std::move(message.plan));
-  state->stream.enqueue([state, plan, outcome] { state->run(*plan, *outcome); }, "forward");
+  auto ready = std::make_shared<const std::vector<rt::Event>>(std::move(message.layer_ready));
+  state->stream.enqueue([state, plan, ready, outcome] { state->run(*plan, *ready, *outcome); }, "forward");
   rt::Event done = state->stream.record();
   auto executor = co_await asio::this_coro::executor;
   co_await done.wait(executor, asio::use_awaitable);

@@ -8,16 +8,25 @@
 // a paged KvPool in host memory. The CUDA backend plugs in here with a CUDA
 // stream and the CUDA forward pass; the messages stay the same.
 //
+// Pipelined swap-in: a batch may come with one event per layer (the swap
+// engine's copies of that layer's chunks); the pass waits for layer l's
+// event just before layer l, so copies of later layers overlap compute of
+// earlier ones. On the CPU backend the compute stream's worker waits for
+// the event (the copy stream runs on another worker of the same pool); on
+// CUDA it would be cudaStreamWaitEvent on the compute stream.
+//
 // Owns the forward pass, the KV memory, the samplers and the stream. Its
 // handler runs on the actor's executor; the pass runs on the stream's thread
 // while the handler awaits it, never both at once.
 #include "actors/gpu_worker_protocol.hpp"
 #include "gpu/kv/kv_pool.hpp"
 #include "gpu/model/cpu_forward.hpp"
+#include "runtime/cpu_stream.hpp"
 #include "runtime/trace.hpp"
 
 #include <boost/asio/awaitable.hpp>
 
+#include <functional>
 #include <memory>
 
 namespace pensieve::actors {
@@ -25,7 +34,10 @@ namespace pensieve::actors {
 struct GpuWorkerConfig {
   kv::KvPoolConfig pool;          // the device tier (layers and heads from the model)
   model::VocabInfo vocab;         // EOS / end-of-turn ids for the samplers
-  rt::Tracer* tracer = nullptr;   // stream spans, when enabled
+  rt::Tracer* tracer = nullptr;   // stream spans, when enabled (one per compute layer too)
+  // Test hook, on the compute stream's worker when layer l starts computing
+  // (after its swap-in event): lets a test see the pipeline's order.
+  std::function<void(std::int32_t layer)> on_layer_start;
 };
 
 class GpuWorker {
@@ -36,6 +48,12 @@ class GpuWorker {
   ~GpuWorker();
 
   boost::asio::awaitable<void> operator()(RunBatch message);
+
+  // The device tier and the stream pool the swap engine's copy stream runs
+  // on (beside the compute stream): shared, so that copies still in flight
+  // when this worker goes keep their memory.
+  std::shared_ptr<kv::KvPool> device_pool() const;
+  std::shared_ptr<rt::CpuStreamPool> stream_pool() const;
 
   struct State;
 

@@ -4,6 +4,7 @@
 // which samplers to create or release; the reply carries one sampled token
 // per sequence that asked for one.
 #include "actors/scheduler_core.hpp"
+#include "runtime/event.hpp"
 #include "runtime/reply.hpp"
 
 #include <string>
@@ -21,6 +22,9 @@ struct BatchOutcome {
 struct RunBatch {
   IterationPlan plan;
   rt::Reply<BatchOutcome> reply;
+  // The swap engine's per-layer events for plan.transfers.swap_in: layer l
+  // of the pass starts once layer_ready[l] has completed (empty: no wait).
+  std::vector<rt::Event> layer_ready;
 };
 
 using GpuWorkerMsg = std::variant<RunBatch>;

@@ -51,6 +51,7 @@ struct Scheduler::State {
   }
 
   void dispatch(std::vector<TurnEvent>& events);
+  asio::awaitable<rt::AskResult<SwapTicket>> submit_transfers(const IterationPlan& plan);
   void notify() { wake.cancel(); }
   asio::awaitable<void> loop();
 
@@ -89,6 +90,14 @@ void Scheduler::State::dispatch(std::vector<TurnEvent>& events) {
   events.clear();
 }
 
+asio::awaitable<rt::AskResult<SwapTicket>> Scheduler::State::submit_transfers(const IterationPlan& plan) {
+  if (!config.swap) co_return rt::ask_error<SwapTicket>(rt::AskError::actor_stopped);
+  SwapIteration request;
+  request.iteration = plan.index;
+  request.transfers = plan.transfers;  // the worker reads swap_in from the plan too
+  co_return co_await config.swap.ask(std::move(request));
+}
+
 asio::awaitable<void> Scheduler::State::loop() {
   std::vector<TurnEvent> events;
   while (!stopping) {
@@ -97,6 +106,24 @@ asio::awaitable<void> Scheduler::State::loop() {
     }
     IterationPlan plan = core.plan(now_ns(), events);
     dispatch(events);
+    // Every plan's tier moves go out, also a plan with nothing to run.
+    std::vector<rt::Event> layer_ready;
+    bool swap_ok = true;
+    if (!plan.transfers.empty()) {
+      auto ticket = co_await submit_transfers(plan);
+      swap_ok = ticket.has_value();
+      if (swap_ok) layer_ready = std::move(ticket->layer_ready);
+    }
+    if (!swap_ok && !plan.empty()) {
+      core.fail(plan, "the swap engine is gone", events);
+      dispatch(events);
+      continue;
+    }
+    if (plan.empty() && !layer_ready.empty()) {
+      // The core counts on swap_in having landed before its next plan.
+      co_await layer_ready.back().wait(wake.get_executor(), asio::use_awaitable);
+      continue;
+    }
     if (plan.empty()) {
       // Nothing runnable: sleep until a message arrives (or, with work that
       // is only blocked, briefly: a cancel flag may free it).
@@ -110,8 +137,13 @@ asio::awaitable<void> Scheduler::State::loop() {
       if (r != routes.end() && r->second.planned_ns == 0) r->second.planned_ns = start;
     }
     IterationPlan sent = plan;  // the core needs the plan's turns back if the batch fails
-    RunBatch run{std::move(sent), {}};
+    RunBatch run{std::move(sent), {}, layer_ready};
     auto outcome = co_await worker.ask(std::move(run));
+    if (!layer_ready.empty()) {
+      // A pass that failed early may not have waited for every layer: the
+      // swap-in must still land before the next plan.
+      co_await layer_ready.back().wait(wake.get_executor(), asio::use_awaitable);
+    }
     if (!outcome) {
       core.fail(plan, std::string("the GPU worker is gone: ") + std::string(rt::to_string(outcome.error())), events);
     } else if (!outcome->error.empty()) {
@@ -169,6 +201,10 @@ struct SchedulerHandler {
   }
   void operator()(DropConversation m) { state->core.drop_conversation(m.conversation); }
   void operator()(GetSchedulerStats m) { m.reply.send(state->core.stats()); }
+  void operator()(TransfersFinished m) {
+    state->core.transfers_done(m.done);
+    state->notify();  // a turn waiting for its restores may run now
+  }
 };
 
 }  // namespace

@@ -6,10 +6,15 @@
 // worker one after another and routes each turn's events (started, tokens,
 // finished) to the channel its conversation gave.
 //
+// Tiers: each plan's transfers go to the swap engine first; its per-layer
+// swap-in events travel with the batch to the GPU worker, and what finishes
+// later comes back as TransfersFinished messages into the core.
+//
 // Owns the SchedulerCore and the routes; everything runs on the executor it
 // was spawned on (one thread), so handler and loop never race.
 #include "actors/gpu_worker_protocol.hpp"
 #include "actors/scheduler_protocol.hpp"
+#include "actors/swap_protocol.hpp"
 #include "runtime/actor.hpp"
 #include "runtime/trace.hpp"
 
@@ -34,6 +39,9 @@ struct IterationRecord {
 struct SchedulerConfig {
   SchedulerLimits limits;
   rt::Tracer* tracer = nullptr;
+  // Executes each plan's tier moves; its reports come back as
+  // TransfersFinished. Null: no tiers (plans must carry no transfers).
+  rt::ActorRef<SwapEngineMsg> swap;
   // Called after every iteration on the scheduler's thread (stats, tests).
   std::function<void(const IterationRecord&)> on_iteration;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <utility>
 
 namespace pensieve::actors {
@@ -12,18 +13,20 @@ std::int64_t blocks_for(std::int64_t tokens, std::int32_t block_tokens) {
   return (tokens + block_tokens - 1) / block_tokens;
 }
 
-// Relative cost of recomputing n tokens of context: the linear layers grow
-// with n, attention with n^2 (the 2048 puts the two at par for a 2k context
-// on a ~100M model, close enough to rank conversations).
-double recompute_cost(std::size_t n) {
-  const double t = double(n);
-  return t + t * t / 2048.0;
+TierLimits tier_limits(const SchedulerLimits& l) {
+  TierLimits t;
+  t.num_blocks = l.num_blocks;
+  t.block_tokens = l.block_tokens;
+  t.host_slots = l.host_slots;
+  t.disk_slots = l.disk_slots;
+  t.swap_out_watermark = l.swap_out_watermark;
+  t.policy = EvictionPolicy(l.eviction_policy, l.cost_model);
+  return t;
 }
 
 }  // namespace
 
-SchedulerCore::SchedulerCore(SchedulerLimits limits)
-    : limits_(limits), allocator_(std::max(0, limits.num_blocks)) {
+SchedulerCore::SchedulerCore(SchedulerLimits limits) : limits_(limits), tiers_(tier_limits(limits)) {
   assert(limits_.block_tokens > 0 && limits_.max_batch_tokens > 0 && limits_.max_running > 0);
 }
 
@@ -53,25 +56,28 @@ void SchedulerCore::drop_conversation(ConversationId conversation) {
   for (auto& s : waiting_) {
     if (s->spec.conversation == conversation) s->spec.keep_kv = false;
   }
-  forget_cached(conversation);
+  tiers_.forget(conversation, freed_since_plan_);
 }
 
-void SchedulerCore::forget_cached(ConversationId conversation) {
-  auto it = cached_.find(conversation);
-  if (it == cached_.end()) return;
-  release(it->second.table, &freed_since_plan_);
-  cached_.erase(it);
+void SchedulerCore::transfers_done(const TransfersDone& done) { tiers_.transfers_done(done, freed_since_plan_); }
+
+void SchedulerCore::set_cost_model(const CostModel& cost) {
+  limits_.cost_model = cost;
+  tiers_.set_policy(EvictionPolicy(limits_.eviction_policy, cost));
 }
 
 std::optional<std::vector<std::int32_t>> SchedulerCore::cached_tokens(ConversationId conversation) const {
-  auto it = cached_.find(conversation);
-  if (it == cached_.end()) return std::nullopt;
-  return it->second.tokens;
+  return tiers_.tokens(conversation);
 }
 
 void SchedulerCore::release(kv::BlockTable& table, std::vector<kv::BlockId>* freed) {
-  auto gone = table.release(allocator_);
+  auto gone = table.release(tiers_.device());
   if (freed) freed->insert(freed->end(), gone.begin(), gone.end());
+}
+
+void SchedulerCore::release_swap_in(Sequence& seq) {
+  for (const DeviceHostCopy& c : seq.swap_in) tiers_.release_host(c.host);
+  seq.swap_in.clear();
 }
 
 SchedulerCore::Sequence* SchedulerCore::find_running(TurnId turn) {
@@ -81,39 +87,58 @@ SchedulerCore::Sequence* SchedulerCore::find_running(TurnId turn) {
   return nullptr;
 }
 
-void SchedulerCore::attach_cached_kv(Sequence& seq) {
-  auto it = cached_.find(seq.spec.conversation);
-  if (it == cached_.end()) return;
-  const auto& have = it->second.tokens;
-  const auto& want = seq.spec.tokens;
-  std::size_t common = 0;
-  while (common < have.size() && common < want.size() && have[common] == want[common]) ++common;
-  // At least the newest token is fed again: its logits pick the next one.
-  const std::int64_t keep = std::min<std::int64_t>(std::int64_t(common), std::int64_t(want.size()) - 1);
-  seq.table = std::move(it->second.table);
-  auto gone = seq.table.truncate(keep, allocator_);
-  freed_since_plan_.insert(freed_since_plan_.end(), gone.begin(), gone.end());
-  seq.computed = keep;
-  seq.reused = std::int32_t(keep);
-  cached_.erase(it);
-}
-
-bool SchedulerCore::evict_idle(std::int64_t now_ns, IterationPlan&) {
-  auto victim = cached_.end();
-  double lowest = 0.0;
-  for (auto it = cached_.begin(); it != cached_.end(); ++it) {
-    const double idle_ns = double(std::max<std::int64_t>(1, now_ns - it->second.last_active_ns));
-    const double value = recompute_cost(it->second.tokens.size()) / idle_ns;
-    if (victim == cached_.end() || value < lowest) {
-      victim = it;
-      lowest = value;
+// Looks up the turn's cached KV once (pinning it, starting restores) and
+// hands it to the turn once it is ready and the device has room for it.
+SchedulerCore::KvReady SchedulerCore::attach_kv(Sequence& seq, std::int64_t budget, std::int64_t now_ns,
+                                                IterationPlan& plan) {
+  const ConversationId conversation = seq.spec.conversation;
+  if (!seq.attached) {
+    seq.attached = true;
+    if (seq.computed == 0 && seq.table.num_tokens() == 0) {
+      tiers_.attach(conversation, seq.spec.turn, seq.spec.tokens, now_ns, plan.transfers, freed_since_plan_);
     }
   }
-  if (victim == cached_.end()) return false;
-  release(victim->second.table, &freed_since_plan_);
-  cached_.erase(victim);
-  ++stats_.evicted_conversations;
-  return true;
+  const bool cached = tiers_.attached_to(conversation, seq.spec.turn);
+  if (cached && !tiers_.ready(conversation)) return KvReady::later;
+  const std::int32_t need = cached ? tiers_.blocks_to_materialize(conversation) : 0;
+  if (!within_decode_reserve(seq, need, budget)) return KvReady::no_room;
+  if (!cached) return KvReady::ready;
+  while (need > tiers_.device().free_blocks()) {
+    if (!make_room_step(seq, need, now_ns, plan)) return KvReady::no_room;
+  }
+  AttachedKv kv = tiers_.materialize(conversation, freed_since_plan_);
+  seq.table = std::move(kv.table);
+  seq.computed = kv.computed;
+  seq.holes = std::move(kv.holes);
+  seq.swap_in = std::move(kv.swap_in);
+  seq.reused = std::int32_t(kv.hit_tokens);
+  return KvReady::ready;
+}
+
+// With a host tier, a new turn leaves decode_reserve of the device for the
+// running decodes (counting what idle chunks could give up).
+bool SchedulerCore::within_decode_reserve(const Sequence& seq, std::int32_t need, std::int64_t budget) const {
+  if (!tiers_.tiered() || running_.empty() || limits_.decode_reserve <= 0.0) return true;
+  const std::int64_t cached = tiers_.cached_token_count(seq.spec.conversation);
+  const std::int64_t first = std::min<std::int64_t>(budget, std::int64_t(seq.spec.tokens.size()) - cached);
+  const std::int64_t total = need + blocks_for(cached + first, limits_.block_tokens) - blocks_for(cached, limits_.block_tokens);
+  const auto reserve = std::int64_t(std::ceil(limits_.decode_reserve * double(limits_.num_blocks)));
+  const std::int64_t available = tiers_.device().free_blocks() + tiers_.reclaimable_device_blocks();
+  return available - total >= reserve;
+}
+
+// One step towards `need` free device blocks: idle KV first (copied out or
+// dropped per the tiers), then the latest-arrived running sequence. False
+// when nothing more helps now (or copies already under way will do).
+bool SchedulerCore::make_room_step(const Sequence& keep, std::int32_t need, std::int64_t now_ns,
+                                   IterationPlan& plan) {
+  const auto room = tiers_.make_device_room(now_ns, plan.transfers, freed_since_plan_);
+  if (room != KvTierCache::Room::none) {
+    // Enough now, or evict more unless copies under way will make up the rest.
+    const std::int32_t free = tiers_.device().free_blocks();
+    return free >= need || free + tiers_.pending_device_frees() < need;
+  }
+  return preempt_latest(keep, plan);
 }
 
 // Preempts the latest-arrived running sequence that arrived after `keep` and
@@ -126,7 +151,9 @@ bool SchedulerCore::preempt_latest(const Sequence& keep, IterationPlan& plan) {
                                      [&](const PlannedSequence& p) { return p.turn == s.spec.turn; });
     if (planned) continue;
     release(s.table, &freed_since_plan_);
+    release_swap_in(s);
     s.computed = 0;
+    s.holes.clear();
     ++stats_.preemptions;
     auto owned = std::move(*it);
     running_.erase(std::next(it).base());
@@ -140,31 +167,74 @@ bool SchedulerCore::preempt_latest(const Sequence& keep, IterationPlan& plan) {
 
 bool SchedulerCore::reserve(Sequence& seq, std::int64_t n, std::int64_t now_ns, IterationPlan& plan) {
   for (;;) {
-    if (seq.table.blocks_needed(n, allocator_) <= allocator_.free_blocks()) {
-      auto appended = seq.table.append(n, allocator_);
+    const std::int32_t need = seq.table.blocks_needed(n, tiers_.device());
+    if (need <= tiers_.device().free_blocks()) {
+      auto appended = seq.table.append(n, tiers_.device());
       assert(appended);
       if (appended->copy) plan.copies.push_back(*appended->copy);
       return true;
     }
-    if (evict_idle(now_ns, plan)) continue;
-    if (preempt_latest(seq, plan)) continue;
-    return false;
+    if (!make_room_step(seq, need, now_ns, plan)) return false;
   }
 }
 
-PlannedSequence SchedulerCore::chunk(Sequence& seq, std::int64_t n) const {
+PlannedSequence SchedulerCore::chunk(Sequence& seq, std::int64_t start, std::int64_t n) const {
   PlannedSequence p;
   p.turn = seq.spec.turn;
-  const auto begin = seq.spec.tokens.begin() + seq.computed;
+  const auto begin = seq.spec.tokens.begin() + start;
   p.tokens.assign(begin, begin + n);
-  p.start_pos = std::int32_t(seq.computed);
+  p.start_pos = std::int32_t(start);
   p.blocks.assign(seq.table.blocks().begin(), seq.table.blocks().end());
-  p.sample = seq.computed + n == std::int64_t(seq.spec.tokens.size());
+  p.sample = start + n == std::int64_t(seq.spec.tokens.size());
   if (!seq.sampler_ready) {
     p.new_sampler = seq.spec.sampling;
     p.sampler_context = seq.spec.tokens;
   }
   return p;
+}
+
+void SchedulerCore::plan_chunk(Sequence& s, std::int64_t start, std::int64_t n, IterationPlan& plan,
+                               std::vector<TurnEvent>& events) {
+  if (!s.started) {
+    TurnEvent e{TurnEvent::Kind::started, s.spec.turn};
+    e.cached_tokens = s.reused;
+    events.push_back(std::move(e));
+    s.started = true;
+    stats_.reused_tokens += s.reused;
+  }
+  // Its swapped-in chunks land before this very batch reads them.
+  for (const DeviceHostCopy& c : s.swap_in) {
+    plan.transfers.swap_in.push_back(c);
+    swap_in_sources_.push_back(c.host);
+  }
+  s.swap_in.clear();
+  plan.sequences.push_back(chunk(s, start, n));
+  s.sampler_ready = true;
+}
+
+// A prefill chunk of `s`: a dropped range first (positions stay right: each
+// fed token attends only up to its own position), then the rest.
+bool SchedulerCore::prefill(Sequence& s, std::int64_t& budget, std::int64_t now_ns, IterationPlan& plan,
+                            std::vector<TurnEvent>& events) {
+  if (!s.holes.empty()) {
+    auto& hole = s.holes.front();
+    const std::int64_t n = std::min(hole.second - hole.first, budget);
+    if (n <= 0) return false;
+    plan_chunk(s, hole.first, n, plan, events);
+    hole.first += n;
+    if (hole.first == hole.second) s.holes.erase(s.holes.begin());
+    budget -= n;
+    plan.prefill_tokens += std::int32_t(n);
+    return true;
+  }
+  const std::int64_t remaining = std::int64_t(s.spec.tokens.size()) - s.computed;
+  const std::int64_t n = std::min(remaining, budget);
+  if (n <= 0 || !reserve(s, n, now_ns, plan)) return false;
+  plan_chunk(s, s.computed, n, plan, events);
+  s.computed += n;
+  budget -= n;
+  plan.prefill_tokens += std::int32_t(n);
+  return true;
 }
 
 void SchedulerCore::finish(Sequence& seq, model::FinishReason reason, std::int64_t now_ns,
@@ -173,19 +243,68 @@ void SchedulerCore::finish(Sequence& seq, model::FinishReason reason, std::int64
   e.finish = reason;
   events.push_back(std::move(e));
   if (seq.sampler_ready) released_since_plan_.push_back(seq.spec.turn);
+  tiers_.detach(seq.spec.conversation, seq.spec.turn);  // a waiting turn's pinned KV stays cached
+  release_swap_in(seq);
+  if (!seq.holes.empty()) {
+    // Only what precedes the first unfilled range is valid KV.
+    seq.computed = seq.holes.front().first;
+    auto gone = seq.table.truncate(seq.computed, tiers_.device());
+    freed_since_plan_.insert(freed_since_plan_.end(), gone.begin(), gone.end());
+    seq.holes.clear();
+  }
   if (limits_.keep_kv && seq.spec.keep_kv && seq.computed > 0) {
-    forget_cached(seq.spec.conversation);  // a stale entry, if any
-    CachedKv entry{{seq.spec.tokens.begin(), seq.spec.tokens.begin() + seq.computed},
-                   std::move(seq.table), now_ns};
-    cached_.emplace(seq.spec.conversation, std::move(entry));
+    tiers_.put(seq.spec.conversation, std::span(seq.spec.tokens).first(std::size_t(seq.computed)),
+               std::move(seq.table), now_ns, freed_since_plan_);
   } else {
     release(seq.table, &freed_since_plan_);
+  }
+}
+
+// With tiers, every waiting turn pins its KV at once, so restores from disk
+// start while it queues (and retry when they found no host room).
+void SchedulerCore::prefetch_waiting_kv(std::int64_t now_ns, IterationPlan& plan) {
+  if (!tiers_.tiered()) return;
+  for (auto& s : waiting_) {
+    if (s->attached) {
+      if (tiers_.attached_to(s->spec.conversation, s->spec.turn)) {
+        tiers_.continue_restores(s->spec.conversation, now_ns, plan.transfers);
+      }
+      continue;
+    }
+    s->attached = true;
+    if (s->computed == 0) {
+      tiers_.attach(s->spec.conversation, s->spec.turn, s->spec.tokens, now_ns, plan.transfers, freed_since_plan_);
+    }
+  }
+}
+
+// New turns, first come first served, while budget and room last; one whose
+// restores are under way lets later ones pass.
+void SchedulerCore::admit_waiting(std::int64_t& budget, std::int64_t now_ns, IterationPlan& plan,
+                                  std::vector<TurnEvent>& events) {
+  for (std::size_t i = 0; budget > 0 && i < waiting_.size() && std::int32_t(running_.size()) < limits_.max_running;) {
+    Sequence& s = *waiting_[i];
+    const KvReady kv = attach_kv(s, budget, now_ns, plan);
+    if (kv == KvReady::later) {
+      ++i;
+      continue;
+    }
+    if (kv == KvReady::no_room) break;
+    // Keep running_ in arrival order (a preempted turn returns among newer ones).
+    auto owned = std::move(waiting_[i]);
+    waiting_.erase(waiting_.begin() + std::ptrdiff_t(i));
+    auto pos = std::find_if(running_.begin(), running_.end(),
+                            [&](const auto& r) { return r->arrival > s.arrival; });
+    running_.insert(pos, std::move(owned));
+    if (!prefill(s, budget, now_ns, plan, events)) break;  // no room now; it keeps its place among the running
   }
 }
 
 IterationPlan SchedulerCore::plan(std::int64_t now_ns, std::vector<TurnEvent>& events) {
   IterationPlan plan;
   plan.index = next_iteration_;
+  // The last plan's swap_in has landed (its batch has run).
+  for (HostSlot h : std::exchange(swap_in_sources_, {})) tiers_.release_host(h);
   for (TurnId turn : std::exchange(pending_cancels_, {})) {
     auto r = std::find_if(running_.begin(), running_.end(), [&](const auto& s) { return s->spec.turn == turn; });
     if (r != running_.end()) {
@@ -199,52 +318,26 @@ IterationPlan SchedulerCore::plan(std::int64_t now_ns, std::vector<TurnEvent>& e
       waiting_.erase(w);
     }
   }
+  prefetch_waiting_kv(now_ns, plan);
   std::int64_t budget = limits_.max_batch_tokens;
   // Decodes first: a running sequence never waits behind a prefill.
   for (std::size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence& s = *running_[i];
-    if (std::int64_t(s.spec.tokens.size()) - s.computed != 1) continue;
+    if (!s.started || !s.holes.empty() || std::int64_t(s.spec.tokens.size()) - s.computed != 1) continue;
     if (!reserve(s, 1, now_ns, plan)) continue;
-    plan.sequences.push_back(chunk(s, 1));
-    s.sampler_ready = true;
+    plan_chunk(s, s.computed, 1, plan, events);
     s.computed += 1;
     --budget;
     ++plan.decode_tokens;
   }
   // Then prefill chunks: running sequences still prefilling, then new turns.
-  auto prefill = [&](Sequence& s) {
-    const std::int64_t remaining = std::int64_t(s.spec.tokens.size()) - s.computed;
-    const std::int64_t n = std::min(remaining, budget);
-    if (n <= 0 || !reserve(s, n, now_ns, plan)) return false;
-    if (!s.started) {
-      TurnEvent e{TurnEvent::Kind::started, s.spec.turn};
-      e.cached_tokens = s.reused;
-      events.push_back(std::move(e));
-      s.started = true;
-      stats_.reused_tokens += s.reused;
-    }
-    plan.sequences.push_back(chunk(s, n));
-    s.sampler_ready = true;
-    s.computed += n;
-    budget -= n;
-    plan.prefill_tokens += std::int32_t(n);
-    return true;
-  };
   for (std::size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence& s = *running_[i];
-    if (std::int64_t(s.spec.tokens.size()) - s.computed > 1) prefill(s);
+    const std::int64_t remaining = std::int64_t(s.spec.tokens.size()) - s.computed;
+    if (!s.holes.empty() || remaining > 1 || (!s.started && remaining == 1)) prefill(s, budget, now_ns, plan, events);
   }
-  while (budget > 0 && !waiting_.empty() && std::int32_t(running_.size()) < limits_.max_running) {
-    // Keep running_ in arrival order (a preempted turn returns among newer ones).
-    auto owned = std::move(waiting_.front());
-    waiting_.pop_front();
-    Sequence& s = *owned;
-    auto pos = std::find_if(running_.begin(), running_.end(),
-                            [&](const auto& r) { return r->arrival > s.arrival; });
-    running_.insert(pos, std::move(owned));
-    if (s.computed == 0 && s.table.num_tokens() == 0) attach_cached_kv(s);
-    if (!prefill(s)) break;  // no room now; it keeps its place among the running
-  }
+  admit_waiting(budget, now_ns, plan, events);
+  tiers_.ahead_of_time(now_ns, plan.transfers);
   if (!plan.empty()) ++next_iteration_;
   plan.freed_blocks = std::exchange(freed_since_plan_, {});
   plan.released_samplers = std::exchange(released_since_plan_, {});
@@ -283,6 +376,7 @@ void SchedulerCore::fail(const IterationPlan& plan, const std::string& error, st
     events.push_back(std::move(e));
     if ((*it)->sampler_ready) released_since_plan_.push_back(p.turn);
     release((*it)->table, &freed_since_plan_);
+    release_swap_in(**it);
     running_.erase(it);
   }
 }
@@ -291,9 +385,11 @@ SchedulerStats SchedulerCore::stats() const {
   SchedulerStats s = stats_;
   s.waiting = std::int32_t(waiting_.size());
   s.running = std::int32_t(running_.size());
-  s.cached_conversations = std::int32_t(cached_.size());
-  s.free_blocks = allocator_.free_blocks();
-  s.num_blocks = allocator_.num_blocks();
+  s.cached_conversations = std::int32_t(tiers_.size());
+  s.free_blocks = tiers_.device().free_blocks();
+  s.num_blocks = tiers_.device().num_blocks();
+  s.tiers = tiers_.stats();
+  s.evicted_conversations = s.tiers.evicted_conversations;
   return s;
 }
 

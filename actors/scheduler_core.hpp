@@ -5,18 +5,25 @@
 // sequence plus prefill chunks of new turns (chunked prefill), under a token
 // budget, a cap on running sequences and the free KV blocks.
 //
-// KV: the core owns the device tier's block allocator (pure bookkeeping; the
-// GPU worker owns the memory) and every sequence's block table. Between
-// turns a conversation's blocks stay here as a cached entry holding the
-// tokens they cover; the next turn reuses its longest common prefix with the
-// new token history, so a client that edited its history is never answered
-// from stale KV. When blocks run out: idle conversations' KV goes first,
-// lowest retention value first (recompute cost over idle time, Pensieve's
-// policy at conversation granularity); then the latest-arrived running
-// sequence is preempted and recomputed later from its tokens.
+// KV: the core owns the tiers' bookkeeping (KvTierCache: the device block
+// allocator, host and disk slots; the GPU worker and the swap engine own the
+// memory) and every sequence's block table. Between turns a conversation's
+// KV stays cached with the tokens it covers; the next turn reuses its
+// longest common prefix with the new token history, so a client that edited
+// its history is never answered from stale KV. With a host tier the cache is
+// chunk-granular and tiered: chunks move device -> host -> disk -> dropped
+// (IterationPlan::transfers, executed by the swap engine, reported back via
+// transfers_done()); a returning turn gets its chunks swapped in, restored,
+// or recomputed from its token history. Without one, an idle conversation's
+// KV is dropped whole, lowest retention value first. When that is not
+// enough, the latest-arrived running sequence is preempted and recomputed
+// later from its tokens.
 //
 // Owned by the scheduler actor; used on its thread only.
 #include "actors/ids.hpp"
+#include "actors/eviction_policy.hpp"
+#include "actors/kv_tier_cache.hpp"
+#include "actors/kv_transfers.hpp"
 #include "gpu/kv/block_allocator.hpp"
 #include "gpu/kv/block_table.hpp"
 #include "gpu/model/sampler.hpp"
@@ -26,7 +33,9 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pensieve::actors {
@@ -38,6 +47,18 @@ struct SchedulerLimits {
   std::int32_t num_blocks = 0;          // device KV blocks
   std::int32_t block_tokens = 32;
   bool keep_kv = true;                  // false: --no-state, drop KV when a turn ends
+  // Tiers. host_slots == 0: device only (whole conversations dropped).
+  std::int32_t host_slots = 0;          // host KV chunks
+  std::int32_t disk_slots = 0;          // disk KV chunks (used only with a host tier)
+  EvictionPolicyKind eviction_policy = EvictionPolicyKind::cost_aware;
+  CostModel cost_model;                 // the engine may calibrate it (CostModel::fit)
+  // Below this share of free (or clean) device blocks, idle chunks are
+  // copied to the host ahead of time; also the host's share kept free by
+  // spilling to disk.
+  double swap_out_watermark = 0.25;
+  // With a host tier and something running, a new turn is admitted only if
+  // this share of device blocks stays free or reclaimable for decodes.
+  double decode_reserve = 0.10;
 };
 
 // A turn as the scheduler sees it: the conversation's whole token history,
@@ -64,15 +85,22 @@ struct PlannedSequence {
   std::vector<std::int32_t> sampler_context;  // with new_sampler: the tokens so far
 };
 
+// Contract with the swap engine (see kv_transfers.hpp): every plan's
+// `transfers` are executed, also when the plan has no sequences. swap_in
+// lands before the plan's forward pass reads it (layer by layer) and before
+// the next plan() call; swap_out, spill and restore are reported through
+// SchedulerCore::transfers_done() (each exactly once, in any later call).
+
 struct IterationPlan {
   std::uint64_t index = 0;
   std::vector<PlannedSequence> sequences;
   std::vector<kv::CopyOnWrite> copies;      // run before the forward pass
   std::vector<kv::BlockId> freed_blocks;    // to poison (debug) before the pass
   std::vector<TurnId> released_samplers;    // turns that ended
+  KvTransfers transfers;                    // tier moves (swap engine); swap_in before the pass
   std::int32_t decode_tokens = 0;
   std::int32_t prefill_tokens = 0;
-  bool empty() const { return sequences.empty(); }
+  bool empty() const { return sequences.empty(); }  // nothing to run (transfers may still be there)
 };
 
 // What the worker sampled for a planned sequence with sample == true.
@@ -108,6 +136,7 @@ struct SchedulerStats {
   std::int32_t cached_conversations = 0;
   std::int32_t free_blocks = 0;
   std::int32_t num_blocks = 0;
+  TierStats tiers;  // per-tier hits, recompute, moves, evictions, free slots
 };
 
 class SchedulerCore {
@@ -137,11 +166,21 @@ class SchedulerCore {
   // The worker failed the batch: every turn in it fails, its KV is dropped.
   void fail(const IterationPlan& plan, const std::string& error, std::vector<TurnEvent>& events);
 
+  // The swap engine finished (or failed) moves of earlier plans. Blocks and
+  // slots they held become reusable; a waiting turn whose restores are all
+  // reported can run at the next plan().
+  void transfers_done(const TransfersDone& done);
+
+  // Recalibrates the eviction policy's recompute costs (CostModel::fit of
+  // measured prefills); takes effect at the next decision.
+  void set_cost_model(const CostModel& cost);
+
   bool has_work() const { return !waiting_.empty() || !running_.empty(); }
   SchedulerStats stats() const;
-  const kv::BlockAllocator& allocator() const { return allocator_; }
-  // Tokens of a conversation's cached KV (tests).
+  const kv::BlockAllocator& allocator() const { return tiers_.device(); }
+  // Tokens of a conversation's cached KV, and where its chunks are (tests).
   std::optional<std::vector<std::int32_t>> cached_tokens(ConversationId conversation) const;
+  std::vector<ChunkView> cached_chunks(ConversationId conversation) const { return tiers_.chunks(conversation); }
 
  private:
   struct Sequence {
@@ -154,29 +193,36 @@ class SchedulerCore {
     bool started = false;       // the `started` event went out
     bool sampler_ready = false;
     bool cancelled = false;
+    bool attached = false;  // its conversation's cached KV was looked up
+    // Dropped ranges of [0, computed): fed again, in order, before the rest.
+    std::vector<std::pair<std::int64_t, std::int64_t>> holes;
+    std::vector<DeviceHostCopy> swap_in;  // goes out with its first planned chunk
   };
-  struct CachedKv {
-    std::vector<std::int32_t> tokens;  // covered by table
-    kv::BlockTable table;
-    std::int64_t last_active_ns = 0;
-  };
+  enum class KvReady : std::uint8_t { ready, later, no_room };
 
-  void attach_cached_kv(Sequence& seq);
-  void forget_cached(ConversationId conversation);
+  void prefetch_waiting_kv(std::int64_t now_ns, IterationPlan& plan);
+  void admit_waiting(std::int64_t& budget, std::int64_t now_ns, IterationPlan& plan, std::vector<TurnEvent>& events);
+  KvReady attach_kv(Sequence& seq, std::int64_t budget, std::int64_t now_ns, IterationPlan& plan);
+  bool within_decode_reserve(const Sequence& seq, std::int32_t need, std::int64_t budget) const;
   bool reserve(Sequence& seq, std::int64_t n, std::int64_t now_ns, IterationPlan& plan);
-  bool evict_idle(std::int64_t now_ns, IterationPlan& plan);
+  bool make_room_step(const Sequence& keep, std::int32_t need, std::int64_t now_ns, IterationPlan& plan);
   bool preempt_latest(const Sequence& keep, IterationPlan& plan);
+  bool prefill(Sequence& seq, std::int64_t& budget, std::int64_t now_ns, IterationPlan& plan,
+               std::vector<TurnEvent>& events);
+  void plan_chunk(Sequence& seq, std::int64_t start, std::int64_t n, IterationPlan& plan,
+                  std::vector<TurnEvent>& events);
   void finish(Sequence& seq, model::FinishReason reason, std::int64_t now_ns, IterationPlan* plan,
               std::vector<TurnEvent>& events);
   void release(kv::BlockTable& table, std::vector<kv::BlockId>* freed);
-  PlannedSequence chunk(Sequence& seq, std::int64_t n) const;
+  void release_swap_in(Sequence& seq);
+  PlannedSequence chunk(Sequence& seq, std::int64_t start, std::int64_t n) const;
   Sequence* find_running(TurnId turn);
 
   SchedulerLimits limits_;
-  kv::BlockAllocator allocator_;
+  KvTierCache tiers_;
   std::deque<std::unique_ptr<Sequence>> waiting_;  // by arrival
   std::vector<std::unique_ptr<Sequence>> running_;  // by arrival
-  std::map<ConversationId, CachedKv> cached_;
+  std::vector<HostSlot> swap_in_sources_;  // read by the last plan's swap_in: released at the next
   std::vector<TurnId> pending_cancels_;
   std::vector<kv::BlockId> freed_since_plan_;
   std::vector<TurnId> released_since_plan_;

@@ -36,6 +36,11 @@ struct GetSchedulerStats {
   rt::Reply<SchedulerStats> reply;
 };
 
-using SchedulerMsg = std::variant<AdmitTurn, DropConversation, GetSchedulerStats>;
+// From the swap engine: tier moves of earlier iterations that have finished.
+struct TransfersFinished {
+  TransfersDone done;
+};
+
+using SchedulerMsg = std::variant<AdmitTurn, DropConversation, GetSchedulerStats, TransfersFinished>;
 
 }  // namespace pensieve::actors

@@ -182,6 +182,33 @@ asio::awaitable<EngineGauges> EngineBackend::gauges() {
   g.prefill_tokens = s.prefill_tokens;
   g.decode_tokens = s.decode_tokens;
   g.reused_tokens = s.reused_tokens;
+  const actors::TierStats& t = s.tiers;
+  g.host_slots_free = t.free_host_slots;
+  g.host_slots_total = t.host_slots;
+  g.disk_slots_free = t.free_disk_slots;
+  g.disk_slots_total = t.disk_slots;
+  g.hit_tokens_device = t.hit_tokens_device;
+  g.hit_tokens_host = t.hit_tokens_host;
+  g.hit_tokens_disk = t.hit_tokens_disk;
+  g.recomputed_tokens = t.recomputed_tokens;
+  g.corrupt_chunks = std::int64_t(t.corrupt_chunks);
+  g.evictions = {
+      {"tier=\"device\",reason=\"reclaimed\"", std::int64_t(t.device_reclaimed)},
+      {"tier=\"device\",reason=\"to_host\"", std::int64_t(t.device_evicted_to_host)},
+      {"tier=\"device\",reason=\"dropped\"", std::int64_t(t.device_dropped)},
+      {"tier=\"host\",reason=\"reclaimed\"", std::int64_t(t.host_reclaimed)},
+      {"tier=\"host\",reason=\"dropped\"", std::int64_t(t.host_dropped)},
+      {"tier=\"disk\",reason=\"dropped\"", std::int64_t(t.disk_dropped)},
+  };
+  const actors::SwapStats w = co_await engine_.swap_stats();
+  g.swap_in_bytes = w.swap_in_bytes;
+  g.swap_out_bytes = w.swap_out_bytes;
+  g.spill_bytes = w.spill_bytes;
+  g.restore_bytes = w.restore_bytes;
+  g.swap_in_seconds = double(w.swap_in_ns) * 1e-9;
+  g.swap_out_seconds = double(w.swap_out_ns) * 1e-9;
+  g.spill_seconds = double(w.spill_ns) * 1e-9;
+  g.restore_seconds = double(w.restore_ns) * 1e-9;
   co_return g;
 }
 

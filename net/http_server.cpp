@@ -11,8 +11,11 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
 
+#include <cerrno>
 #include <chrono>
 #include <set>
+
+#include <sys/socket.h>
 
 namespace pensieve::net {
 
@@ -33,6 +36,7 @@ struct HttpServer::State {
   HttpServerOptions options;
   std::set<beast::tcp_stream*> connections;  // touched only on `executor`
   std::set<beast::tcp_stream*> upgraded;     // the WebSocket ones among them
+  std::set<beast::tcp_stream*> busy;         // those whose request is being answered
   asio::steady_timer drained;                // cancelled when the last connection ends
   bool stopping = false;
 };
@@ -45,6 +49,18 @@ class ConnectionWriter final : public ResponseWriter {
  public:
   ConnectionWriter(beast::tcp_stream& stream, unsigned version, bool keep_alive)
       : stream_(stream), version_(version), keep_alive_(keep_alive) {}
+  ~ConnectionWriter() override { stop_watching(); }
+
+  // Waits for the socket to turn readable: with nothing to read (a peek
+  // answers 0 or an error) the client has closed its end. Bytes to read are
+  // a pipelined request: left in place, and the watch ends. The watch state
+  // is shared with the handler, which may run after this writer is gone.
+  void watch_for_disconnect() override {
+    if (watch_) return;
+    watch_ = std::make_shared<Watch>();
+    start_wait(stream_.socket(), watch_);
+  }
+  bool disconnected() const override { return watch_ && watch_->gone; }
 
   bool responded() const { return responded_; }
   bool reusable() const { return keep_alive_ && !failed_ && !streaming_; }
@@ -56,6 +72,7 @@ class ConnectionWriter final : public ResponseWriter {
     res.keep_alive(keep_alive_);
     res.body() = std::move(body);
     res.prepare_payload();
+    stop_watching();
     responded_ = true;
     stream_.expires_after(std::chrono::seconds(30));
     auto [ec, n] = co_await http::async_write(stream_, res, tuple_awaitable);
@@ -70,6 +87,7 @@ class ConnectionWriter final : public ResponseWriter {
     res.set(http::field::cache_control, "no-cache");
     res.keep_alive(false);
     res.chunked(true);
+    stop_watching();
     responded_ = true;
     streaming_ = true;
     http::response_serializer<http::empty_body> sr{res};
@@ -96,7 +114,41 @@ class ConnectionWriter final : public ResponseWriter {
   }
 
  private:
+  struct Watch {
+    bool gone = false;
+    bool active = true;
+  };
+
+  static void start_wait(tcp::socket& socket, std::shared_ptr<Watch> watch) {
+    socket.async_wait(tcp::socket::wait_read, [&socket, watch](boost::system::error_code ec) {
+      if (!watch->active) return;  // the writer, and so the socket, may be gone
+      if (ec == asio::error::operation_aborted && socket.is_open()) return;
+      if (ec) {
+        watch->gone = true;  // closed under us (the server stops)
+        return;
+      }
+      char byte = 0;
+      const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n > 0) return;  // a pipelined request: not a disconnect
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        start_wait(socket, watch);  // spurious readiness
+        return;
+      }
+      watch->gone = true;
+    });
+  }
+
+  void stop_watching() {
+    if (!watch_ || !watch_->active) return;
+    watch_->active = false;
+    if (!watch_->gone) {
+      boost::system::error_code ignored;
+      stream_.socket().cancel(ignored);  // only the wait is pending now
+    }
+  }
+
   beast::tcp_stream& stream_;
+  std::shared_ptr<Watch> watch_;
   unsigned version_;
   bool keep_alive_;
   bool responded_ = false;
@@ -158,7 +210,9 @@ asio::awaitable<void> serve_connection(std::shared_ptr<HttpServer::State> st, tc
       break;
     }
     ConnectionWriter writer(stream, req.version(), req.keep_alive());
+    st->busy.insert(&stream);
     co_await st->handler(req, writer);
+    st->busy.erase(&stream);
     if (!writer.responded()) {
       const std::string body = ApiError{500, "server_error", "no response", {}, {}}.to_json();
       co_await writer.send(500, "application/json", body);
@@ -216,20 +270,33 @@ std::uint16_t HttpServer::port() const {
 
 std::size_t HttpServer::open_connections() const { return state_->connections.size(); }
 
-asio::awaitable<void> HttpServer::stop() {
+asio::awaitable<void> HttpServer::stop(std::chrono::milliseconds grace) {
   auto st = state_;
   st->stopping = true;
   boost::system::error_code ec;
   st->acceptor.close(ec);
-  for (beast::tcp_stream* s : st->connections) {
-    // A WebSocket session may be between operations: closing its socket
-    // makes its next one fail too, where a cancel would be missed.
-    if (st->upgraded.contains(s)) {
-      s->socket().close(ec);
-    } else {
-      s->socket().cancel(ec);
+  // Idle keep-alive connections end now; requests being answered get the
+  // grace period to finish (stopping makes their connection end after it).
+  auto close = [&](bool only_idle) {
+    for (beast::tcp_stream* s : st->connections) {
+      if (only_idle && st->busy.contains(s)) continue;
+      // A WebSocket session may be between operations: closing its socket
+      // makes its next one fail too, where a cancel would be missed. So
+      // does a request past its grace: its reply fails and its turn ends.
+      if (st->upgraded.contains(s) || st->busy.contains(s)) {
+        s->socket().close(ec);
+      } else {
+        s->socket().cancel(ec);
+      }
     }
+  };
+  close(grace.count() > 0);
+  if (grace.count() > 0 && !st->connections.empty()) {
+    st->drained.expires_after(grace);
+    co_await st->drained.async_wait(tuple_awaitable);
+    close(false);
   }
+  st->drained.expires_at(asio::steady_timer::time_point::max());
   if (!st->connections.empty()) co_await st->drained.async_wait(tuple_awaitable);
 }
 

@@ -11,6 +11,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -49,7 +50,10 @@ class HttpServer {
   std::size_t open_connections() const;
 
   // Stops accepting, closes every connection, and waits for them to finish.
-  boost::asio::awaitable<void> stop();
+  // With a grace period, idle connections close at once and requests being
+  // answered (a streamed reply included) get up to `grace` to complete
+  // before their connections are closed too.
+  boost::asio::awaitable<void> stop(std::chrono::milliseconds grace = std::chrono::milliseconds(0));
 
   struct State;  // shared with the connection coroutines; defined in the .cpp
 

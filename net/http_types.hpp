@@ -22,6 +22,14 @@ class ResponseWriter {
   virtual boost::asio::awaitable<bool> start_stream(int status, std::string_view content_type) = 0;
   virtual boost::asio::awaitable<bool> write_chunk(std::string_view data) = 0;
   virtual boost::asio::awaitable<bool> end_stream() = 0;
+
+  // For a handler that computes a while before answering at all (a whole,
+  // not streamed, completion): starts watching the connection, so that a
+  // client that closes it meanwhile is noticed before the final write.
+  // disconnected() turns true once it has; the watch ends at the first
+  // send() or start_stream(). Writers without a connection never disconnect.
+  virtual void watch_for_disconnect() {}
+  virtual bool disconnected() const { return false; }
 };
 
 using HttpHandler = std::function<boost::asio::awaitable<void>(const HttpRequest&, ResponseWriter&)>;

@@ -133,7 +133,38 @@ std::string ServerMetrics::render(const EngineGauges& e) const {
   out += "pensieve_kv_blocks{tier=\"device\",state=\"free\"} " + std::to_string(e.kv_blocks_free) + "\n";
   out += "pensieve_kv_blocks{tier=\"device\",state=\"used\"} " +
          std::to_string(e.kv_blocks_total - e.kv_blocks_free) + "\n";
-  gauge(out, "pensieve_swap_bytes_total", "Bytes copied between KV tiers.", "counter", 0.0);
+  out += "pensieve_kv_blocks{tier=\"host\",state=\"free\"} " + std::to_string(e.host_slots_free) + "\n";
+  out += "pensieve_kv_blocks{tier=\"host\",state=\"used\"} " +
+         std::to_string(e.host_slots_total - e.host_slots_free) + "\n";
+  out += "pensieve_kv_blocks{tier=\"disk\",state=\"free\"} " + std::to_string(e.disk_slots_free) + "\n";
+  out += "pensieve_kv_blocks{tier=\"disk\",state=\"used\"} " +
+         std::to_string(e.disk_slots_total - e.disk_slots_free) + "\n";
+  out += "# HELP pensieve_swap_bytes_total Bytes moved between KV tiers, by direction.\n"
+         "# TYPE pensieve_swap_bytes_total counter\n";
+  out += "pensieve_swap_bytes_total{direction=\"in\"} " + std::to_string(e.swap_in_bytes) + "\n";
+  out += "pensieve_swap_bytes_total{direction=\"out\"} " + std::to_string(e.swap_out_bytes) + "\n";
+  out += "pensieve_swap_bytes_total{direction=\"spill\"} " + std::to_string(e.spill_bytes) + "\n";
+  out += "pensieve_swap_bytes_total{direction=\"restore\"} " + std::to_string(e.restore_bytes) + "\n";
+  out += "# HELP pensieve_swap_seconds_total Busy time of KV moves (copy stream, disk), by direction.\n"
+         "# TYPE pensieve_swap_seconds_total counter\n";
+  out += "pensieve_swap_seconds_total{direction=\"in\"} " + std::to_string(e.swap_in_seconds) + "\n";
+  out += "pensieve_swap_seconds_total{direction=\"out\"} " + std::to_string(e.swap_out_seconds) + "\n";
+  out += "pensieve_swap_seconds_total{direction=\"spill\"} " + std::to_string(e.spill_seconds) + "\n";
+  out += "pensieve_swap_seconds_total{direction=\"restore\"} " + std::to_string(e.restore_seconds) + "\n";
+  out += "# HELP pensieve_kv_hit_tokens_total Cached prompt tokens reused, by the tier they came from.\n"
+         "# TYPE pensieve_kv_hit_tokens_total counter\n";
+  out += "pensieve_kv_hit_tokens_total{tier=\"device\"} " + std::to_string(e.hit_tokens_device) + "\n";
+  out += "pensieve_kv_hit_tokens_total{tier=\"host\"} " + std::to_string(e.hit_tokens_host) + "\n";
+  out += "pensieve_kv_hit_tokens_total{tier=\"disk\"} " + std::to_string(e.hit_tokens_disk) + "\n";
+  gauge(out, "pensieve_recomputed_tokens_total", "Cached tokens that were dropped and computed again.", "counter",
+        double(e.recomputed_tokens));
+  gauge(out, "pensieve_kv_corrupt_chunks_total", "Chunks read back from disk that failed verification.", "counter",
+        double(e.corrupt_chunks));
+  out += "# HELP pensieve_kv_evictions_total KV chunks leaving a tier, by tier and reason.\n"
+         "# TYPE pensieve_kv_evictions_total counter\n";
+  for (const auto& [labels, count] : e.evictions) {
+    out += "pensieve_kv_evictions_total{" + labels + "} " + std::to_string(count) + "\n";
+  }
   gauge(out, "pensieve_preemptions_total", "Running turns preempted for KV space.", "counter", double(e.preemptions));
   gauge(out, "pensieve_evicted_conversations_total", "Idle conversations whose KV was dropped.", "counter",
         double(e.evicted_conversations));

@@ -37,6 +37,14 @@ struct EngineGauges {
   std::int64_t kv_blocks_free = 0, kv_blocks_total = 0;
   std::int64_t preemptions = 0, evicted_conversations = 0, refused_overloaded = 0, iterations = 0;
   std::int64_t prefill_tokens = 0, decode_tokens = 0, reused_tokens = 0;
+  // KV tiers (zero without a host tier).
+  std::int64_t host_slots_free = 0, host_slots_total = 0, disk_slots_free = 0, disk_slots_total = 0;
+  std::int64_t hit_tokens_device = 0, hit_tokens_host = 0, hit_tokens_disk = 0, recomputed_tokens = 0;
+  std::int64_t swap_in_bytes = 0, swap_out_bytes = 0, spill_bytes = 0, restore_bytes = 0;
+  double swap_in_seconds = 0, swap_out_seconds = 0, spill_seconds = 0, restore_seconds = 0;
+  std::int64_t corrupt_chunks = 0;
+  // Evictions by tier and reason ("device","host"; "reclaimed","to_host","dropped").
+  std::vector<std::pair<std::string, std::int64_t>> evictions;  // label text -> count
 };
 
 class ServerMetrics {

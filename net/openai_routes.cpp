@@ -45,6 +45,8 @@ class StatusRecorder final : public ResponseWriter {
   }
   asio::awaitable<bool> write_chunk(std::string_view data) override { return inner_.write_chunk(data); }
   asio::awaitable<bool> end_stream() override { return inner_.end_stream(); }
+  void watch_for_disconnect() override { inner_.watch_for_disconnect(); }
+  bool disconnected() const override { return inner_.disconnected(); }
 
  private:
   ResponseWriter& inner_;
@@ -70,11 +72,15 @@ asio::awaitable<void> complete_whole(Routes& r, const ChatRequest& req, Completi
                                      ResponseWriter& w) {
   std::string text;
   std::vector<TokenLogprob> lps;
+  // Nothing is written until the end: watch the connection meanwhile, so a
+  // client that leaves cancels its turn at the next delta, not after max_tokens.
+  w.watch_for_disconnect();
   auto result = co_await r.backend.generate(req, [&](const GenerationDelta& d) -> asio::awaitable<bool> {
     text += d.text;
     lps.insert(lps.end(), d.logprobs.begin(), d.logprobs.end());
-    co_return true;
+    co_return !w.disconnected();
   });
+  if (w.disconnected()) co_return;  // nobody to answer; the turn was cancelled
   if (!result) co_return co_await send_error(w, result.error());
   co_await w.send(200, "application/json", completion_json(ids, text, lps, req.logprobs, *result));
 }

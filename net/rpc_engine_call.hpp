@@ -16,12 +16,12 @@
 namespace pensieve::net {
 
 // `op` runs on `executor`; the returned promise resolves on the calling (loop)
-// thread. A throwing op answers an internal TurnError.
+// thread, woken through `waker`. A throwing op answers an internal TurnError.
 template <class T>
 kj::Promise<actors::EngineResult<T>> call_engine(const boost::asio::any_io_executor& executor,
-                                                 std::function<boost::asio::awaitable<actors::EngineResult<T>>()> op) {
+                                                 const std::shared_ptr<RpcLoopWaker>& waker, std::function<boost::asio::awaitable<actors::EngineResult<T>>()> op) {
   using R = actors::EngineResult<T>;
-  auto inbox = std::make_shared<RpcInbox<R>>();
+  auto inbox = std::make_shared<RpcInbox<R>>(waker);
   boost::asio::co_spawn(
       executor,
       [inbox, op = std::move(op)]() -> boost::asio::awaitable<void> {

@@ -31,9 +31,12 @@ RpcServer::~RpcServer() { stop(); }
 void RpcServer::stop() {
   {
     std::lock_guard lock(mutex_);
-    if (stop_) {
-      stop_->fulfill();
-      stop_ = nullptr;
+    if (running_ && !stop_posted_) {
+      stop_posted_ = true;
+      // The loop's own fulfiller, touched on the loop thread only.
+      waker_->post([this] {
+        if (stop_ != nullptr) stop_->fulfill();
+      });
     }
   }
   if (thread_.joinable()) thread_.join();
@@ -45,20 +48,27 @@ void RpcServer::stop() {
 void RpcServer::run(std::promise<Result<std::uint16_t>>& bound) {
   bool reported = false;
   try {
-    RpcServiceOptions service_options{options_.tenant, options_.max_deltas_in_flight};
-    capnp::EzRpcServer server(kj::heap<RpcService>(engine_, executor_, service_options, tracker_),
+    RpcServiceOptions service_options{options_.tenant, options_.max_deltas_in_flight, options_.keys, false};
+    capnp::EzRpcServer server(kj::heap<RpcService>(engine_, executor_, service_options, tracker_, waker_),
                               kj::StringPtr(options_.host.c_str()), options_.port);
+    KJ_DEFER(waker_->detach());  // after `wakes` below is gone, before the loop is
     auto& wait_scope = server.getWaitScope();
     const auto port = std::uint16_t(server.getPort().wait(wait_scope));
-    auto stop = kj::newPromiseAndCrossThreadFulfiller<void>();
+    auto stop = kj::newPromiseAndFulfiller<void>();
+    stop_ = stop.fulfiller.get();
+    auto wakes = waker_->run(server.getLowLevelIoProvider()).eagerlyEvaluate([](kj::Exception&& e) {
+      KJ_LOG(ERROR, "rpc loop waker failed", e);
+    });
     {
       std::lock_guard lock(mutex_);
-      stop_ = kj::mv(stop.fulfiller);
+      running_ = true;
     }
     reported = true;
     bound.set_value(port);
     stop.promise.wait(wait_scope);
+    stop_ = nullptr;
   } catch (const kj::Exception& e) {
+    stop_ = nullptr;
     const std::string why(e.getDescription().cStr());
     if (!reported) {
       bound.set_value(fail("rpc: cannot listen on " + options_.host + ":" + std::to_string(options_.port) + ": " + why));
@@ -69,12 +79,3 @@ void RpcServer::run(std::promise<Result<std::uint16_t>>& bound) {
 }
 
 }  // namespace pensieve::net
-
-#if defined(__SANITIZE_THREAD__)
-// ThreadSanitizer reads this hook at start-up. kj's cross-thread fulfiller
-// (RpcInbox's wake-up) synchronises through atomics inside libkj-async,
-// which is not instrumented: TSan sees the fulfilling thread's write of the
-// promise state and the loop thread's later free of it, but not the
-// release/acquire between them. Our own data crosses under std::mutex.
-extern "C" const char* __tsan_default_suppressions() { return "race:kj::_::XThread\n"; }
-#endif

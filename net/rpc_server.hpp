@@ -12,6 +12,7 @@
 // Owns the loop thread and, on it, the listener, the connections and the
 // turns in flight. stop() closes them all: turns in flight are cancelled.
 #include "actors/engine.hpp"
+#include "net/rpc_loop_waker.hpp"
 #include "net/rpc_service.hpp"
 #include "net/rpc_turn_bridge.hpp"
 #include "runtime/error.hpp"
@@ -33,6 +34,8 @@ struct RpcServerOptions {
   std::uint16_t port = 0;  // 0: any free port (see port())
   std::string tenant;      // RPC clients' conversations belong to this tenant
   int max_deltas_in_flight = 4;
+  // Keys required: clients must login(key) and act for the key's tenant.
+  std::shared_ptr<const ApiKeys> keys;
 };
 
 class RpcServer {
@@ -63,8 +66,11 @@ class RpcServer {
   RpcServerOptions options_;
   std::shared_ptr<RpcTurnTracker> tracker_ = std::make_shared<RpcTurnTracker>();
   std::uint16_t port_ = 0;
+  std::shared_ptr<RpcLoopWaker> waker_ = std::make_shared<RpcLoopWaker>();
   std::mutex mutex_;
-  kj::Own<kj::CrossThreadPromiseFulfiller<void>> stop_;  // guarded by mutex_
+  bool running_ = false;                          // guarded by mutex_: the loop serves
+  bool stop_posted_ = false;                      // guarded by mutex_
+  kj::PromiseFulfiller<void>* stop_ = nullptr;  // the loop thread only: ends run()
   std::thread thread_;
 };
 

@@ -28,8 +28,8 @@ void RpcTurnTracker::wait_idle() const {
 }
 
 RpcTurnBridge::RpcTurnBridge(actors::Engine& engine, const asio::any_io_executor& executor,
-                             std::shared_ptr<RpcTurnTracker> tracker)
-    : engine_(engine), executor_(executor), tracker_(std::move(tracker)) {}
+                             std::shared_ptr<RpcTurnTracker> tracker, std::shared_ptr<RpcLoopWaker> waker)
+    : engine_(engine), executor_(executor), tracker_(std::move(tracker)), events_(std::move(waker)) {}
 
 void RpcTurnBridge::start(RpcTurnRequest request) {
   tracker_->begin();

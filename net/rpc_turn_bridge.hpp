@@ -55,7 +55,7 @@ struct RpcTurnRequest {
 class RpcTurnBridge : public std::enable_shared_from_this<RpcTurnBridge> {
  public:
   RpcTurnBridge(actors::Engine& engine, const boost::asio::any_io_executor& executor,
-                std::shared_ptr<RpcTurnTracker> tracker);
+                std::shared_ptr<RpcTurnTracker> tracker, std::shared_ptr<RpcLoopWaker> waker);
 
   // Posts the turn to the engine executor. Events: accepted, then deltas,
   // then done; or a single error when the engine refuses the turn, or

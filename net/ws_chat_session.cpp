@@ -259,6 +259,19 @@ asio::awaitable<void> refuse(beast::tcp_stream& stream, const HttpRequest& reque
   co_await http::async_write(stream, res, tuple_awaitable);
 }
 
+// What a browser can see: it cannot read a refused upgrade's status (its
+// WebSocket just closes with 1006), but it reads a close frame's code and reason.
+asio::awaitable<void> refuse_with_close(beast::tcp_stream& stream, HttpRequest request) {
+  websocket::stream<beast::tcp_stream&> ws(stream);
+  ws.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+  auto [accept_ec] = co_await ws.async_accept(request, tuple_awaitable);
+  if (accept_ec) co_return;
+  auto [close_ec] =
+      co_await ws.async_close(websocket::close_reason(websocket::close_code::policy_error, "invalid_api_key"),
+                              tuple_awaitable);
+  (void)close_ec;
+}
+
 }  // namespace
 
 UpgradeHandler make_ws_chat_handler(actors::Engine& engine, WsChatOptions options) {
@@ -266,7 +279,11 @@ UpgradeHandler make_ws_chat_handler(actors::Engine& engine, WsChatOptions option
   return [&engine, shared](beast::tcp_stream& stream, HttpRequest request) -> asio::awaitable<void> {
     std::optional<std::string> tenant = shared->tenant_of ? shared->tenant_of(request) : std::string{};
     if (!tenant) {
-      co_await refuse(stream, request);
+      if (shared->refuse_with_close) {
+        co_await refuse_with_close(stream, std::move(request));
+      } else {
+        co_await refuse(stream, request);
+      }
       co_return;
     }
     auto session = std::make_shared<Session>(engine, *shared, std::move(*tenant), stream);

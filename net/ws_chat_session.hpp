@@ -9,6 +9,7 @@
 // Runs on the HTTP server's executor (one thread: the session's state is
 // unsynchronised). The engine outlives the server that runs the sessions.
 #include "actors/engine.hpp"
+#include "net/api_keys.hpp"
 #include "net/http_server.hpp"
 #include "net/http_types.hpp"
 #include "net/ws_chat_protocol.hpp"
@@ -16,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -28,7 +30,16 @@ struct WsChatOptions {
   // The tenant a connection acts for, from its upgrade request; nullopt
   // refuses the upgrade with 401. Unset: every connection is tenant "".
   std::function<std::optional<std::string>(const HttpRequest&)> tenant_of;
+  // Refuse by accepting the upgrade and closing at once with 1008 (policy
+  // violation, reason "invalid_api_key"), which a browser can read, rather
+  // than answering 401, which it cannot.
+  bool refuse_with_close = false;
 };
+
+// tenant_of for API keys: "Authorization: Bearer KEY" on the upgrade
+// request, or, since a browser's WebSocket cannot set headers, the query
+// parameter api_key (/v1/ws?api_key=KEY, percent-encoded). Open keys: "".
+std::function<std::optional<std::string>(const HttpRequest&)> ws_tenant_of(std::shared_ptr<const ApiKeys> keys);
 
 UpgradeHandler make_ws_chat_handler(actors::Engine& engine, WsChatOptions options);
 

@@ -85,7 +85,13 @@ interface Turn {
 
 # Errors are RPC exceptions whose description starts with the kind:
 # "not found: ...", "invalid request: ...", "overloaded: ..." (type
-# OVERLOADED), "internal: ...".
+# OVERLOADED), "internal: ...", "unauthenticated: ...".
+#
+# Auth: on a server with API keys the bootstrap capability answers only
+# login(); every other call throws "unauthenticated: ...". login(key) returns
+# a Pensieve bound to the key's tenant (its conversations only; another
+# tenant's id is "not found"), or throws "unauthenticated: invalid API key".
+# On a server without keys, login() with any key returns the open service.
 interface Pensieve {
   # id: the client's choice ([A-Za-z0-9._:-], 1-128 characters); empty: a fresh one.
   createConversation @0 (id :Text) -> (id :Text);
@@ -98,4 +104,6 @@ interface Pensieve {
   sendTurn @4 (conversation :Text, content :Text, params :SamplingParams, sink :TokenSink)
       -> (turn :Turn);
   stats @5 () -> (stats :Stats);
+  # The service bound to the tenant of `key` (see Auth above).
+  login @6 (key :Text) -> (service :Pensieve);
 }

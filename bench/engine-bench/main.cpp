@@ -5,6 +5,7 @@
 // model. Prints a table; --out FILE writes the JSON for bench/results/.
 #include "bench/common/machine_info.hpp"
 #include "bench/engine-bench/replay.hpp"
+#include "bench/engine-bench/tiers.hpp"
 #include "gpu/model/model_loader.hpp"
 #include "gpu/model/test_model.hpp"
 
@@ -36,6 +37,9 @@ struct Args {
   std::int64_t kv_mb = 1024;
   pb::ReplayOptions replay;
   std::optional<std::string> out;
+  bool tiers = false;  // the KV-tier comparison instead of stateful vs --no-state
+  int repetitions = 2;
+  std::string scratch_dir = "/tmp/pensieve-engine-bench/tiers";
   std::string note;
   std::string command;
 };
@@ -45,7 +49,10 @@ const char* usage =
     "             [--data FILE.jsonl] [--conversations N] [--turns T] [--max-bytes B] [--max-tokens N]\n"
     "             [--think-time-s S] [--stagger-s S] [--threads N] [--batch-tokens N] [--kv-mb MB]\n"
     "             [--seed S] [--note TEXT] [--out FILE.json]\n"
-    "Without --model, generates the BENCH.md M-100 shape (~100M parameters) into --model-dir.\n";
+    "             [--tiers [--repetitions N] [--scratch-dir DIR]]\n"
+    "Without --model, generates the BENCH.md M-100 shape (~100M parameters) into --model-dir.\n"
+    "--tiers: cost-aware vs LRU (host + disk tiers) vs device only vs --no-state, the device\n"
+    "holding a quarter of the conversations' KV, modes interleaved over N repetitions.\n";
 
 std::optional<Args> parse(int argc, char** argv) {
   Args a;
@@ -58,6 +65,10 @@ std::optional<Args> parse(int argc, char** argv) {
     };
     std::optional<std::string> v;
     if (f == "--help" || f == "-h") return std::nullopt;
+    if (f == "--tiers") {
+      a.tiers = true;
+      continue;
+    }
     if (!(v = value())) {
       std::fprintf(stderr, "engine-bench: %s needs a value\n", f.c_str());
       return std::nullopt;
@@ -78,6 +89,8 @@ std::optional<Args> parse(int argc, char** argv) {
     else if (f == "--kv-mb") a.kv_mb = std::stoll(*v);
     else if (f == "--seed") a.replay.seed = std::stoull(*v);
     else if (f == "--note") a.note = *v;
+    else if (f == "--repetitions") a.repetitions = std::stoi(*v);
+    else if (f == "--scratch-dir") a.scratch_dir = *v;
     else if (f == "--out") a.out = *v;
     else {
       std::fprintf(stderr, "engine-bench: unknown flag %s\n", f.c_str());
@@ -118,6 +131,33 @@ Result<std::vector<std::vector<std::string>>> load_conversations(const Args& a) 
   return out;
 }
 
+Result<std::string> generate(const Args& a, const pm::TestModelOptions& o, const std::string& name) {
+  std::filesystem::create_directories(a.model_dir);
+  const auto path = std::filesystem::path(a.model_dir) / name;
+  if (!std::filesystem::exists(path)) {
+    std::fprintf(stderr, "engine-bench: generating %s\n", path.c_str());
+    if (auto r = pm::make_test_model(o, path); !r) return r.error();
+  }
+  return path.string();
+}
+
+// Sizes the tier comparison: same vocabulary as the M-100 shape, one small
+// layer (token counts do not depend on the weights).
+Result<std::string> calibration_model_path(const Args& a) {
+  if (a.model) return *a.model;
+  pm::TestModelOptions o;
+  o.n_layers = 1;
+  o.dim = 64;
+  o.n_heads = 4;
+  o.n_kv_heads = 2;
+  o.ff_dim = 128;
+  o.max_context = 4096;
+  o.dtype = pm::DType::f32;
+  o.seed = 7;
+  o.vocab_from = a.vocab_from;
+  return generate(a, o, "calibration-f32.gguf");
+}
+
 Result<std::string> model_path(const Args& a) {
   if (a.model) return *a.model;
   pm::TestModelOptions o;
@@ -133,13 +173,54 @@ Result<std::string> model_path(const Args& a) {
   else if (a.dtype == "f16") o.dtype = pm::DType::f16;
   else if (a.dtype == "q8_0") o.dtype = pm::DType::q8_0;
   else return fail("--dtype must be f32, f16 or q8_0");
-  std::filesystem::create_directories(a.model_dir);
-  const auto path = std::filesystem::path(a.model_dir) / ("M-100-" + a.dtype + ".gguf");
-  if (!std::filesystem::exists(path)) {
-    std::fprintf(stderr, "engine-bench: generating %s\n", path.c_str());
-    if (auto r = pm::make_test_model(o, path); !r) return r.error();
+  return generate(a, o, "M-100-" + a.dtype + ".gguf");
+}
+
+bool write_report(const Args& a, const json::object& report) {
+  if (!a.out) return true;
+  std::ofstream out(*a.out);
+  out << json::serialize(report) << "\n";
+  if (out) return true;
+  std::fprintf(stderr, "engine-bench: cannot write %s\n", a.out->c_str());
+  return false;
+}
+
+int run_tiers(const Args& a, const std::vector<std::vector<std::string>>& convs, json::object report) {
+  pb::TierBenchOptions o;
+  auto path = model_path(a);
+  auto calibration = calibration_model_path(a);
+  if (!path || !calibration) {
+    std::fprintf(stderr, "engine-bench: %s\n", (path ? calibration.error() : path.error()).message.c_str());
+    return 1;
   }
-  return path.string();
+  o.model_path = *path;
+  o.calibration_model_path = *calibration;
+  o.scratch_dir = a.scratch_dir;
+  o.repetitions = a.repetitions;
+  o.threads = a.threads;
+  o.batch_tokens = a.batch_tokens;
+  auto r = pb::run_tier_comparison(convs, a.replay, o);
+  if (!r) {
+    std::fprintf(stderr, "engine-bench: %s\n", r.error().message.c_str());
+    return 1;
+  }
+  std::printf("%-24s %12s %10s %12s %10s %10s %10s\n", "mode (medians)", "out tok/s", "TTFT p50", "recomputed",
+              "hit dev", "hit host", "hit disk");
+  for (const auto& [name, m] : r->at("modes").as_object()) {
+    std::printf("%-24s %12.2f %9.2fs %12.0f %10lld %10lld %10lld\n", std::string(name).c_str(),
+                m.at("median_output_tokens_per_s").to_number<double>(), m.at("median_ttft_p50_s").to_number<double>(),
+                m.at("median_recomputed_tokens").to_number<double>(),
+                static_cast<long long>(m.at("hit_tokens_device").to_number<std::int64_t>()),
+                static_cast<long long>(m.at("hit_tokens_host").to_number<std::int64_t>()),
+                static_cast<long long>(m.at("hit_tokens_disk").to_number<std::int64_t>()));
+  }
+  std::printf("a/c throughput x%.2f, a/d x%.2f, recomputed a %.0f vs b %.0f, identical greedy tokens: %s\n",
+              r->at("throughput_a_over_c").to_number<double>(), r->at("throughput_a_over_d").to_number<double>(),
+              r->at("recomputed_a").to_number<double>(), r->at("recomputed_b").to_number<double>(),
+              r->at("identical_greedy_tokens").as_bool() ? "yes" : "NO");
+  for (auto& [k, v] : *r) report[k] = v;
+  report["load_average_end"] = pb::load_average();
+  return write_report(a, report) ? 0 : 1;
 }
 
 json::object to_json(const pb::ReplaySummary& s, const pb::ReplayResult& r) {
@@ -195,6 +276,7 @@ int main(int argc, char** argv) {
   report["conversations"] = args->conversations;
   report["think_time_s"] = args->replay.think_time_s;
   report["max_tokens"] = args->replay.max_tokens;
+  if (args->tiers) return run_tiers(*args, *convs, std::move(report));
   std::printf("%-10s %6s %12s %10s %10s %12s %14s %10s\n", "mode", "turns", "out tok/s", "TTFT p50", "TTFT p99",
               "norm lat", "prefill tokens", "reused");
   pb::ReplaySummary results[2];
@@ -233,13 +315,5 @@ int main(int argc, char** argv) {
   report["throughput_ratio"] = throughput_ratio;
   report["ttft_p50_ratio"] = ttft_ratio;
   report["load_average_end"] = pb::load_average();
-  if (args->out) {
-    std::ofstream out(*args->out);
-    out << json::serialize(report) << "\n";
-    if (!out) {
-      std::fprintf(stderr, "engine-bench: cannot write %s\n", args->out->c_str());
-      return 1;
-    }
-  }
-  return 0;
+  return write_report(*args, report) ? 0 : 1;
 }

@@ -50,7 +50,8 @@ asio::awaitable<void> play(actors::Engine& engine, std::size_t index, std::vecto
     sample.turn = t;
     const auto start = Clock::now();
     bool first = true;
-    actors::TurnSink sink = [&](const actors::TurnDelta&) -> asio::awaitable<bool> {
+    actors::TurnSink sink = [&](const actors::TurnDelta& delta) -> asio::awaitable<bool> {
+      sample.text += delta.text;
       if (first) {
         sample.ttft_s = seconds(Clock::now() - start);
         first = false;

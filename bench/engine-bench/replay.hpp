@@ -30,6 +30,7 @@ struct TurnSample {
   std::int32_t prompt_tokens = 0;
   std::int32_t cached_tokens = 0;
   std::int32_t completion_tokens = 0;
+  std::string text;  // what the model wrote, to compare modes
   bool ok = false;
   std::string error;
 };

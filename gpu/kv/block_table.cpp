@@ -1,6 +1,7 @@
 #include "gpu/kv/block_table.hpp"
 
 #include <stdexcept>
+#include <utility>
 
 namespace pensieve::kv {
 
@@ -39,6 +40,16 @@ std::optional<AppendResult> BlockTable::append(std::int64_t n, BlockAllocator& a
   num_tokens_ += n;
   while (capacity_tokens() < num_tokens_) blocks_.push_back(*allocator.allocate());
   return result;
+}
+
+BlockTable BlockTable::adopt(std::int32_t block_tokens, std::vector<BlockId> blocks, std::int64_t num_tokens) {
+  BlockTable table(block_tokens);
+  const auto need = static_cast<std::size_t>((num_tokens + block_tokens - 1) / block_tokens);
+  if (num_tokens < 0 || blocks.size() != need)
+    throw std::invalid_argument("BlockTable::adopt: the blocks do not match the token count");
+  table.blocks_ = std::move(blocks);
+  table.num_tokens_ = num_tokens;
+  return table;
 }
 
 BlockTable BlockTable::fork(BlockAllocator& allocator) const {

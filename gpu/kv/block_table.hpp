@@ -52,6 +52,12 @@ class BlockTable {
   // allocator has too few free blocks; then nothing changed.
   std::optional<AppendResult> append(std::int64_t n, BlockAllocator& allocator);
 
+  // A table over blocks the caller already holds one reference each on
+  // (those references move into the table): KV brought back from another
+  // tier or kept between turns. `num_tokens` must fit the blocks, and leave
+  // no block empty.
+  static BlockTable adopt(std::int32_t block_tokens, std::vector<BlockId> blocks, std::int64_t num_tokens);
+
   // A new table sharing every block (one more reference each): a forked
   // conversation or a shared prefix.
   BlockTable fork(BlockAllocator& allocator) const;

@@ -27,7 +27,16 @@ kc::RowsView rows_of(std::vector<float>& buf, std::size_t n, std::int64_t cols) 
 }  // namespace
 
 Result<CpuForward> CpuForward::create(ModelWeights weights, CpuForwardOptions options) {
-  auto prepared = prepare_weights(weights);
+  const TpRank tp = options.tp;
+  if (tp.ranks < 1 || tp.rank < 0 || tp.rank >= tp.ranks) {
+    return fail("tensor-parallel rank " + std::to_string(tp.rank) + " of " + std::to_string(tp.ranks) +
+                " is out of range");
+  }
+  if (tp.sharded() && (options.collective == nullptr || options.collective->rank() != tp.rank ||
+                       options.collective->ranks() != tp.ranks)) {
+    return fail("a tensor-parallel shard needs a collective of the same rank and size");
+  }
+  auto prepared = prepare_weights(weights, tp);
   if (!prepared) return prepared.error();
   if (options.kv_tile_tokens <= 0) return fail("kv_tile_tokens must be positive");
   return CpuForward(std::move(weights), options, std::move(*prepared));
@@ -87,7 +96,8 @@ Result<ForwardOutput> CpuForward::forward(std::span<const ForwardSequence> batch
   if (auto ok = validate(batch); !ok) return ok.error();
   gather_tokens(batch);
   for (std::int32_t l = 0; l < weights_.config.n_layers; ++l) {
-    layer(l, [&](std::int32_t layer) { attend_contiguous(layer, batch); });
+    auto ok = layer(l, [&](std::int32_t layer) { attend_contiguous(layer, batch); });
+    if (!ok) return ok.error();
   }
   std::vector<OutputRow> rows;
   for (const auto& seq : batch) {
@@ -136,7 +146,8 @@ Result<void> CpuForward::validate_paged(std::span<const PagedSequence> batch, co
   return {};
 }
 
-Result<ForwardOutput> CpuForward::forward_paged(std::span<const PagedSequence> batch, kv::KvPool& pool) {
+Result<ForwardOutput> CpuForward::forward_paged(std::span<const PagedSequence> batch, kv::KvPool& pool,
+                                                const LayerHook& before_layer) {
   if (auto ok = validate_paged(batch, pool); !ok) return ok.error();
   if (batch.empty()) return ForwardOutput{weights_.config.vocab_size, {}, {0}, {}};
   gather_tokens(batch);
@@ -162,7 +173,9 @@ Result<ForwardOutput> CpuForward::forward_paged(std::span<const PagedSequence> b
     }
   }
   for (std::int32_t l = 0; l < weights_.config.n_layers; ++l) {
-    layer(l, [&](std::int32_t layer) { attend_paged(layer, batch, pool); });
+    if (before_layer) before_layer(l);
+    auto ok = layer(l, [&](std::int32_t layer) { attend_paged(layer, batch, pool); });
+    if (!ok) return ok.error();
   }
   std::vector<OutputRow> rows;
   for (const auto& seq : batch) rows.push_back({seq.tokens.size(), seq.start_pos, seq.all_logits});
@@ -241,7 +254,12 @@ void CpuForward::attend_paged(std::int32_t l, std::span<const PagedSequence> bat
   kc::paged_attention(p, plan_, attention_workspace_, runner);
 }
 
-void CpuForward::layer(std::int32_t l, const AttendFn& attend) {
+Result<void> CpuForward::all_reduce(std::vector<float>& rows, std::size_t n_rows) {
+  if (!options_.tp.sharded()) return {};
+  return options_.collective->all_reduce_sum(rows.data(), n_rows * std::size_t(weights_.config.dim));
+}
+
+Result<void> CpuForward::layer(std::int32_t l, const AttendFn& attend) {
   const ModelConfig& c = weights_.config;
   const PreparedLayer& w = prepared_.layers[std::size_t(l)];
   const std::size_t n = scratch_.tokens.size();
@@ -268,16 +286,19 @@ void CpuForward::layer(std::int32_t l, const AttendFn& attend) {
   kc::rope(prepared_.rope_k, prepared_.inv_freq, k, scratch_.positions);
   attend(l);  // stores the new K/V, then attends over each sequence's cache
   mm(scratch_.att, c.q_dim(), w.wo, scratch_.tmp);
+  if (auto ok = all_reduce(scratch_.tmp, n); !ok) return ok.error();  // row-parallel O
   kc::add_inplace(x, rows_of(scratch_.tmp, n, c.dim));
   kc::rms_norm({c.rms_eps}, x, w.ffn_norm.data(), xn, pool);
   mm(scratch_.xn, c.dim, w.w_gate, scratch_.gate);
   mm(scratch_.xn, c.dim, w.w_up, scratch_.up);
   kc::silu_mul(rows_of(scratch_.gate, n, c.ff_dim), rows_of(scratch_.up, n, c.ff_dim), pool);
   mm(scratch_.gate, c.ff_dim, w.w_down, scratch_.tmp);
+  if (auto ok = all_reduce(scratch_.tmp, n); !ok) return ok.error();  // row-parallel down
   kc::add_inplace(x, rows_of(scratch_.tmp, n, c.dim));
+  return {};
 }
 
-ForwardOutput CpuForward::output_head(std::span<const OutputRow> seqs) {
+Result<ForwardOutput> CpuForward::output_head(std::span<const OutputRow> seqs) {
   const ModelConfig& c = weights_.config;
   // Gather the rows whose logits were asked for, then norm and project them.
   std::vector<float>& sel = scratch_.xn;
@@ -298,12 +319,42 @@ ForwardOutput CpuForward::output_head(std::span<const OutputRow> seqs) {
   }
   const kc::RowsView s = rows_of(sel, n_sel, c.dim);
   kc::rms_norm({c.rms_eps}, s, prepared_.output_norm.data(), s, *pool_);
+  if (options_.tp.sharded()) {
+    if (auto ok = sharded_logits(s, out); !ok) return ok.error();
+    return out;
+  }
   out.logits.resize(n_sel * std::size_t(c.vocab_size));
   kc::MatmulParams mp;
   mp.round_activations_to_f16 = options_.round_f16_activations && prepared_.output.dtype == DType::f16;
   kc::matmul(mp, s, prepared_.output, rows_of(out.logits, n_sel, c.vocab_size), *pool_,
              scratch_.rounded);
   return out;
+}
+
+Result<void> CpuForward::sharded_logits(kc::ConstRowsView rows, ForwardOutput& out) {
+  const std::int32_t vocab = weights_.config.vocab_size;
+  const TpRank tp = options_.tp;
+  const auto n = std::size_t(rows.rows), slice = std::size_t(tp.vocab_slice(vocab));
+  // Padding columns (the last rank's) stay zero, so what is sent is defined.
+  slice_logits_.assign(n * slice, 0.0f);
+  kc::MatmulParams mp;
+  mp.round_activations_to_f16 = options_.round_f16_activations && prepared_.output.dtype == DType::f16;
+  const kc::RowsView mine{slice_logits_.data(), std::int64_t(n), tp.vocab_rows(vocab), std::int64_t(slice)};
+  kc::matmul(mp, rows, prepared_.output, mine, *pool_, scratch_.rounded);
+  gathered_logits_.resize(n * slice * std::size_t(tp.ranks));
+  auto ok = options_.collective->all_gather(slice_logits_.data(), gathered_logits_.data(), n * slice);
+  if (!ok) return ok.error();
+  // gathered is [rank][row][slice]; the output is [row][vocab].
+  out.logits.resize(n * std::size_t(vocab));
+  for (std::int32_t r = 0; r < tp.ranks; ++r) {
+    const TpRank owner{r, tp.ranks};
+    const auto begin = std::size_t(owner.vocab_begin(vocab)), count = std::size_t(owner.vocab_rows(vocab));
+    for (std::size_t i = 0; i < n; ++i) {
+      std::memcpy(out.logits.data() + i * std::size_t(vocab) + begin,
+                  gathered_logits_.data() + (std::size_t(r) * n + i) * slice, count * sizeof(float));
+    }
+  }
+  return {};
 }
 
 }  // namespace pensieve::model

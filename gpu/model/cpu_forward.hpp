@@ -9,8 +9,15 @@
 // each output element's reduction order independent of the batch (see
 // gpu/kernels/cpu/matmul.hpp and attention.hpp).
 //
+// Tensor parallelism: given a shard of the weights (tp_shard.hpp) and a
+// Collective, the pass all-reduces the partial sums after attention's O
+// projection and after the MLP's down projection, and all-gathers the
+// logits slices, so every rank returns the whole logits (TpForward runs the
+// ranks together, gpu/model/tp_forward.hpp). Everything else is unchanged.
+//
 // Owns its thread pool and scratch buffers; shares the weights' storage.
 // Not thread-safe: one forward() at a time, from the owner's thread.
+#include "gpu/backend/collective.hpp"
 #include "gpu/kernels/cpu/attention_workspace.hpp"
 #include "gpu/kernels/cpu/paged_attention_plan.hpp"
 #include "gpu/kernels/cpu/thread_pool.hpp"
@@ -19,6 +26,7 @@
 #include "gpu/model/forward_scratch.hpp"
 #include "gpu/model/kv_contiguous.hpp"
 #include "gpu/model/model_weights.hpp"
+#include "gpu/model/tp_rank.hpp"
 #include "runtime/error.hpp"
 
 #include <cstdint>
@@ -38,6 +46,11 @@ struct CpuForwardOptions {
   // Kernel loops cheaper than this (about multiply-adds) stay on one thread;
   // 0 sends every loop through the pool (tests of thread invariance).
   double min_parallel_cost = kernels::cpu::ThreadPool::default_min_parallel_cost;
+  // Tensor parallelism: the weights are shard tp.rank of tp.ranks, and
+  // `collective` (not owned; required when tp.ranks > 1, its rank and size
+  // equal tp's) joins the ranks. Every rank must run the same batches.
+  TpRank tp;
+  backend::Collective* collective = nullptr;
 };
 
 // One sequence's part of a batch.
@@ -96,7 +109,13 @@ class CpuForward {
   // or BF16). With an F32 pool and the same kv tile, a sequence's logits
   // have the same bits as forward() gives with a contiguous cache. Sequences
   // must not share a block they write to (the caller copies on write first).
-  Result<ForwardOutput> forward_paged(std::span<const PagedSequence> batch, kv::KvPool& pool);
+  //
+  // `before_layer` (optional) runs on the calling thread before layer l
+  // touches anything: the pipelined swap-in waits there for layer l's
+  // chunks to land (the GPU worker; on CUDA a cudaStreamWaitEvent instead).
+  using LayerHook = std::function<void(std::int32_t layer)>;
+  Result<ForwardOutput> forward_paged(std::span<const PagedSequence> batch, kv::KvPool& pool,
+                                      const LayerHook& before_layer = {});
 
   // The pool layout this model needs (the caller picks blocks and dtype).
   kv::KvPoolConfig kv_pool_config(std::int32_t num_blocks, std::int32_t block_tokens,
@@ -110,7 +129,9 @@ class CpuForward {
   using AttendFn = std::function<void(std::int32_t layer)>;
   template <class Seq>
   void gather_tokens(std::span<const Seq> batch);
-  void layer(std::int32_t l, const AttendFn& attend);
+  Result<void> layer(std::int32_t l, const AttendFn& attend);
+  // Sums a row-parallel projection's partial rows across ranks (no-op at 1).
+  Result<void> all_reduce(std::vector<float>& rows, std::size_t n_rows);
   void attend_contiguous(std::int32_t l, std::span<const ForwardSequence> batch);
   void attend_paged(std::int32_t l, std::span<const PagedSequence> batch, kv::KvPool& pool);
   struct OutputRow {
@@ -118,7 +139,10 @@ class CpuForward {
     std::int32_t start_pos;
     bool all_logits;
   };
-  ForwardOutput output_head(std::span<const OutputRow> seqs);
+  Result<ForwardOutput> output_head(std::span<const OutputRow> seqs);
+  // Projects the selected rows onto this rank's vocabulary slice and
+  // gathers every rank's slice into out.logits.
+  Result<void> sharded_logits(kernels::cpu::ConstRowsView rows, ForwardOutput& out);
 
   ModelWeights weights_;
   CpuForwardOptions options_;
@@ -130,6 +154,7 @@ class CpuForward {
   std::vector<std::int64_t> slots_;
   kernels::cpu::AttentionWorkspace attention_workspace_;
   kernels::AttentionPlan plan_;  // planned at layer 0, shared by every layer
+  std::vector<float> slice_logits_, gathered_logits_;  // tensor parallelism's output head
 };
 
 }  // namespace pensieve::model

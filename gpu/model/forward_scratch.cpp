@@ -87,7 +87,7 @@ Result<void> check_config(const ModelConfig& c) {
 
 }  // namespace
 
-Result<PreparedWeights> prepare_weights(const ModelWeights& w) {
+Result<PreparedWeights> prepare_weights(const ModelWeights& w, TpRank tp) {
   const ModelConfig& c = w.config;
   if (auto ok = check_config(c); !ok) return ok.error();
   if (std::int32_t(w.layers.size()) != c.n_layers) {
@@ -97,7 +97,7 @@ Result<PreparedWeights> prepare_weights(const ModelWeights& w) {
   PreparedWeights p;
   if (auto ok = check(w.token_embedding, "token_embedding", {c.vocab_size, c.dim}); !ok) return ok.error();
   const Tensor& out = w.output.present() ? w.output : w.token_embedding;
-  if (auto ok = check(out, "output", {c.vocab_size, c.dim}); !ok) return ok.error();
+  if (auto ok = check(out, "output", {tp.vocab_rows(c.vocab_size), c.dim}); !ok) return ok.error();
   p.token_embedding = kernels::cpu::weight_view(w.token_embedding);
   p.output = kernels::cpu::weight_view(out);
   auto on = vector_of(w.output_norm, "output_norm", c.dim);

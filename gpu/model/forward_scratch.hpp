@@ -6,6 +6,7 @@
 #include "gpu/kernels/cpu/rope.hpp"
 #include "gpu/kernels/cpu/views.hpp"
 #include "gpu/model/model_weights.hpp"
+#include "gpu/model/tp_rank.hpp"
 #include "runtime/error.hpp"
 
 #include <vector>
@@ -28,7 +29,8 @@ struct PreparedWeights {
 };
 
 // Checks shapes and types against the config, naming the first bad tensor.
-Result<PreparedWeights> prepare_weights(const ModelWeights& w);
+// A tensor-parallel shard's output head holds tp.vocab_rows() rows.
+Result<PreparedWeights> prepare_weights(const ModelWeights& w, TpRank tp = {});
 
 struct ForwardScratch {
   std::vector<std::int32_t> tokens, positions;

@@ -12,7 +12,11 @@ const state = {
 
 function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
-  const ws = new WebSocket(`${scheme}://${location.host}/v1/ws`);
+  // A server with API keys: open the page as /?api_key=KEY (a browser's
+  // WebSocket cannot send an Authorization header).
+  const key = new URLSearchParams(location.search).get("api_key");
+  const query = key ? `?api_key=${encodeURIComponent(key)}` : "";
+  const ws = new WebSocket(`${scheme}://${location.host}/v1/ws${query}`);
   state.ws = ws;
   setConnection("connecting");
   ws.onopen = () => {

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# Device checks for the paged attention kernels, for a machine with a GPU:
-# builds Release with CUDA, runs the [gpu] tests (CUDA vs the CPU kernel and
-# the F64 reference) and the attention benchmarks, and writes the results to
-# $OUT (or bench/results/ when OUT is unset). Meant to finish in under 8 minutes.
+# Device checks for a machine with a GPU (one script, under 8 minutes on an
+# H200): builds Release with CUDA (or uses a prebuilt bundle from
+# tests/gpu/device-bundle.sh when the machine lacks the build dependencies),
+# runs the [gpu] tests (paged attention and every CUDA op against the CPU
+# kernels, the CUDA forward pass against the CPU one, stories260K greedy
+# tokens against llama2.c), the attention and forward-pass benchmarks, and
+# prints a short table last. Logs and JSON go to $OUT (or bench/results/).
 #
 #   OUT=/some/dir tests/gpu/device-checks.sh
-set -euo pipefail
+#   BUNDLE=build-cuda/device-bundle tests/gpu/device-checks.sh   # prebuilt
+set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="${OUT:-$root/bench/results}"
 build="${BUILD_DIR:-$root/build-device}"
+bundle="${BUNDLE:-$root/build-cuda/device-bundle}"
 stamp="$(date -u +%Y-%m-%d)"
 mkdir -p "$out"
 log="$out/device-checks-$stamp.log"
@@ -19,34 +24,123 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max
 nproc
 git -C "$root" rev-parse HEAD 2>/dev/null || true
 
-echo "== build (Release, CUDA)"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPENSIEVE_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}"
-grep -q 'PENSIEVE_HAVE_CUDA=1' "$build/build.ninja" || { echo "CUDA backend not enabled"; exit 1; }
-ninja -C "$build" test_gpu
 status=0
-# The benchmarks are one program for the whole tree: a break elsewhere must not stop the tests.
-ninja -C "$build" pensieve-microbench || { echo "pensieve-microbench did not build"; status=1; }
+if [ -x "$bundle/bin/test_gpu" ]; then
+  echo "== prebuilt bundle: $bundle"
+  test_gpu="$bundle/bin/test_gpu"
+  bench="$bundle/bin/pensieve-microbench"
+  # CUDA's libraries from the machine's toolkit, else from its Python packages (NCCL).
+  lib_path="$bundle/lib:/usr/local/cuda/lib64"
+  for want in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
+    [ -e "/usr/local/cuda/lib64/$want" ] && continue
+    found="$(python3 -c 'import site, sys; print("\n".join(site.getsitepackages()))' 2>/dev/null |
+      xargs -r -I{} find {} -name "$want" 2>/dev/null | head -1)"
+    [ -n "$found" ] && lib_path="$lib_path:$(dirname "$found")"
+  done
+  export LD_LIBRARY_PATH="$lib_path:${LD_LIBRARY_PATH:-}"
+  if [ -e "$bundle/lib/compat" ] && ! "$test_gpu" --list-tags >/dev/null 2>&1; then
+    export LD_LIBRARY_PATH="$bundle/lib/compat:$LD_LIBRARY_PATH"
+  fi
+  ldd "$test_gpu" | grep 'not found' || true
+  "$test_gpu" --list-tags >/dev/null || echo "the prebuilt test_gpu does not start on this machine (glibc or a library above)"
+  ldd --version | head -1
+  # The binaries read ../shared beside the source dir they were built in.
+  src="$(cat "$bundle/source_dir")"
+  if [ ! -e "$src/../shared" ] && [ -d "$bundle/shared" ]; then
+    mkdir -p "$src" && ln -sfn "$bundle/shared" "$src/../shared"
+  fi
+else
+  echo "== build (Release, CUDA)"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPENSIEVE_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" || exit 1
+  grep -q 'PENSIEVE_HAVE_CUDA=1' "$build/build.ninja" || { echo "CUDA backend not enabled"; exit 1; }
+  ninja -C "$build" test_gpu || exit 1
+  # The benchmarks are one program for the whole tree: a break elsewhere must not stop the tests.
+  ninja -C "$build" pensieve-microbench || { echo "pensieve-microbench did not build"; status=1; }
+  test_gpu="$build/tests/test_gpu"
+  bench="$build/bench/pensieve-microbench"
+fi
 
 echo "== [gpu] tests"
-"$build/tests/test_gpu" "[gpu]" --durations yes || status=$?
+"$test_gpu" "[gpu]" --durations yes || status=$?
 
 echo "== CPU kernel tests on this machine"
-"$build/tests/test_gpu" "[paged_attention],[decode_plan],[kv]" || status=$?
+"$test_gpu" "[paged_attention],[decode_plan],[kv],[cuda_backend]" || status=$?
 
 echo "== benchmarks"
-bench="$build/bench/pensieve-microbench"
 [ -x "$bench" ] || { echo "no benchmarks"; exit 1; }
+"$bench" --benchmark_filter='CudaCopyBandwidth|CudaDecode1B|CudaPrefillGemms1B|CublasBf16Rate|CudaPrefill1B' \
+  --benchmark_out="$out/$stamp-cuda-forward.json" --benchmark_out_format=json \
+  --benchmark_context=command="$0" || status=$?
 "$bench" --benchmark_filter='Cuda(Decode|Prefill)Attention' \
   --benchmark_min_time=0.2 --benchmark_out="$out/$stamp-cuda-attention.json" \
   --benchmark_out_format=json --benchmark_context=command="$0" || status=$?
 "$bench" --benchmark_filter='CpuAttention|CpuDecodePlan' --benchmark_min_time=0.2 \
   --benchmark_out="$out/$stamp-cpu-attention-device-host.json" --benchmark_out_format=json || status=$?
 
-echo "== copy bandwidth (for the bandwidth fraction of decode attention)"
-if command -v nvidia-smi >/dev/null; then
-  "$bench" --benchmark_filter='CudaCopyBandwidth' \
-    --benchmark_out="$out/$stamp-cuda-copy-bandwidth.json" --benchmark_out_format=json 2>/dev/null || true
-fi
-echo "== done: status $status, results in $out"
+echo "== summary (status $status, logs in $out)"
+python3 - "$log" "$out/$stamp-cuda-forward.json" "$out/$stamp-cuda-attention.json" <<'PY' | tee "$out/$stamp-device-table.md"
+import json, re, sys
+log, forward_json, attention_json = sys.argv[1:4]
+metrics = {}
+for line in open(log, errors="replace"):
+    m = re.match(r"METRIC (\S+) (\S+)", line)
+    if m:
+        metrics[m.group(1)] = max(metrics.get(m.group(1), float("-inf")), float(m.group(2)))
+def bench(path):
+    try:
+        return {b["name"]: b for b in json.load(open(path))["benchmarks"]}
+    except Exception:
+        return {}
+fwd, att = bench(forward_json), bench(attention_json)
+def find(benches, prefix, key):
+    for name, b in benches.items():
+        if name.startswith(prefix) and key in b:
+            return b[key]
+    return None
+rows = []
+def row(what, value, target, ok):
+    mark = "-" if ok is None else ("yes" if ok else "NO")
+    rows.append((what, value, target, mark))
+# Catch2's summary of the [gpu] run (the first summary after its header).
+text = open(log, errors="replace").read()
+gpu_part = text.split("== [gpu] tests", 1)[-1].split("== CPU kernel tests", 1)[0]
+summary = re.findall(r"^(All tests passed.*|test cases:.*|SKIPPED:.*)$", gpu_part, re.M)
+if summary:
+    row("[gpu] tests", summary[-1].strip().replace("|", "/"), "all pass", summary[-1].startswith("All tests passed"))
+for name in sorted(k for k in metrics if k.startswith("op_err.")):
+    row(name[7:] + " max rel err", f"{metrics[name]:.2e}", "per dtype (test)", None)
+for name in sorted(k for k in metrics if k.startswith("logits_rel_err.")):
+    v = metrics[name]
+    row(name.replace("logits_rel_err.", "logits rel err "), f"{v:.2e}", "< 2e-2", v < 2e-2)
+for d in ("f16", "bf16"):
+    k = f"greedy_steps_matching.{d}"
+    if k in metrics:
+        row(f"stories260K greedy match ({d})", f"{int(metrics[k])}/32", "32/32", metrics[k] >= 32 if d == "f16" else None)
+copy = find(fwd, "BM_CudaCopyBandwidth", "GBps")
+for graphs in ("1", "0"):
+    dec = find(fwd, f"BM_CudaDecode1B/graphs:{graphs}", "weight_GBps")
+    tps = find(fwd, f"BM_CudaDecode1B/graphs:{graphs}", "tokens_per_s")
+    if dec and copy:
+        frac = dec / copy
+        label = "graphs" if graphs == "1" else "eager"
+        row(f"decode 1B b=1 ({label}): {tps:.0f} tok/s, {dec:.0f} of {copy:.0f} GB/s",
+            f"{100*frac:.1f}%", ">= 70%", frac >= 0.7 if graphs == "1" else None)
+gem = find(fwd, "BM_CudaPrefillGemms1B", "TFLOPs")
+peak = find(fwd, "BM_CublasBf16Rate", "TFLOPs")
+if gem and peak:
+    row(f"prefill GEMMs 1B: {gem:.0f} of {peak:.0f} TFLOP/s (cuBLAS BF16 8192^3)", f"{100*gem/peak:.1f}%", ">= 60%", gem / peak >= 0.6)
+pre = find(fwd, "BM_CudaPrefill1B", "tokens_per_s")
+if pre:
+    row("prefill 1B, 2048 tokens", f"{pre:.0f} tok/s", "-", None)
+for name, b in sorted(att.items()):
+    if "kv_GBps" in b and copy and name.startswith("BM_CudaDecodeAttention"):
+        row(f"{name} ({b.get('label','')})", f"{100*b['kv_GBps']/copy:.1f}% of copy bw", "80% at long ctx (best plan)", None)
+w = max(len(r[0]) for r in rows) if rows else 10
+print(f"| {'check'.ljust(w)} | value | target | met |")
+print(f"| {'-'*w} | --- | --- | --- |")
+for r in rows:
+    print(f"| {r[0].ljust(w)} | {r[1]} | {r[2]} | {r[3]} |")
+PY
+echo "== done: status $status"
 exit $status

@@ -3,6 +3,7 @@
 #ifdef PENSIEVE_HAVE_CUDA
 #include "gpu/kernels/cpu/paged_attention.hpp"
 #include "gpu/kernels/cuda/paged_attention_cuda.hpp"
+#include "tests/gpu/cuda_test_support.hpp"
 #include "tests/gpu/paged_attention_fixture.hpp"
 
 #include <catch2/catch.hpp>
@@ -109,6 +110,7 @@ test::BatchSpec gpu_spec(std::mt19937_64& rng, kv::KvDType dtype) {
 }  // namespace
 
 TEST_CASE("CUDA paged attention matches the CPU kernel for every decode strategy", "[gpu]") {
+  pensieve::testing::require_cuda_device();
   std::mt19937_64 rng(2026);
   test::PooledRunner pooled(8);
   cpu::WorkRunner& pool = pooled.runner;
@@ -145,6 +147,7 @@ TEST_CASE("CUDA paged attention matches the CPU kernel for every decode strategy
 }
 
 TEST_CASE("CUDA reshape_and_cache writes the same bytes as the CPU op", "[gpu]") {
+  pensieve::testing::require_cuda_device();
   std::mt19937_64 rng(3);
   kv::KvPoolConfig c;
   c.num_blocks = 16;

@@ -10,6 +10,7 @@
 #include <capnp/ez-rpc.h>
 #include <kj/debug.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -23,7 +24,17 @@ class IterationGate {
  public:
   void pass() {
     std::unique_lock lock(mutex_);
+    if (armed_) {
+      arrived_ = true;
+      changed_.notify_all();
+    }
     changed_.wait(lock, [&] { return !armed_ || released_; });
+  }
+  // Waits (bounded) until the scheduler is held at the armed gate: a turn is
+  // mid-generation. The engine cannot answer stats() meanwhile.
+  bool wait_held() {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, std::chrono::seconds(60), [&] { return arrived_; });
   }
   void arm() {
     std::lock_guard lock(mutex_);
@@ -40,6 +51,7 @@ class IterationGate {
   std::condition_variable changed_;
   bool armed_ = false;
   bool released_ = false;
+  bool arrived_ = false;
 };
 
 struct RpcFixture {

@@ -296,3 +296,71 @@ TEST_CASE("an rpc token sink that throws ends its turn with the sink's error and
   f.server->wait_turns_ended();
   CHECK(f.stats().running == 0);
 }
+
+namespace {
+
+net::RpcServerOptions keyed_options() {
+  auto keys = net::ApiKeys::parse("key-a alice\nkey-b bob\n", "test");
+  REQUIRE(keys.has_value());
+  net::RpcServerOptions o;
+  o.keys = std::make_shared<const net::ApiKeys>(std::move(*keys));
+  return o;
+}
+
+// Replaces the client's service by the one login(key) returns.
+void login(Client& c, const std::string& key) {
+  auto r = c.server.loginRequest();
+  r.setKey(key);
+  auto response = r.send().wait(c.ws());
+  c.server = response.getService();
+}
+
+}  // namespace
+
+TEST_CASE("with API keys an rpc client must log in, and a wrong key is refused", "[rpc][auth]") {
+  RpcFixture f(keyed_options());
+  Client c(f.server->port());
+  CHECK_THAT(rpc_error([&] { c.create("x"); }), Contains("unauthenticated: call login(key) first"));
+  CHECK_THAT(rpc_error([&] { c.list(); }), Contains("unauthenticated"));
+  CHECK_THAT(rpc_error([&] { c.server.statsRequest().send().wait(c.ws()); }), Contains("unauthenticated"));
+  SinkLog log;
+  CHECK_THAT(rpc_error([&] { c.turn("x", "hi", log, 2); }), Contains("unauthenticated"));
+  CHECK(log.batches.empty());
+  CHECK_THAT(rpc_error([&] { login(c, "key-c"); }), Contains("unauthenticated: invalid API key"));
+  CHECK_THAT(rpc_error([&] { login(c, ""); }), Contains("unauthenticated: invalid API key"));
+  login(c, "key-a");
+  CHECK(c.create("x") == "x");
+  CHECK(f.engine->find_conversation("alice", "x").has_value());
+  CHECK_FALSE(f.engine->find_conversation("", "x").has_value());
+}
+
+TEST_CASE("an rpc tenant cannot see or use another tenant's conversation", "[rpc][auth]") {
+  RpcFixture f(keyed_options());
+  Client alice(f.server->port());
+  login(alice, "key-a");
+  alice.create("mine");
+  SinkLog log;
+  CHECK(alice.turn("mine", "Once upon a time", log, 4).getSummary().getCompletionTokens() == 4);
+
+  Client bob(f.server->port());
+  login(bob, "key-b");
+  CHECK(bob.list().empty());
+  CHECK_THAT(rpc_error([&] { bob.history("mine"); }), Contains("not found"));
+  SinkLog bob_log;
+  CHECK_THAT(rpc_error([&] { bob.turn("mine", "hi", bob_log, 2); }), Contains("not found"));
+  CHECK_THAT(rpc_error([&] {
+               auto del = bob.server.deleteConversationRequest();
+               del.setId("mine");
+               del.send().wait(bob.ws());
+             }),
+             Contains("not found"));
+  CHECK(alice.list() == std::vector<std::string>{"mine"});
+}
+
+TEST_CASE("without API keys login with any key returns the open service", "[rpc][auth]") {
+  RpcFixture f;
+  Client c(f.server->port());
+  c.create("before");
+  login(c, "whatever");
+  CHECK(c.list() == std::vector<std::string>{"before"});
+}

@@ -352,3 +352,63 @@ TEST_CASE("the embedded files are the files of net/web, byte for byte", "[net][w
   CHECK(net::find_web_asset("/") == net::find_web_asset("/index.html"));
   CHECK(net::find_web_asset("/missing") == nullptr);
 }
+
+namespace {
+
+// A server whose WebSocket needs one of two keys (tenants "alice" and "bob"),
+// refusing others the way pensieve does: accepted, then closed with 1008.
+struct KeyedServer {
+  Server s;
+  std::unique_ptr<net::HttpServer> http;
+  KeyedServer() {
+    auto keys = net::ApiKeys::parse("key-a alice\nkey-b bob\n", "test");
+    REQUIRE(keys.has_value());
+    net::WsChatOptions options;
+    options.tenant_of = net::ws_tenant_of(std::make_shared<const net::ApiKeys>(std::move(*keys)));
+    options.refuse_with_close = true;
+    net::HttpServerOptions http_options;
+    http_options.websocket_routes.push_back({"/v1/ws", net::make_ws_chat_handler(*s.engine, options)});
+    http = std::make_unique<net::HttpServer>(s.io.get_executor(), net::make_openai_routes(*s.backend, {}),
+                                             std::move(http_options));
+    REQUIRE(http->listen("127.0.0.1", 0).has_value());
+  }
+  ~KeyedServer() { asio::co_spawn(s.io, http->stop(), asio::use_future).get(); }
+  std::uint16_t port() const { return http->port(); }
+};
+
+}  // namespace
+
+TEST_CASE("a WebSocket key in the Authorization header or the api_key query acts for its tenant", "[net][ws][auth]") {
+  KeyedServer k;
+  WsClient alice(k.port(), "/v1/ws", "Bearer key-a");
+  const std::string id(open(alice).at("conversation").as_string());
+  CHECK(k.s.engine->find_conversation("alice", id).has_value());
+  // A browser cannot set headers: the key in the query works too (percent-encoded).
+  WsClient alice_again(k.port(), "/v1/ws?x=1&api_key=key%2Da");
+  CHECK(open(alice_again, id).at("conversation").as_string() == id);
+}
+
+TEST_CASE("a wrong or missing WebSocket key is closed with 1008", "[net][ws][auth]") {
+  KeyedServer k;
+  for (const auto& [target, auth] : std::vector<std::pair<std::string, std::string>>{
+           {"/v1/ws", ""}, {"/v1/ws", "Bearer nope"}, {"/v1/ws?api_key=nope", ""}, {"/v1/ws?api_key=key-a", "Bearer nope"}}) {
+    INFO(target << " " << auth);
+    WsClient c(k.port(), target, auth);
+    CHECK_FALSE(c.receive().has_value());
+    CHECK(c.close_code() == 1008);
+  }
+}
+
+TEST_CASE("another tenant's conversation is not found over the WebSocket", "[net][ws][auth]") {
+  KeyedServer k;
+  WsClient alice(k.port(), "/v1/ws", "Bearer key-a");
+  const std::string id(open(alice).at("conversation").as_string());
+  WsClient bob(k.port(), "/v1/ws", "Bearer key-b");
+  bob.send(json::object{{"type", "open"}, {"conversation", id}});
+  CHECK(error_code(bob.next()) == "not_found");
+  bob.send(json::object{{"type", "delete"}, {"conversation", id}});
+  CHECK(error_code(bob.next()) == "not_found");
+  bob.send(json::object{{"type", "list"}});
+  CHECK(bob.next().at("items").as_array().empty());
+  CHECK(k.s.engine->find_conversation("alice", id).has_value());
+}

@@ -18,9 +18,15 @@ namespace pensieve::testing {
 
 class WsClient {
  public:
-  explicit WsClient(std::uint16_t port, const std::string& target = "/v1/ws") {
+  // `authorization`: the upgrade request's Authorization header, when not empty.
+  explicit WsClient(std::uint16_t port, const std::string& target = "/v1/ws", const std::string& authorization = {}) {
     namespace asio = boost::asio;
     boost::beast::get_lowest_layer(ws_).connect({asio::ip::make_address("127.0.0.1"), port});
+    if (!authorization.empty()) {
+      ws_.set_option(boost::beast::websocket::stream_base::decorator([authorization](auto& req) {
+        req.set(boost::beast::http::field::authorization, authorization);
+      }));
+    }
     boost::system::error_code ec;
     ws_.async_handshake("127.0.0.1", target, [&](boost::system::error_code e) { ec = e; });
     REQUIRE(run());

@@ -11,7 +11,7 @@ using pensieve::server::parse_options;
 
 TEST_CASE("the server's flags parse into options, in both spellings", "[tools]") {
   auto o = parse_options({"--model", "m.gguf", "--port=9000", "--no-state", "--kv-disk-dir", "/tmp/kv",
-                          "--kv-disk-gb", "3", "--threads", "2", "--api-key", "k"});
+                          "--kv-disk-gb", "3", "--threads", "2", "--api-key", "k", "--history-dir", "/tmp/h"});
   REQUIRE(o.has_value());
   CHECK(o->model == "m.gguf");
   CHECK(o->port == 9000);
@@ -20,6 +20,7 @@ TEST_CASE("the server's flags parse into options, in both spellings", "[tools]")
   CHECK(o->threads == 2);
   CHECK(o->api_key == "k");
   CHECK(o->host == "127.0.0.1");
+  CHECK(o->history_dir == "/tmp/h");
 }
 
 TEST_CASE("a bad flag or value is a one-line reason", "[tools]") {
@@ -41,7 +42,7 @@ TEST_CASE("--help documents every flag", "[tools]") {
   const std::string text = pensieve::server::usage();
   for (const char* flag : {"--model", "--host", "--port", "--rpc-port", "--no-state", "--api-key",
                            "--api-keys", "--kv-device-mb", "--kv-host-mb", "--kv-disk-dir",
-                           "--kv-disk-gb", "--max-batch-tokens", "--threads", "--trace"}) {
+                           "--kv-disk-gb", "--max-batch-tokens", "--threads", "--trace", "--history-dir"}) {
     CHECK(text.find(flag) != std::string::npos);
   }
 }

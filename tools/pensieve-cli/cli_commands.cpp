@@ -124,6 +124,11 @@ int run_cli(const CliOptions& o, std::istream& in, std::ostream& out, std::ostre
   try {
     capnp::EzRpcClient client(view(o.host), o.port);
     auto server = client.getMain<schema::Pensieve>();
+    if (o.api_key) {
+      auto login = server.loginRequest();
+      login.setKey(view(*o.api_key));
+      server = login.send().getService();  // pipelined: a wrong key fails the first call
+    }
     return run_command(o, server, client.getWaitScope(), in, out, err);
   } catch (const kj::Exception& e) {
     err << "pensieve-cli: " << reason(e) << "\n";

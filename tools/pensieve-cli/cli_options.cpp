@@ -26,7 +26,8 @@ std::string cli_usage() {
          "  delete ID          delete a conversation\n"
          "  stats              the scheduler's counters\n"
          "  --host H           server address (default 127.0.0.1)\n"
-         "  --port P           server RPC port (default 8081)\n";
+         "  --port P           server RPC port (default 8081)\n"
+         "  --api-key KEY      log in with KEY (a server started with --api-key / --api-keys)\n";
 }
 
 Result<CliOptions> parse_cli(const std::vector<std::string>& args) {
@@ -50,6 +51,8 @@ Result<CliOptions> parse_cli(const std::vector<std::string>& args) {
       auto p = number<std::uint16_t>(a, v);
       if (!p) return p.error();
       o.port = *p;
+    } else if (a == "--api-key") {
+      o.api_key = v;
     } else if (a == "--conversation") {
       o.conversation = v;
     } else if (a == "--max-tokens") {

@@ -20,6 +20,7 @@ struct CliOptions {
   std::int32_t max_tokens = 256;
   float temperature = 0.7f;
   std::uint64_t seed = 0;
+  std::optional<std::string> api_key;       // login(key) first (servers with API keys)
   bool help = false;
 };
 

@@ -3,6 +3,7 @@
 #include "actors/engine.hpp"
 #include "gpu/model/model_loader.hpp"
 #include "net/engine_backend.hpp"
+#include "net/admin_routes.hpp"
 #include "net/api_keys.hpp"
 #include "net/http_server.hpp"
 #include "net/metrics.hpp"
@@ -13,6 +14,7 @@
 #include "net/ws_chat_session.hpp"
 #include "tools/pensieve/default_model.hpp"
 #include "tools/pensieve/options.hpp"
+#include "tools/pensieve/trace_capture.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -59,12 +61,21 @@ int serve(const server::Options& o) {
   engine_options.stateful = !o.no_state;
   engine_options.max_batch_tokens = o.max_batch_tokens;
   engine_options.kv_cache_mb = o.kv_device_mb;
+  engine_options.kv_host_mb = o.kv_host_mb;
+  engine_options.kv_disk_dir = o.kv_disk_dir.value_or("");
+  engine_options.kv_disk_gb = o.kv_disk_gb;
+  engine_options.eviction_policy =
+      o.eviction_policy == "lru" ? actors::EvictionPolicyKind::lru : actors::EvictionPolicyKind::cost_aware;
+  engine_options.swap_out_watermark = o.swap_out_watermark;
+  engine_options.decode_reserve = o.decode_reserve;
+  engine_options.gather_copies = o.gather_copies;
+  engine_options.history_dir = o.history_dir.value_or("");
   net::ServerMetrics metrics;  // outlives the engine, whose scheduler records into it
   rt::Tracer tracer;           // likewise: the engine's threads record into it
-  if (o.trace_file) {
-    tracer.enable();
-    engine_options.tracer = &tracer;
-  }
+  // Always wired, enabled only while recording (--trace, or POST
+  // /admin/trace): disabled, a span costs one branch.
+  engine_options.tracer = &tracer;
+  if (o.trace_file) tracer.enable();
   engine_options.on_iteration = [&metrics](const actors::IterationRecord& r) {
     metrics.batch(r.sequences, r.decode_tokens + r.prefill_tokens);
   };
@@ -84,9 +95,20 @@ int serve(const server::Options& o) {
   routes.metrics = &metrics;
   net::HttpServerOptions http_options;
   // The WebSocket chat at /v1/ws, and its web page at /.
-  http_options.websocket_routes.push_back({"/v1/ws", net::make_ws_chat_handler(**engine, {})});
-  net::HttpServer http(io.get_executor(), net::with_web_page(net::make_openai_routes(backend, routes)),
-                       std::move(http_options));
+  // Its key comes in the Authorization header or as /v1/ws?api_key=KEY (a
+  // browser cannot set headers); a wrong one is closed with 1008.
+  net::WsChatOptions ws_options;
+  ws_options.tenant_of = net::ws_tenant_of(routes.keys);
+  ws_options.refuse_with_close = true;
+  http_options.websocket_routes.push_back({"/v1/ws", net::make_ws_chat_handler(**engine, std::move(ws_options))});
+  server::TraceCapturer trace_capturer(tracer, o.trace_file.has_value());
+  net::AdminRouteOptions admin;
+  admin.admin_key = o.admin_key.value_or("");
+  admin.capture_trace = [&trace_capturer](std::chrono::seconds d) { return trace_capturer.capture(d); };
+  net::HttpServer http(
+      io.get_executor(),
+      net::with_admin_routes(net::with_web_page(net::make_openai_routes(backend, routes)), std::move(admin)),
+      std::move(http_options));
   if (auto r = http.listen(o.host, o.port); !r) {
     std::fprintf(stderr, "pensieve: %s\n", r.error().message.c_str());
     return 1;
@@ -99,6 +121,7 @@ int serve(const server::Options& o) {
   net::RpcServerOptions rpc_options;
   rpc_options.host = o.host;
   rpc_options.port = o.rpc_port;
+  rpc_options.keys = routes.keys;  // clients login(key) when keys are required
   auto rpc = net::RpcServer::start(**engine, io.get_executor(), rpc_options);
   if (!rpc) {
     std::fprintf(stderr, "pensieve: %s\n", rpc.error().message.c_str());
@@ -108,9 +131,13 @@ int serve(const server::Options& o) {
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int) {
     if (ec) return;
-    std::fprintf(stderr, "pensieve: stopping\n");
+    // The listeners close at once (new connections are refused); HTTP
+    // requests in flight get the grace period, then their turns are
+    // cancelled; RPC and WebSocket turns are cancelled now.
+    std::fprintf(stderr, "pensieve: stopping (in-flight requests get %d s)\n", o.shutdown_grace_s);
     (*rpc)->stop();  // never waits on this executor: safe from its thread
-    asio::co_spawn(io, http.stop(), [&](std::exception_ptr) { io.stop(); });
+    trace_capturer.stop();
+    asio::co_spawn(io, http.stop(std::chrono::seconds(o.shutdown_grace_s)), [&](std::exception_ptr) { io.stop(); });
   });
   io.run();
   if (o.trace_file) {

@@ -21,14 +21,29 @@ conversation's KV cache between turns.
   --api-key KEY          require "Authorization: Bearer KEY"
   --api-keys FILE        one "KEY TENANT" pair per line
   --kv-device-mb N       KV cache budget on the compute device (default 512)
-  --kv-host-mb N         KV cache budget in host memory (default 2048)
+  --kv-host-mb N         KV cache budget in host memory (default 0: no host tier;
+                         the tiers are new: a stall under heavy pressure is known)
   --kv-disk-dir DIR      folder for the disk KV tier (with --kv-disk-gb)
   --kv-disk-gb N         disk KV tier budget (default 0: no disk tier)
+  --eviction-policy P    which cached KV chunks leave a tier first: cost (recompute cost over
+                         idle time, default) or lru
+  --swap-out-watermark F copy idle KV to the host ahead of time while less than this share of
+                         device blocks is free (default 0.25)
+  --decode-reserve F     share of device blocks kept for running decodes (default 0.10)
+  --no-gather            one transfer per chunk and layer instead of gathering adjacent chunks
+  --history-dir DIR      keep every conversation's history in a journal in DIR, fsynced before
+                         a turn is acknowledged; a restart on the same DIR brings the
+                         conversations back (their KV is recomputed) (default: off)
   --max-batch-tokens N   tokens per scheduler iteration (default 512)
   --request-timeout-s N  cancel a turn still running after N seconds: 504 (default 600)
   --threads N            compute threads (default: all cores)
   --chat-template NAME   override the model's chat template (llama2, llama3, chatml, zephyr, mistral)
   --trace FILE           record actor and stream spans to FILE
+  --admin-key KEY        enable POST /admin/trace?seconds=N (1..60; "Authorization: Bearer KEY"),
+                         which records the engine's spans for N seconds and answers Chrome
+                         trace-event JSON; without this flag /admin routes answer 404
+  --shutdown-grace-s N   on SIGINT/SIGTERM: stop accepting, give in-flight HTTP requests up to
+                         N seconds to finish, then cancel them, and exit 0 (default 10)
   --help                 this text
 )";
 }
@@ -51,6 +66,16 @@ Result<void> parse_int(const std::string& flag, const std::string& text, Int& ou
   return {};
 }
 
+Result<void> parse_share(const std::string& flag, const std::string& text, double& out) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || !(v >= 0.0 && v <= 1.0)) {
+    return fail(flag + ": '" + text + "' is not a number in [0, 1]");
+  }
+  out = v;
+  return {};
+}
+
 using Setter = std::function<Result<void>(Options&, const std::string&)>;
 
 std::map<std::string, Setter> value_flags() {
@@ -70,6 +95,14 @@ std::map<std::string, Setter> value_flags() {
       {"--kv-device-mb", [](Options& o, const std::string& v) { return parse_int("--kv-device-mb", v, o.kv_device_mb, 1, 1 << 24); }},
       {"--kv-host-mb", [](Options& o, const std::string& v) { return parse_int("--kv-host-mb", v, o.kv_host_mb, 0, 1 << 24); }},
       {"--kv-disk-dir", text(&Options::kv_disk_dir)},
+      {"--history-dir", text(&Options::history_dir)},
+      {"--eviction-policy", [](Options& o, const std::string& v) -> Result<void> {
+         if (v != "lru" && v != "cost") return fail("--eviction-policy: '" + v + "' is not lru or cost");
+         o.eviction_policy = v;
+         return {};
+       }},
+      {"--swap-out-watermark", [](Options& o, const std::string& v) { return parse_share("--swap-out-watermark", v, o.swap_out_watermark); }},
+      {"--decode-reserve", [](Options& o, const std::string& v) { return parse_share("--decode-reserve", v, o.decode_reserve); }},
       {"--kv-disk-gb", [](Options& o, const std::string& v) { return parse_int("--kv-disk-gb", v, o.kv_disk_gb, 0, 1 << 20); }},
       {"--max-batch-tokens", [](Options& o, const std::string& v) { return parse_int("--max-batch-tokens", v, o.max_batch_tokens, 1, 1 << 20); }},
       {"--threads", [](Options& o, const std::string& v) { return parse_int("--threads", v, o.threads, 1, 1024); }},
@@ -77,6 +110,10 @@ std::map<std::string, Setter> value_flags() {
          return parse_int("--request-timeout-s", v, o.request_timeout_s, 1, 86400);
        }},
       {"--trace", text(&Options::trace_file)},
+      {"--admin-key", text(&Options::admin_key)},
+      {"--shutdown-grace-s", [](Options& o, const std::string& v) {
+         return parse_int("--shutdown-grace-s", v, o.shutdown_grace_s, 0, 3600);
+       }},
       {"--chat-template", text(&Options::chat_template)},
   };
 }
@@ -101,6 +138,10 @@ Result<Options> parse_options(const std::vector<std::string>& args) {
       o.no_state = true;
       continue;
     }
+    if (arg == "--no-gather") {
+      o.gather_copies = false;
+      continue;
+    }
     auto it = flags.find(arg);
     if (it == flags.end()) return fail("unknown option '" + arg + "' (see --help)");
     if (!inline_value && i + 1 >= args.size()) return fail(arg + " needs a value");
@@ -109,6 +150,7 @@ Result<Options> parse_options(const std::vector<std::string>& args) {
   }
   if (o.api_key && o.api_keys_file) return fail("--api-key and --api-keys are exclusive");
   if (o.kv_disk_gb > 0 && !o.kv_disk_dir) return fail("--kv-disk-gb needs --kv-disk-dir");
+  if (o.admin_key && o.admin_key->empty()) return fail("--admin-key: the key must not be empty");
   return o;
 }
 

@@ -19,14 +19,21 @@ struct Options {
   std::optional<std::string> api_key;
   std::optional<std::string> api_keys_file;
   std::int64_t kv_device_mb = 512;
-  std::int64_t kv_host_mb = 2048;
+  std::int64_t kv_host_mb = 0;  // 0: no host tier (see issue 7: a stall under heavy pressure)
   std::optional<std::string> kv_disk_dir;
   std::int64_t kv_disk_gb = 0;
+  std::string eviction_policy = "cost";  // lru | cost
+  double swap_out_watermark = 0.25;      // copy idle KV to host below this free device share
+  double decode_reserve = 0.10;          // device share kept for running decodes
+  bool gather_copies = true;             // --no-gather: one transfer per chunk and layer
+  std::optional<std::string> history_dir;  // durable conversation history; absent: off
   std::int32_t max_batch_tokens = 512;
   std::int32_t request_timeout_s = 600;
   std::int32_t threads = 0;  // 0: every core
   std::optional<std::string> trace_file;
   std::optional<std::string> chat_template;
+  std::optional<std::string> admin_key;  // enables /admin routes (POST /admin/trace)
+  std::int32_t shutdown_grace_s = 10;    // SIGINT/SIGTERM: time in-flight requests get to finish
   bool help = false;
 };
 

@@ -1,0 +1,73 @@
+#pragma once
+// SwapEngineActor: executes the KV tier moves the scheduler core decided
+// (kv_transfers.hpp). It owns the host tier (a KvPool with the device pool's
+// layout: plain memory on the CPU backend, pinned memory on CUDA), a copy
+// stream beside the GPU worker's compute stream, and the disk tier when one
+// is configured (a ChunkStore).
+//
+// Per iteration, on the copy stream: swap_in (host -> device) layer by layer,
+// every chunk's layer-l slice (K and V) then one event per layer, so the
+// forward pass of layer i waits only for layer i; then swap_out (device ->
+// host) the same way, after the swap_in (host -> device first, as Pensieve
+// does). The reply carries the per-layer events at once: nothing here waits
+// for a copy. Swap_out completion and the disk moves (spill: host -> disk,
+// restore: disk -> host, each after the iteration's copies) are reported
+// through config.report as TransfersDone once they have finished.
+//
+// Ownership and threads: the handler runs on the executor it was spawned on
+// (with the scheduler, on the control thread); the copies run on the copy
+// stream's worker; disk I/O are coroutines on the handler's executor. The
+// device pool and the stream pool are shared with the GPU worker.
+#include "actors/chunk_store.hpp"
+#include "actors/swap_protocol.hpp"
+#include "gpu/kv/kv_pool.hpp"
+#include "runtime/cpu_stream.hpp"
+#include "runtime/task_group.hpp"
+#include "runtime/trace.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+
+#include <functional>
+#include <memory>
+
+namespace pensieve::actors {
+
+struct SwapEngineConfig {
+  std::int32_t host_slots = 0;  // host tier capacity in chunks (same layout as the device pool)
+  bool gather = true;           // merge copies of adjacent chunks into one transfer
+  rt::Tracer* tracer = nullptr;
+  std::shared_ptr<ChunkStore> disk;  // the disk tier; null: none
+  // Receives what finished, on the engine's executor (the scheduler's inbox).
+  std::function<void(TransfersDone)> report;
+  // Test hook, on the copy stream's worker before each layer's copies of a
+  // direction ("swap_in" or "swap_out"): lets a test make copies slow.
+  std::function<void(std::string_view direction, std::int32_t layer)> before_copy_layer;
+};
+
+class SwapEngine {
+ public:
+  // `device`, `streams`: the GPU worker's (GpuWorker::device_pool() and
+  // stream_pool()). `group` holds the disk I/O coroutines.
+  SwapEngine(std::shared_ptr<kv::KvPool> device, std::shared_ptr<rt::CpuStreamPool> streams, rt::TaskGroup& group,
+             boost::asio::any_io_executor executor, SwapEngineConfig config);
+
+  void operator()(SwapIteration message);
+  void operator()(GetSwapStats message);
+
+  // The host tier (tests read and fill it; valid while the actor lives).
+  kv::KvPool& host_pool();
+  // Bytes of one chunk, every layer, K and V.
+  std::size_t chunk_bytes() const;
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// What a chunk's slot holds, packed layer after layer (the disk format's
+// body); `out` has chunk_bytes. And the reverse.
+void pack_chunk(const kv::KvPool& pool, std::uint32_t slot, std::span<std::byte> out);
+void unpack_chunk(kv::KvPool& pool, std::uint32_t slot, std::span<const std::byte> in);
+
+}  // namespace pensieve::actors

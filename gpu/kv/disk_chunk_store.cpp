@@ -1,0 +1,306 @@
+#include "gpu/kv/disk_chunk_store.hpp"
+
+#include "gpu/kv/chunk_checksum.hpp"
+
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <random>
+#include <stdexcept>
+#include <unistd.h>
+
+namespace pensieve::kv {
+namespace {
+
+using rt::AlignedBuffer;
+
+std::uint32_t crc_of(std::uint32_t crc, const void* data, std::size_t bytes) {
+  return static_cast<std::uint32_t>(crc32_z(crc, static_cast<const Bytef*>(data), bytes));
+}
+
+std::uint32_t header_crc(const ChunkHeader& h) {
+  return crc_of(0, &h, offsetof(ChunkHeader, header_crc32));
+}
+
+std::uint32_t tokens_crc(std::span<const std::int32_t> tokens) {
+  return crc_of(0, tokens.data(), tokens.size_bytes());
+}
+
+ChunkError chunk_error(ChunkFault fault, std::string message) { return ChunkError{fault, std::move(message)}; }
+
+std::string slot_name(DiskSlot slot) { return "disk KV slot " + std::to_string(slot.value); }
+
+// Creates `path` fresh and reserves `bytes` for it. Plain syscalls: this
+// runs once, at startup, before any coroutine uses the store.
+Result<void> make_file(const std::filesystem::path& path, std::uint64_t bytes) {
+  const int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0) return fail("create " + path.string() + " failed: " + std::strerror(errno));
+  int rc = ::fallocate(fd, 0, 0, static_cast<off_t>(bytes));
+  std::string why;
+  if (rc != 0 && (errno == EOPNOTSUPP || errno == ENOSYS)) {
+    rc = ::ftruncate(fd, static_cast<off_t>(bytes));  // sparse: the filesystem cannot reserve
+  }
+  if (rc != 0) why = std::strerror(errno);
+  ::close(fd);
+  if (rc != 0) {
+    return fail("reserve " + std::to_string(bytes) + " bytes for " + path.string() + " failed: " + why);
+  }
+  return {};
+}
+
+}  // namespace
+
+const char* chunk_fault_name(ChunkFault fault) {
+  switch (fault) {
+    case ChunkFault::invalid: return "invalid";
+    case ChunkFault::io: return "io";
+    case ChunkFault::corrupt: return "corrupt";
+    case ChunkFault::stale: return "stale";
+    case ChunkFault::wrong_tokens: return "wrong_tokens";
+  }
+  return "?";
+}
+
+void throw_exception_from_error(ChunkError const& e, boost::source_location const&) {
+  throw std::runtime_error(std::string(chunk_fault_name(e.fault)) + ": " + e.message);
+}
+
+DiskChunkStoreConfig disk_layout_of(const KvPoolConfig& pool) {
+  DiskChunkStoreConfig c;
+  c.n_layers = pool.n_layers;
+  c.layer_bytes = 2 * std::size_t(pool.block_tokens) * std::size_t(pool.n_kv_heads) * std::size_t(pool.head_dim) *
+                  kv_dtype_bytes(pool.dtype);
+  return c;
+}
+
+std::vector<std::span<std::byte>> chunk_layers(const KvPool& pool, BlockId block) {
+  const KvPoolConfig& c = pool.config();
+  if (std::int64_t(block.value) >= c.num_blocks) throw std::out_of_range("chunk_layers: block out of range");
+  std::vector<std::span<std::byte>> layers;
+  layers.reserve(std::size_t(c.n_layers));
+  for (std::int32_t l = 0; l < c.n_layers; ++l) {
+    const PagedKvView view = pool.layer(l);
+    const std::size_t block_bytes = std::size_t(view.block_stride()) * kv_dtype_bytes(view.dtype);
+    layers.emplace_back(static_cast<std::byte*>(view.data) + block.value * block_bytes, block_bytes);
+  }
+  return layers;
+}
+
+Result<std::unique_ptr<DiskChunkStore>> DiskChunkStore::open(std::shared_ptr<rt::IoRing> ring,
+                                                             DiskChunkStoreConfig config) {
+  if (config.n_layers <= 0 || config.layer_bytes == 0) return fail("disk KV store: empty chunk layout");
+  const std::uint64_t payload = std::uint64_t(config.n_layers) * config.layer_bytes;
+  const std::uint64_t slot_bytes = AlignedBuffer::round_up(header_block_bytes + payload, header_block_bytes);
+  const std::uint64_t slots = config.budget_bytes / slot_bytes;
+  if (slots == 0) {
+    return fail("--kv-disk-gb budget of " + std::to_string(config.budget_bytes) + " bytes holds no chunk of " +
+                std::to_string(slot_bytes) + " bytes");
+  }
+  if (slots > UINT32_MAX) return fail("disk KV store: too many slots for a 32-bit slot id");
+  std::error_code ec;
+  std::filesystem::create_directories(config.dir, ec);
+  if (ec) return fail("create --kv-disk-dir " + config.dir.string() + " failed: " + ec.message());
+  std::filesystem::path path = config.dir / file_name;
+  // A previous run's chunks are not trusted: start from an empty file.
+  std::filesystem::remove(path, ec);
+  if (ec) return fail("remove stale " + path.string() + " failed: " + ec.message());
+  if (auto made = make_file(path, slots * slot_bytes); !made) return made.error();
+  auto file = rt::UringFile::open(std::move(ring), path.string(),
+                                  {.writable = true, .create = false, .truncate = false, .direct = config.direct});
+  if (!file) return file.error();
+  const std::uint64_t run_id = std::random_device{}() | (std::uint64_t(std::random_device{}()) << 32);
+  return std::unique_ptr<DiskChunkStore>(new DiskChunkStore(std::move(config), std::move(*file), std::move(path),
+                                                            std::uint32_t(slots), slot_bytes, run_id));
+}
+
+DiskChunkStore::DiskChunkStore(DiskChunkStoreConfig config, rt::UringFile file, std::filesystem::path path,
+                               std::uint32_t slot_count, std::uint64_t slot_bytes, std::uint64_t run_id)
+    : config_(std::move(config)),
+      file_(std::move(file)),
+      path_(std::move(path)),
+      slot_count_(slot_count),
+      slot_bytes_(slot_bytes),
+      payload_bytes_(std::uint64_t(config_.n_layers) * config_.layer_bytes),
+      run_id_(run_id),
+      generation_(slot_count, 0) {}
+
+DiskChunkStore::~DiskChunkStore() {
+  std::error_code ec;  // best effort: the next open() removes it anyway
+  std::filesystem::remove(path_, ec);
+}
+
+void DiskChunkStore::release(DiskSlot slot) {
+  if (slot.value < slot_count_) generation_[slot.value] = 0;
+}
+
+AlignedBuffer DiskChunkStore::take_staging() {
+  if (staging_.empty()) return AlignedBuffer(slot_bytes_, header_block_bytes);
+  AlignedBuffer b = std::move(staging_.back());
+  staging_.pop_back();
+  return b;
+}
+
+void DiskChunkStore::give_back(AlignedBuffer buffer) {
+  if (staging_.size() < config_.cached_staging_buffers) staging_.push_back(std::move(buffer));
+}
+
+ChunkResult<void> DiskChunkStore::check_request(DiskSlot slot, std::size_t n_layers, std::size_t each_bytes,
+                                                bool reading) const {
+  if (slot.value >= slot_count_) {
+    return chunk_error(ChunkFault::invalid, slot_name(slot) + " is out of range (the store has " +
+                                                std::to_string(slot_count_) + " slots)");
+  }
+  if (n_layers != std::size_t(config_.n_layers) || each_bytes != config_.layer_bytes) {
+    return chunk_error(ChunkFault::invalid, slot_name(slot) + ": a chunk is " + std::to_string(config_.n_layers) +
+                                                " layers of " + std::to_string(config_.layer_bytes) + " bytes");
+  }
+  if (reading && generation_[slot.value] == 0) {
+    return chunk_error(ChunkFault::invalid, slot_name(slot) + " holds no chunk written in this run");
+  }
+  return {};
+}
+
+boost::asio::awaitable<ChunkResult<void>> DiskChunkStore::write(DiskSlot slot,
+                                                                std::span<const std::span<const std::byte>> layers,
+                                                                std::span<const std::int32_t> tokens) {
+  const std::size_t each = layers.empty() ? 0 : layers.front().size();
+  for (const auto& l : layers) {
+    if (l.size() != each) co_return chunk_error(ChunkFault::invalid, slot_name(slot) + ": layers differ in size");
+  }
+  if (auto ok = check_request(slot, layers.size(), each, false); !ok) co_return ok.error();
+  generation_[slot.value] = 0;  // unreadable until this write completes
+  AlignedBuffer staging = take_staging();
+  std::byte* payload = staging.data() + header_block_bytes;
+  std::uint32_t crc = 0;
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    std::byte* at = payload + l * each;
+    std::memcpy(at, layers[l].data(), each);
+    crc = chunk_checksum(crc, at, each);  // over the copy while it is in cache
+  }
+  ChunkHeader h;
+  h.magic = ChunkHeader::magic_value;
+  h.version = ChunkHeader::current_version;
+  h.header_bytes = sizeof(ChunkHeader);
+  h.slot = slot.value;
+  h.n_layers = std::uint32_t(config_.n_layers);
+  h.layer_bytes = config_.layer_bytes;
+  h.payload_bytes = payload_bytes_;
+  h.run_id = run_id_;
+  h.generation = next_generation_++;
+  h.payload_crc32 = crc;
+  h.token_count = std::uint32_t(tokens.size());
+  h.tokens_crc32 = tokens_crc(tokens);
+  h.header_crc32 = header_crc(h);
+  std::memset(staging.data(), 0, header_block_bytes);
+  std::memcpy(staging.data(), &h, sizeof h);
+  auto written = co_await file_.write_at(slot_offset_bytes(slot), std::span<const std::byte>(staging.data(), slot_bytes_));
+  give_back(std::move(staging));
+  if (!written) co_return chunk_error(ChunkFault::io, written.error().message);
+  generation_[slot.value] = h.generation;
+  co_return ChunkResult<void>{};
+}
+
+boost::asio::awaitable<ChunkResult<void>> DiskChunkStore::write(DiskSlot slot, const KvPool& pool, BlockId block,
+                                                                std::span<const std::int32_t> tokens) {
+  const auto spans = chunk_layers(pool, block);
+  const std::vector<std::span<const std::byte>> layers(spans.begin(), spans.end());
+  co_return co_await write(slot, std::span(layers), tokens);
+}
+
+ChunkResult<void> DiskChunkStore::verify(DiskSlot slot, const ChunkHeader& h,
+                                         std::span<const std::int32_t> tokens) const {
+  const std::string name = slot_name(slot) + " (" + path_.string() + ")";
+  if (h.magic != ChunkHeader::magic_value || h.header_crc32 != header_crc(h)) {
+    return chunk_error(ChunkFault::corrupt, name + ": the chunk header is torn or corrupt");
+  }
+  if (h.version != ChunkHeader::current_version || h.header_bytes != sizeof(ChunkHeader) || h.slot != slot.value ||
+      h.n_layers != std::uint32_t(config_.n_layers) || h.layer_bytes != config_.layer_bytes ||
+      h.payload_bytes != payload_bytes_) {
+    return chunk_error(ChunkFault::corrupt, name + ": the chunk header does not describe this slot's layout");
+  }
+  if (h.run_id != run_id_ || h.generation != generation_[slot.value]) {
+    return chunk_error(ChunkFault::stale, name + ": holds write " + std::to_string(h.generation) +
+                                              ", not the last one (" + std::to_string(generation_[slot.value]) + ")");
+  }
+  if (h.token_count != tokens.size() || h.tokens_crc32 != tokens_crc(tokens)) {
+    return chunk_error(ChunkFault::wrong_tokens, name + ": the chunk covers other tokens (" +
+                                                     std::to_string(h.token_count) + " tokens, digest differs)");
+  }
+  return {};
+}
+
+boost::asio::awaitable<ChunkResult<void>> DiskChunkStore::read(DiskSlot slot,
+                                                               std::span<const std::span<std::byte>> layers,
+                                                               std::span<const std::int32_t> tokens) {
+  const std::size_t each = layers.empty() ? 0 : layers.front().size();
+  for (const auto& l : layers) {
+    if (l.size() != each) co_return chunk_error(ChunkFault::invalid, slot_name(slot) + ": layers differ in size");
+  }
+  if (auto ok = check_request(slot, layers.size(), each, true); !ok) co_return ok.error();
+  AlignedBuffer staging = take_staging();
+  auto got = co_await file_.read_at(slot_offset_bytes(slot), std::span<std::byte>(staging.data(), slot_bytes_));
+  if (!got) {
+    give_back(std::move(staging));
+    co_return chunk_error(ChunkFault::io, got.error().message);
+  }
+  if (*got < header_block_bytes + payload_bytes_) {
+    give_back(std::move(staging));
+    co_return chunk_error(ChunkFault::corrupt, slot_name(slot) + " is torn: the file ends " +
+                                                   std::to_string(*got) + " bytes into it");
+  }
+  ChunkHeader h;
+  std::memcpy(&h, staging.data(), sizeof h);
+  if (auto ok = verify(slot, h, tokens); !ok) {
+    give_back(std::move(staging));
+    co_return ok.error();
+  }
+  const std::byte* payload = staging.data() + header_block_bytes;
+  std::uint32_t crc = 0;
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    const std::byte* at = payload + l * each;
+    crc = chunk_checksum(crc, at, each);
+    std::memcpy(layers[l].data(), at, each);  // while it is in cache
+  }
+  give_back(std::move(staging));
+  if (crc != h.payload_crc32) {
+    co_return chunk_error(ChunkFault::corrupt, slot_name(slot) + " (" + path_.string() +
+                                                   "): the payload checksum does not match (torn or corrupt)");
+  }
+  co_return ChunkResult<void>{};
+}
+
+boost::asio::awaitable<ChunkResult<void>> DiskChunkStore::read(DiskSlot slot, KvPool& pool, BlockId block,
+                                                               std::span<const std::int32_t> tokens) {
+  const auto layers = chunk_layers(pool, block);
+  co_return co_await read(slot, std::span(layers), tokens);
+}
+
+boost::asio::awaitable<ChunkResult<void>> DiskChunkStore::write_packed(DiskSlot slot, std::span<const std::byte> chunk,
+                                                                       std::span<const std::int32_t> tokens) {
+  if (chunk.size() != payload_bytes_) {
+    co_return chunk_error(ChunkFault::invalid, slot_name(slot) + ": a packed chunk is " +
+                                                   std::to_string(payload_bytes_) + " bytes");
+  }
+  std::vector<std::span<const std::byte>> layers;
+  for (std::size_t l = 0; l < std::size_t(config_.n_layers); ++l) {
+    layers.push_back(chunk.subspan(l * config_.layer_bytes, config_.layer_bytes));
+  }
+  co_return co_await write(slot, std::span(layers), tokens);
+}
+
+boost::asio::awaitable<ChunkResult<void>> DiskChunkStore::read_packed(DiskSlot slot, std::span<std::byte> chunk,
+                                                                      std::span<const std::int32_t> tokens) {
+  if (chunk.size() != payload_bytes_) {
+    co_return chunk_error(ChunkFault::invalid, slot_name(slot) + ": a packed chunk is " +
+                                                   std::to_string(payload_bytes_) + " bytes");
+  }
+  std::vector<std::span<std::byte>> layers;
+  for (std::size_t l = 0; l < std::size_t(config_.n_layers); ++l) {
+    layers.push_back(chunk.subspan(l * config_.layer_bytes, config_.layer_bytes));
+  }
+  co_return co_await read(slot, std::span(layers), tokens);
+}
+
+}  // namespace pensieve::kv

@@ -1,0 +1,179 @@
+#pragma once
+// DiskChunkStore: the disk tier of the KV cache. A fixed number of slots in
+// one file under a directory (--kv-disk-dir), as many as a byte budget
+// (--kv-disk-gb) holds; each slot holds one chunk: every layer's K and V of
+// one KV block, as one host KvPool block holds them. Written and read with
+// io_uring (rt::UringFile), O_DIRECT where the filesystem allows it, through
+// 4 KiB-aligned staging buffers (a host pool's blocks are not page aligned).
+//
+// On-disk format (version 1, host byte order; the file is never read by
+// another machine or another run): slot s starts at s * slot_bytes():
+//   [0, 4096)        ChunkHeader (below), zero padded to one 4 KiB block
+//   [4096, +payload) layer 0's chunk bytes, layer 1's, ... (layer_bytes each)
+//   up to slot_bytes zero/garbage padding (whole 4 KiB blocks for O_DIRECT)
+// The header carries a checksum of the payload (kv/chunk_checksum.hpp:
+// hardware CRC-32C in lanes, at memory speed), a CRC-32 and count of
+// the token ids the chunk covers, this store's run id and the slot's write
+// generation, and a CRC-32 of itself. A read checks them in that order, so a
+// chunk that is torn (short file, zeroed or half-written), flipped, stale (an
+// earlier write of the slot, or another run's) or for other tokens is told
+// apart from an I/O error; every such chunk must be recomputed, never used.
+//
+// Nothing here is durable on purpose: chunks are not fsynced and open()
+// deletes the files of a previous run (recovery starts from the token
+// history; KV from before a crash is not trusted). The destructor removes
+// the file too.
+//
+// Ownership and threads: owns the file, the staging buffers and the slots'
+// generations; shares the IoRing. Every call runs on the ring's executor
+// (one thread), from coroutines; several reads and writes may be in flight.
+// The spans passed in must stay alive until the awaited call returns.
+#include "gpu/kv/block_id.hpp"
+#include "gpu/kv/kv_pool.hpp"
+#include "runtime/aligned_buffer.hpp"
+#include "runtime/error.hpp"
+#include "runtime/io_ring.hpp"
+#include "runtime/uring_file.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/system/result.hpp>
+
+#include <compare>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace pensieve::kv {
+
+struct DiskSlot {
+  std::uint32_t value = 0;
+  friend constexpr auto operator<=>(DiskSlot, DiskSlot) = default;
+};
+
+// Why a chunk could not be written or read back.
+enum class ChunkFault : std::uint8_t {
+  invalid,       // the caller's mistake: a slot out of range or never written, spans of the wrong size
+  io,            // the read or write itself failed (errno); the chunk may be fine
+  corrupt,       // torn, flipped or zeroed: a checksum, the magic or the length did not match
+  stale,         // a well-formed chunk from an earlier write of the slot (or another run)
+  wrong_tokens,  // a well-formed, current chunk whose token digest differs from the caller's tokens
+};
+const char* chunk_fault_name(ChunkFault fault);
+
+struct ChunkError {
+  ChunkFault fault = ChunkFault::io;
+  std::string message;
+  // corrupt, stale and wrong_tokens: the data is unusable; recompute it.
+  bool unusable_chunk() const {
+    return fault == ChunkFault::corrupt || fault == ChunkFault::stale || fault == ChunkFault::wrong_tokens;
+  }
+};
+
+template <class T>
+using ChunkResult = boost::system::result<T, ChunkError>;
+
+[[noreturn]] void throw_exception_from_error(ChunkError const& e, boost::source_location const&);
+
+// The header at the start of every slot. Fixed layout; `version` changes
+// when it does.
+struct ChunkHeader {
+  static constexpr std::uint64_t magic_value = 0x314b43564b565350ull;  // "PSVKVCK1"
+  static constexpr std::uint32_t current_version = 1;
+  std::uint64_t magic = 0;
+  std::uint32_t version = 0;
+  std::uint32_t header_bytes = 0;  // sizeof(ChunkHeader)
+  std::uint32_t slot = 0;
+  std::uint32_t n_layers = 0;
+  std::uint64_t layer_bytes = 0;
+  std::uint64_t payload_bytes = 0;
+  std::uint64_t run_id = 0;      // random per open(): another run's chunk is stale
+  std::uint64_t generation = 0;  // the slot's write number in this run (from 1)
+  std::uint32_t payload_crc32 = 0;
+  std::uint32_t token_count = 0;
+  std::uint32_t tokens_crc32 = 0;
+  std::uint32_t header_crc32 = 0;  // of every byte above
+};
+static_assert(sizeof(ChunkHeader) == 72, "ChunkHeader has no padding");
+
+struct DiskChunkStoreConfig {
+  std::filesystem::path dir;
+  std::uint64_t budget_bytes = 0;  // slots: as many whole slots as this holds
+  std::int32_t n_layers = 0;
+  std::size_t layer_bytes = 0;     // one layer's K and V of one block
+  rt::DirectIo direct = rt::DirectIo::prefer;
+  std::size_t cached_staging_buffers = 16;  // kept for reuse; more are made while more are in flight
+};
+
+// The chunk geometry of a host pool: n_layers and one block's bytes per layer.
+DiskChunkStoreConfig disk_layout_of(const KvPoolConfig& pool);
+// One span per layer over block `block` of `pool` (K then V, contiguous).
+std::vector<std::span<std::byte>> chunk_layers(const KvPool& pool, BlockId block);
+
+class DiskChunkStore {
+ public:
+  static constexpr std::size_t header_block_bytes = 4096;
+  static constexpr const char* file_name = "kv-chunks.bin";
+
+  // Deletes a previous run's chunk file in config.dir (creating the
+  // directory if needed) and makes a fresh one, space reserved for every
+  // slot where the filesystem can (fallocate), sparse otherwise.
+  static Result<std::unique_ptr<DiskChunkStore>> open(std::shared_ptr<rt::IoRing> ring,
+                                                      DiskChunkStoreConfig config);
+  ~DiskChunkStore();
+  DiskChunkStore(const DiskChunkStore&) = delete;
+  DiskChunkStore& operator=(const DiskChunkStore&) = delete;
+
+  std::uint32_t slot_count() const { return slot_count_; }
+  std::uint64_t slot_bytes() const { return slot_bytes_; }
+  std::uint64_t payload_bytes() const { return payload_bytes_; }
+  std::uint64_t slot_offset_bytes(DiskSlot slot) const { return std::uint64_t(slot.value) * slot_bytes_; }
+  const std::filesystem::path& path() const { return path_; }
+  bool direct() const { return file_.direct(); }
+  const std::string& direct_note() const { return file_.direct_note(); }
+
+  // Writes `layers` (n_layers spans of layer_bytes each) and the digest of
+  // `tokens` to `slot`. Until it returns, the slot reads as invalid.
+  boost::asio::awaitable<ChunkResult<void>> write(DiskSlot slot, std::span<const std::span<const std::byte>> layers,
+                                                  std::span<const std::int32_t> tokens);
+  boost::asio::awaitable<ChunkResult<void>> write(DiskSlot slot, const KvPool& pool, BlockId block,
+                                                  std::span<const std::int32_t> tokens);
+  // Reads `slot` back into `layers` after checking it is the chunk last
+  // written there for `tokens`; on an error `layers` may hold garbage.
+  boost::asio::awaitable<ChunkResult<void>> read(DiskSlot slot, std::span<const std::span<std::byte>> layers,
+                                                 std::span<const std::int32_t> tokens);
+  boost::asio::awaitable<ChunkResult<void>> read(DiskSlot slot, KvPool& pool, BlockId block,
+                                                 std::span<const std::int32_t> tokens);
+  // The same for a chunk packed layer after layer in one buffer of
+  // payload_bytes() (what actors/chunk_store.hpp passes).
+  boost::asio::awaitable<ChunkResult<void>> write_packed(DiskSlot slot, std::span<const std::byte> chunk,
+                                                         std::span<const std::int32_t> tokens);
+  boost::asio::awaitable<ChunkResult<void>> read_packed(DiskSlot slot, std::span<std::byte> chunk,
+                                                        std::span<const std::int32_t> tokens);
+  // Forgets `slot` (a later read of it is invalid); no I/O.
+  void release(DiskSlot slot);
+
+ private:
+  DiskChunkStore(DiskChunkStoreConfig config, rt::UringFile file, std::filesystem::path path,
+                 std::uint32_t slot_count, std::uint64_t slot_bytes, std::uint64_t run_id);
+  ChunkResult<void> check_request(DiskSlot slot, std::size_t n_layers, std::size_t each_bytes, bool reading) const;
+  ChunkResult<void> verify(DiskSlot slot, const ChunkHeader& header, std::span<const std::int32_t> tokens) const;
+  rt::AlignedBuffer take_staging();
+  void give_back(rt::AlignedBuffer buffer);
+
+  DiskChunkStoreConfig config_;
+  rt::UringFile file_;
+  std::filesystem::path path_;
+  std::uint32_t slot_count_ = 0;
+  std::uint64_t slot_bytes_ = 0;
+  std::uint64_t payload_bytes_ = 0;
+  std::uint64_t run_id_ = 0;
+  std::uint64_t next_generation_ = 1;
+  std::vector<std::uint64_t> generation_;  // per slot: the last completed write; 0: none
+  std::vector<rt::AlignedBuffer> staging_;  // free staging buffers of slot_bytes_
+};
+
+}  // namespace pensieve::kv

@@ -1,0 +1,33 @@
+#include "tools/pensieve/options.hpp"
+
+#include <catch2/catch.hpp>
+
+using pensieve::server::parse_options;
+
+TEST_CASE("the KV tier flags parse: policy, watermark, decode reserve, gathering", "[tools][tiers]") {
+  auto defaults = parse_options({});
+  REQUIRE(defaults.has_value());
+  CHECK(defaults->eviction_policy == "cost");
+  CHECK(defaults->swap_out_watermark == 0.25);
+  CHECK(defaults->decode_reserve == 0.10);
+  CHECK(defaults->gather_copies);
+  auto o = parse_options({"--eviction-policy", "lru", "--swap-out-watermark=0.5", "--decode-reserve", "0",
+                          "--no-gather", "--kv-host-mb", "64"});
+  REQUIRE(o.has_value());
+  CHECK(o->eviction_policy == "lru");
+  CHECK(o->swap_out_watermark == 0.5);
+  CHECK(o->decode_reserve == 0.0);
+  CHECK_FALSE(o->gather_copies);
+  CHECK(o->kv_host_mb == 64);
+}
+
+TEST_CASE("a bad KV tier flag is a one-line reason", "[tools][tiers]") {
+  auto message = [](std::vector<std::string> args) {
+    auto o = parse_options(args);
+    REQUIRE_FALSE(o.has_value());
+    return o.error().message;
+  };
+  CHECK(message({"--eviction-policy", "fifo"}) == "--eviction-policy: 'fifo' is not lru or cost");
+  CHECK(message({"--swap-out-watermark", "1.5"}) == "--swap-out-watermark: '1.5' is not a number in [0, 1]");
+  CHECK(message({"--decode-reserve", "x"}) == "--decode-reserve: 'x' is not a number in [0, 1]");
+}
