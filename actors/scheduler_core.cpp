@@ -138,7 +138,22 @@ bool SchedulerCore::make_room_step(const Sequence& keep, std::int32_t need, std:
     const std::int32_t free = tiers_.device().free_blocks();
     return free >= need || free + tiers_.pending_device_frees() < need;
   }
-  return preempt_latest(keep, plan);
+  return preempt_latest(keep, plan) || unpin_waiting(keep);
+}
+
+// Unpins the latest-arrived waiting turn (not `keep`) whose cached KV is
+// pinned but not yet handed over, so its chunks may leave the device again.
+// Without it, running turns that need blocks and waiting turns pinning the
+// only idle ones wait for each other forever. It re-attaches at a later plan.
+bool SchedulerCore::unpin_waiting(const Sequence& keep) {
+  for (auto it = waiting_.rbegin(); it != waiting_.rend(); ++it) {
+    Sequence& s = **it;
+    if (&s == &keep || !s.attached || !tiers_.attached_to(s.spec.conversation, s.spec.turn)) continue;
+    tiers_.detach(s.spec.conversation, s.spec.turn);
+    s.attached = false;
+    return true;
+  }
+  return false;
 }
 
 // Preempts the latest-arrived running sequence that arrived after `keep` and

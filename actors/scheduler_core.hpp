@@ -207,6 +207,7 @@ class SchedulerCore {
   bool reserve(Sequence& seq, std::int64_t n, std::int64_t now_ns, IterationPlan& plan);
   bool make_room_step(const Sequence& keep, std::int32_t need, std::int64_t now_ns, IterationPlan& plan);
   bool preempt_latest(const Sequence& keep, IterationPlan& plan);
+  bool unpin_waiting(const Sequence& keep);
   bool prefill(Sequence& seq, std::int64_t& budget, std::int64_t now_ns, IterationPlan& plan,
                std::vector<TurnEvent>& events);
   void plan_chunk(Sequence& seq, std::int64_t start, std::int64_t n, IterationPlan& plan,

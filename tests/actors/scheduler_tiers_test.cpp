@@ -398,3 +398,20 @@ TEST_CASE("with a host tier a new turn waits while admitting it would eat into t
     check_exact_kv(rig);
   }
 }
+
+TEST_CASE("a waiting turn that pins the only idle device chunks does not starve a running turn of blocks",
+          "[scheduler][tiers]") {
+  SchedulerLimits l = tiny_tiers(8, 4, 0);
+  l.swap_out_watermark = 0.0;  // no copies ahead of time: the idle chunks stay device-only
+  l.decode_reserve = 0.10;     // holds the waiting turn back while the running one decodes
+  TierRig rig(l);
+  const TurnId a = rig.run_turn(1, token_run(18, 100), 2);  // 20 tokens: 5 idle device blocks
+  REQUIRE(rig.core.stats().free_blocks == 3);
+  rig.admit(2, token_run(10, 300), 8);  // takes the 3 free blocks, then needs more to decode
+  rig.step();
+  rig.admit(1, rig.next_message(a, 4, 200), 2);  // pins conversation 1's chunks while it waits
+  rig.run_to_end(200);  // before the fix: neither turn could ever run again
+  CHECK(rig.generated[TurnId{a.value + 1}] == 8);
+  CHECK(rig.generated[TurnId{a.value + 2}] == 2);
+  check_exact_kv(rig);
+}
