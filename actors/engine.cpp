@@ -4,7 +4,7 @@
 #include "actors/gpu_worker.hpp"
 #include "actors/history_journal.hpp"
 #include "actors/swap_engine.hpp"
-#include "gpu/model/cpu_forward.hpp"
+#include "gpu/backend/paged_forward.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/task_group.hpp"
 
@@ -13,6 +13,9 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <map>
@@ -113,6 +116,13 @@ void Engine::Impl::shutdown() {
   worker_thread.join();
 }
 
+std::int64_t default_kv_host_mb() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page_bytes = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_bytes <= 0) return 1024;  // unknown: a modest tier
+  const std::int64_t quarter_mb = std::int64_t(pages) * std::int64_t(page_bytes) / 4 / (std::int64_t(1) << 20);
+  return std::min<std::int64_t>(4096, quarter_mb);
+}
+
 namespace {
 
 struct TierSizes {
@@ -120,13 +130,17 @@ struct TierSizes {
   std::int64_t disk_bytes = 0;
 };
 
-TierSizes tier_sizes(const EngineOptions& o, std::size_t block_bytes) {
+// `host_pool`: the backend has host memory to swap to (automatic sizing
+// turns the tier off where it has none; an explicit size is then an error).
+TierSizes tier_sizes(const EngineOptions& o, std::size_t block_bytes, bool host_pool) {
   TierSizes t;
   if (!o.stateful) return t;  // --no-state keeps nothing to move
+  const bool automatic = o.kv_host_blocks <= 0 && o.kv_host_mb == kAutoKvHostMb;
+  if (automatic && !host_pool) return t;
+  const std::int64_t host_mb = automatic ? default_kv_host_mb() : std::max<std::int64_t>(o.kv_host_mb, 0);
   const std::int64_t host = o.kv_host_blocks > 0
                                 ? std::int64_t(o.kv_host_blocks)
-                                : std::int64_t(std::size_t(std::max<std::int64_t>(o.kv_host_mb, 0)) *
-                                               (std::size_t(1) << 20) / block_bytes);
+                                : std::int64_t(std::size_t(host_mb) * (std::size_t(1) << 20) / block_bytes);
   t.host_slots = std::int32_t(std::min<std::int64_t>(host, 1 << 30));
   t.disk_bytes = o.kv_disk_bytes > 0 ? o.kv_disk_bytes : std::max<std::int64_t>(o.kv_disk_gb, 0) << 30;
   return t;
@@ -186,19 +200,26 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   if (!chat) return chat.error();
   std::string name = weights.config.name.empty() ? "pensieve" : weights.config.name;
   const std::int32_t max_context = weights.config.max_context;
-  auto forward = model::CpuForward::create(std::move(weights), {.n_threads = options.n_threads});
+  // The device tier: as many blocks as the budget holds (on every rank:
+  // each has kv_cache_mb for its share of the KV heads).
+  backend::PagedForwardOptions fo;
+  fo.backend = options.backend;
+  fo.tp = options.tp;
+  fo.n_threads = options.n_threads;
+  fo.block_tokens = options.kv_block_tokens;
+  fo.kv_dtype = options.kv_dtype;
+  fo.kv_budget_bytes = std::size_t(options.kv_cache_mb) << 20;
+  fo.num_blocks = options.kv_device_blocks;
+  fo.max_batch_tokens = options.max_batch_tokens;
+  auto forward = backend::make_paged_forward(std::move(weights), fo);
   if (!forward) return forward.error();
-
-  // The device tier: as many blocks as the budget holds.
-  kv::KvPoolConfig pool = forward->kv_pool_config(1, options.kv_block_tokens, options.kv_dtype);
+  const kv::KvPoolConfig pool = (*forward)->pool_config();
   const std::size_t block_bytes = kv::kv_bytes_per_token(pool) * std::size_t(options.kv_block_tokens);
-  const auto blocks = options.kv_device_blocks > 0
-                          ? std::int64_t(options.kv_device_blocks)
-                          : std::int64_t(std::size_t(options.kv_cache_mb) * (std::size_t(1) << 20) / block_bytes);
-  if (blocks < 1) return fail("--kv-device-mb is too small for one KV block of this model");
-  pool.num_blocks = std::int32_t(std::min<std::int64_t>(blocks, 1 << 30));
-  const TierSizes tiers = tier_sizes(options, block_bytes);
-  model::VocabInfo vocab{forward->config().vocab_size, {}};
+  const TierSizes tiers = tier_sizes(options, block_bytes, (*forward)->host_pool() != nullptr);
+  if (tiers.host_slots > 0 && !(*forward)->host_pool()) {
+    return fail("the host KV tier (--kv-host-mb) works only with --backend cpu and --tp 1 for now");
+  }
+  model::VocabInfo vocab{(*forward)->config().vocab_size, {}};
   for (auto id : {tokenizer->eos_id(), tokenizer->eot_id()}) {
     if (id) vocab.eos_ids.push_back(*id);
   }
@@ -355,8 +376,15 @@ bool Engine::delete_conversation(const std::string& tenant, const std::string& i
   }
   entry.actor.request_stop(rt::StopMode::reject);
   SchedulerMsg drop = DropConversation{entry.cid};
-  // A full scheduler mailbox: the KV stays until eviction takes it.
-  (void)m.scheduler->ref().try_tell(drop);
+  const rt::ActorRef<SchedulerMsg> ref = m.scheduler->ref();
+  if (ref.try_tell(drop) != rt::SendStatus::full) return true;  // sent, or the scheduler is gone
+  // A full inbox (a burst of deletes): the drop waits its turn. It must not
+  // be lost: the cached entry (its token history, and its KV until eviction
+  // takes it) would outlive the conversation.
+  auto tell = [](rt::ActorRef<SchedulerMsg> to, SchedulerMsg msg) -> asio::awaitable<void> {
+    co_await to.tell(std::move(msg));
+  };
+  m.group.spawn(m.control.executor(), tell(ref, std::move(drop)));
   return true;
 }
 

@@ -25,6 +25,7 @@
 #include "actors/swap_protocol.hpp"
 #include "actors/turn.hpp"
 #include "actors/turn_stream.hpp"
+#include "gpu/backend/paged_forward.hpp"
 #include "gpu/kv/paged_kv_view.hpp"
 #include "gpu/model/model_weights.hpp"
 #include "runtime/error.hpp"
@@ -42,6 +43,15 @@
 
 namespace pensieve::actors {
 
+inline constexpr std::int64_t kAutoKvHostMb = -1;
+
+// The host tier's default budget: min(4096 MiB, a quarter of physical
+// memory). The host tier is what lets conversations' KV outlive the device's
+// room (a swap-in costs far less than recomputing); its memory is reserved,
+// not touched, until chunks land in it, and the cap leaves a small machine
+// room for the weights, the device tier and the OS.
+std::int64_t default_kv_host_mb();
+
 struct EngineOptions {
   std::size_t n_threads = 0;   // forward-pass threads; 0: every core
   std::string chat_template;   // override by family name; empty: the model's
@@ -50,11 +60,17 @@ struct EngineOptions {
   std::int32_t max_running = 64;
   std::int32_t max_queued_turns = 256;  // turns waiting or running; beyond: overloaded
   std::int32_t kv_block_tokens = 32;
-  std::int64_t kv_cache_mb = 512;       // the device tier
+  std::int64_t kv_cache_mb = 512;       // the device tier, per tensor-parallel rank
+  // Compute backend (--backend) and tensor-parallel ranks (--tp; the model's
+  // heads, KV heads and ff_dim must split tp ways; CPU backend only for now).
+  backend::BackendKind backend = backend::BackendKind::cpu;
+  std::int32_t tp = 1;
   kv::KvDType kv_dtype = kv::KvDType::f32;
-  // KV tiers (the swap engine). kv_host_mb == 0: device only, an idle
-  // conversation's KV is dropped whole when room is needed.
-  std::int64_t kv_host_mb = 0;
+  // KV tiers (the swap engine). kv_host_mb: the host tier's budget; 0:
+  // device only (an idle conversation's KV is dropped whole when room is
+  // needed); kAutoKvHostMb (the default): default_kv_host_mb() where the
+  // backend has a host pool (the CPU backend on one rank), else none.
+  std::int64_t kv_host_mb = kAutoKvHostMb;
   std::string kv_disk_dir;       // the disk tier's folder, with kv_disk_gb > 0
   std::int64_t kv_disk_gb = 0;
   // Exact sizes instead of the budgets above when > 0 (tests, benchmarks):

@@ -10,8 +10,8 @@
 //   (or a cheap, partly filled last chunk) before their expensive ones.
 // - lru: the chunk of the least recently active conversation leaves first,
 //   leading chunks before later ones.
-// Chunks of a conversation that is running or waiting with its KV attached
-// are never candidates.
+// Chunks of a running conversation are never candidates; the tier cache
+// offers those of a waiting turn (`active`) only when no idle one is left.
 #include "actors/ids.hpp"
 
 #include <cstdint>

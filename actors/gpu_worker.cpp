@@ -1,5 +1,6 @@
 #include "actors/gpu_worker.hpp"
 
+#include "gpu/backend/cpu/cpu_paged_forward.hpp"
 #include "runtime/cpu_stream.hpp"
 #include "runtime/clock.hpp"
 #include "runtime/trace_names.hpp"
@@ -17,10 +18,9 @@ namespace pensieve::actors {
 namespace asio = boost::asio;
 
 struct GpuWorker::State {
-  State(model::CpuForward f, GpuWorkerConfig c)
+  State(std::unique_ptr<backend::PagedForward> f, GpuWorkerConfig c)
       : forward(std::move(f)),
         config(std::move(c)),
-        pool(std::make_shared<kv::KvPool>(config.pool)),
         // Compute and copy streams must run at once (the compute worker
         // blocks on a copy's event mid-pass), plus one spare worker.
         stream_pool(std::make_shared<rt::CpuStreamPool>(3)),
@@ -30,9 +30,8 @@ struct GpuWorker::State {
   void wait_for_layer(std::int32_t layer, std::span<const rt::Event> layer_ready);
   void record_layer(std::int32_t layer, std::int64_t start_ns) const;
 
-  model::CpuForward forward;
+  std::unique_ptr<backend::PagedForward> forward;
   GpuWorkerConfig config;
-  std::shared_ptr<kv::KvPool> pool;
   std::map<TurnId, model::Sampler> samplers;
   std::shared_ptr<rt::CpuStreamPool> stream_pool;
   rt::CpuStream stream;  // declared last: destroyed first, after its work
@@ -67,17 +66,26 @@ void GpuWorker::State::run(const IterationPlan& plan, std::span<const rt::Event>
   const auto start = std::chrono::steady_clock::now();
   // Poison first: a freed block may be reused by this very batch. Not the
   // blocks this batch swaps in: the copy stream is writing them now.
-  if (pool->config().poison_freed) {
+  if (forward->pool_config().poison_freed) {
     std::set<std::uint32_t> swapped_in;
     for (const DeviceHostCopy& c : plan.transfers.swap_in) swapped_in.insert(c.device.value);
     for (kv::BlockId b : plan.freed_blocks) {
-      if (!swapped_in.contains(b.value)) pool->poison(b);
+      if (swapped_in.contains(b.value)) continue;
+      if (auto ok = forward->poison(b); !ok) {
+        outcome.error = ok.error().message;
+        return;
+      }
     }
   }
   for (TurnId t : plan.released_samplers) samplers.erase(t);
   // A copy-on-write reads every layer of its source, which may be arriving.
   if (!plan.copies.empty() && !layer_ready.empty()) wait_for_layer(std::int32_t(layer_ready.size()) - 1, layer_ready);
-  for (const kv::CopyOnWrite& c : plan.copies) pool->copy_prefix(c.src, c.dst, c.tokens);
+  for (const kv::CopyOnWrite& c : plan.copies) {
+    if (auto ok = forward->copy_prefix(c.src, c.dst, c.tokens); !ok) {
+      outcome.error = ok.error().message;
+      return;
+    }
+  }
   std::vector<model::PagedSequence> batch;
   batch.reserve(plan.sequences.size());
   for (const PlannedSequence& p : plan.sequences) {
@@ -93,9 +101,9 @@ void GpuWorker::State::run(const IterationPlan& plan, std::span<const rt::Event>
     if (config.on_layer_start) config.on_layer_start(l);
     layer_start = rt::steady_now_ns();
   };
-  auto out = forward.forward_paged(batch, *pool, before_layer);
+  auto out = forward->forward_paged(batch, before_layer);
   // The last layer's span also covers the output head.
-  if (layer_start != 0) record_layer(forward.config().n_layers - 1, layer_start);
+  if (layer_start != 0) record_layer(forward->config().n_layers - 1, layer_start);
   if (!out) {
     outcome.error = out.error().message;
     return;
@@ -116,13 +124,18 @@ void GpuWorker::State::run(const IterationPlan& plan, std::span<const rt::Event>
   outcome.compute_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-GpuWorker::GpuWorker(model::CpuForward forward, GpuWorkerConfig config)
+GpuWorker::GpuWorker(model::CpuForward forward, GpuWorkerConfig config) {
+  auto paged = std::make_unique<backend::CpuPagedForward>(std::move(forward), config.pool);
+  state_ = std::make_unique<State>(std::move(paged), std::move(config));
+}
+GpuWorker::GpuWorker(std::unique_ptr<backend::PagedForward> forward, GpuWorkerConfig config)
     : state_(std::make_unique<State>(std::move(forward), std::move(config))) {}
 GpuWorker::GpuWorker(GpuWorker&&) noexcept = default;
 GpuWorker& GpuWorker::operator=(GpuWorker&&) noexcept = default;
 GpuWorker::~GpuWorker() = default;
 
-std::shared_ptr<kv::KvPool> GpuWorker::device_pool() const { return state_->pool; }
+std::shared_ptr<kv::KvPool> GpuWorker::device_pool() const { return state_->forward->host_pool(); }
+const kv::KvPoolConfig& GpuWorker::pool_config() const { return state_->forward->pool_config(); }
 std::shared_ptr<rt::CpuStreamPool> GpuWorker::stream_pool() const { return state_->stream_pool; }
 
 asio::awaitable<void> GpuWorker::operator()(RunBatch message) {

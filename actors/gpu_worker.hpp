@@ -4,9 +4,11 @@
 // (the actor's thread stays free meanwhile), samples each sequence's next
 // token with that sequence's own sampler and replies to the scheduler.
 //
-// The CPU backend: the stream is a CpuStream and the pass is CpuForward over
-// a paged KvPool in host memory. The CUDA backend plugs in here with a CUDA
-// stream and the CUDA forward pass; the messages stay the same.
+// The pass is a backend::PagedForward (gpu/backend/paged_forward.hpp):
+// CpuForward over a paged KvPool in host memory, TpForward over N ranks'
+// pools kept in step (--tp), or CudaForward over a device pool (--backend
+// cuda). The stream is a CpuStream whose worker drives the backend; the
+// messages stay the same whatever the backend.
 //
 // Pipelined swap-in: a batch may come with one event per layer (the swap
 // engine's copies of that layer's chunks); the pass waits for layer l's
@@ -19,6 +21,7 @@
 // handler runs on the actor's executor; the pass runs on the stream's thread
 // while the handler awaits it, never both at once.
 #include "actors/gpu_worker_protocol.hpp"
+#include "gpu/backend/paged_forward.hpp"
 #include "gpu/kv/kv_pool.hpp"
 #include "gpu/model/cpu_forward.hpp"
 #include "runtime/cpu_stream.hpp"
@@ -32,7 +35,7 @@
 namespace pensieve::actors {
 
 struct GpuWorkerConfig {
-  kv::KvPoolConfig pool;          // the device tier (layers and heads from the model)
+  kv::KvPoolConfig pool;          // the device tier of a CpuForward (a PagedForward has its own)
   model::VocabInfo vocab;         // EOS / end-of-turn ids for the samplers
   rt::Tracer* tracer = nullptr;   // stream spans, when enabled (one per compute layer too)
   // Test hook, on the compute stream's worker when layer l starts computing
@@ -43,6 +46,8 @@ struct GpuWorkerConfig {
 class GpuWorker {
  public:
   GpuWorker(model::CpuForward forward, GpuWorkerConfig config);
+  // Any backend; config.pool is unused (the backend owns its pools).
+  GpuWorker(std::unique_ptr<backend::PagedForward> forward, GpuWorkerConfig config);
   GpuWorker(GpuWorker&&) noexcept;
   GpuWorker& operator=(GpuWorker&&) noexcept;
   ~GpuWorker();
@@ -51,8 +56,10 @@ class GpuWorker {
 
   // The device tier and the stream pool the swap engine's copy stream runs
   // on (beside the compute stream): shared, so that copies still in flight
-  // when this worker goes keep their memory.
+  // when this worker goes keep their memory. device_pool() is null when the
+  // backend's KV is not one host pool (--tp > 1, --backend cuda).
   std::shared_ptr<kv::KvPool> device_pool() const;
+  const kv::KvPoolConfig& pool_config() const;  // one rank's layout
   std::shared_ptr<rt::CpuStreamPool> stream_pool() const;
 
   struct State;

@@ -46,6 +46,7 @@ void KvTierCache::put(ConversationId conversation, std::span<const std::int32_t>
 }
 
 void KvTierCache::forget(ConversationId conversation, std::vector<kv::BlockId>& freed) {
+  evicted_tokens_.erase(conversation);
   auto it = entries_.find(conversation);
   if (it == entries_.end()) return;
   for (Chunk& c : it->second.chunks) drop_all(c, freed);
@@ -88,10 +89,11 @@ ChunkCandidate KvTierCache::candidate(ConversationId conversation, const Entry& 
 }
 
 template <class Pred>
-std::optional<KvTierCache::Pick> KvTierCache::coldest(std::int64_t now_ns, Pred pred) {
+std::optional<KvTierCache::Pick> KvTierCache::coldest(std::int64_t now_ns, Pred pred, bool waiting,
+                                                      std::optional<ConversationId> spare) {
   std::optional<Pick> best;
   for (auto& [conversation, e] : entries_) {
-    if (e.attached) continue;
+    if (e.attached.has_value() != waiting || conversation == spare) continue;
     for (std::size_t i = 0; i < e.chunks.size(); ++i) {
       if (!pred(e.chunks[i])) continue;
       ChunkCandidate c = candidate(conversation, e, i);
@@ -322,6 +324,11 @@ void KvTierCache::truncate(Entry& e, std::int64_t keep, std::vector<kv::BlockId>
 
 bool KvTierCache::attach(ConversationId conversation, TurnId turn, std::span<const std::int32_t> want,
                          std::int64_t now_ns, KvTransfers& out, std::vector<kv::BlockId>& freed) {
+  if (auto ev = evicted_tokens_.find(conversation); ev != evicted_tokens_.end()) {
+    // Evicted whole earlier: what it had cached (and still shares) is fed again.
+    stats_.recomputed_tokens += std::clamp<std::int64_t>(std::int64_t(want.size()) - 1, 0, ev->second);
+    evicted_tokens_.erase(ev);
+  }
   auto it = entries_.find(conversation);
   if (it == entries_.end() || it->second.attached || want.empty()) return false;
   Entry& e = it->second;
@@ -445,8 +452,21 @@ AttachedKv KvTierCache::materialize(ConversationId conversation, std::vector<kv:
 
 // --- making room ---------------------------------------------------------------
 
+// A device chunk to evict: clean (its host copy is done) or not yet copied
+// out; idle conversations' first, then waiting turns' (but `spare`'s).
+std::optional<KvTierCache::Pick> KvTierCache::device_victim(std::int64_t now_ns, bool clean,
+                                                            std::optional<ConversationId> spare) {
+  auto pred = [clean](const Chunk& c) {
+    return clean ? c.device && c.host_valid() && c.moving == Move::none
+                 : c.device && !c.evict_device && !c.host_valid();
+  };
+  if (auto p = coldest(now_ns, pred)) return p;
+  return coldest(now_ns, pred, true, spare);
+}
+
 KvTierCache::Room KvTierCache::make_device_room(std::int64_t now_ns, KvTransfers& out,
-                                                std::vector<kv::BlockId>& freed) {
+                                                std::vector<kv::BlockId>& freed,
+                                                std::optional<ConversationId> spare) {
   if (!tiered()) {
     // A whole conversation at a time, valued over its whole history.
     std::optional<std::pair<ConversationId, ChunkCandidate>> victim;
@@ -456,18 +476,21 @@ KvTierCache::Room KvTierCache::make_device_room(std::int64_t now_ns, KvTransfers
       if (!victim || limits_.policy.leaves_before(c, victim->second, now_ns)) victim.emplace(conversation, c);
     }
     if (!victim) return Room::none;
-    stats_.device_dropped += entries_.at(victim->first).chunks.size();
+    const Entry& gone = entries_.at(victim->first);
+    stats_.device_dropped += gone.chunks.size();
+    const auto cached = std::int64_t(gone.tokens.size());
     forget(victim->first, freed);
+    evicted_tokens_[victim->first] = cached;
     ++stats_.evicted_conversations;
     return Room::freed;
   }
   // A device copy whose host copy is done: reusing it costs nothing.
-  if (auto p = coldest(now_ns, [](const Chunk& c) { return c.device && c.host_valid() && c.moving == Move::none; })) {
+  if (auto p = device_victim(now_ns, true, spare)) {
     drop_device(p->chunk(), freed);
     ++stats_.device_reclaimed;
     return Room::freed;
   }
-  auto p = coldest(now_ns, [](const Chunk& c) { return c.device && !c.evict_device && !c.host_valid(); });
+  auto p = device_victim(now_ns, false, spare);
   if (!p) return Room::none;
   Chunk& c = p->chunk();
   if (c.moving == Move::swap_out) {  // already being copied out ahead of time

@@ -115,9 +115,11 @@ class KvTierCache {
   std::vector<ChunkView> chunks(ConversationId conversation) const;
 
   // A turn of `conversation` wants its KV for history `want`: keeps the
-  // longest common prefix (short of the newest token), pins the entry to
-  // `turn` (no chunk of it leaves while pinned) and plans restores of its
-  // chunks that are only on disk. False: nothing cached to attach.
+  // longest common prefix (short of the newest token), attaches the entry to
+  // `turn` and plans restores of its chunks that are only on disk. While
+  // attached, its host and disk copies stay (restores in flight or done are
+  // not undone), but its device chunks may still leave, last, when a
+  // running turn needs the room. False: nothing cached to attach.
   bool attach(ConversationId conversation, TurnId turn, std::span<const std::int32_t> want, std::int64_t now_ns,
               KvTransfers& out, std::vector<kv::BlockId>& freed);
   bool attached_to(ConversationId conversation, TurnId turn) const;
@@ -128,15 +130,18 @@ class KvTierCache {
   std::int64_t cached_token_count(ConversationId conversation) const;
   // Device blocks materialize() takes.
   std::int32_t blocks_to_materialize(ConversationId conversation) const;
-  // Hands a pinned entry over to its turn (the entry leaves the cache).
+  // Hands an attached entry over to its turn (the entry leaves the cache).
   // Needs blocks_to_materialize() free device blocks.
   AttachedKv materialize(ConversationId conversation, std::vector<kv::BlockId>& freed);
   void release_host(HostSlot slot);
 
   // One step towards a free device block: freed (one is free now), pending
   // (a copy-out was started or marked; its block frees when reported) or
-  // none (nothing idle left to evict).
-  Room make_device_room(std::int64_t now_ns, KvTransfers& out, std::vector<kv::BlockId>& freed);
+  // none (nothing left to evict). Idle conversations' chunks go first; then,
+  // so a queued turn never holds device blocks a running turn needs, those
+  // of conversations whose turn is waiting (not `spare`'s: the turn asking).
+  Room make_device_room(std::int64_t now_ns, KvTransfers& out, std::vector<kv::BlockId>& freed,
+                        std::optional<ConversationId> spare = std::nullopt);
   std::int32_t pending_device_frees() const;
   // Device blocks that idle chunks could give up (for the decode reserve).
   std::int32_t reclaimable_device_blocks() const;
@@ -185,8 +190,12 @@ class KvTierCache {
     Chunk& chunk() const { return entry->chunks[index]; }
   };
 
+  // The coldest chunk matching `pred` among idle conversations, or (with
+  // `waiting`) among those attached to a waiting turn, except `spare`.
   template <class Pred>
-  std::optional<Pick> coldest(std::int64_t now_ns, Pred pred);
+  std::optional<Pick> coldest(std::int64_t now_ns, Pred pred, bool waiting = false,
+                              std::optional<ConversationId> spare = std::nullopt);
+  std::optional<Pick> device_victim(std::int64_t now_ns, bool clean, std::optional<ConversationId> spare);
   ChunkCandidate candidate(ConversationId conversation, const Entry& e, std::size_t index) const;
   std::span<const std::int32_t> chunk_tokens(const Entry& e, std::size_t index) const;
 
@@ -212,6 +221,9 @@ class KvTierCache {
   kv::BlockAllocator host_;  // host slots, as block ids
   kv::BlockAllocator disk_;  // disk slots, as block ids
   std::map<ConversationId, Entry> entries_;
+  // Without tiers: how many tokens a conversation had cached when it was
+  // evicted whole, counted as recomputed when it returns (or forgotten).
+  std::map<ConversationId, std::int64_t> evicted_tokens_;
   std::map<std::uint32_t, InFlight> swap_outs_;  // by host slot
   std::map<std::uint32_t, InFlight> spills_;     // by disk slot
   std::map<std::uint32_t, InFlight> restores_;   // by host slot

@@ -92,6 +92,7 @@ SchedulerCore::Sequence* SchedulerCore::find_running(TurnId turn) {
 SchedulerCore::KvReady SchedulerCore::attach_kv(Sequence& seq, std::int64_t budget, std::int64_t now_ns,
                                                 IterationPlan& plan) {
   const ConversationId conversation = seq.spec.conversation;
+  if (seq.preempted_in == stats_.iterations) return KvReady::later;
   if (!seq.attached) {
     seq.attached = true;
     if (seq.computed == 0 && seq.table.num_tokens() == 0) {
@@ -127,48 +128,52 @@ bool SchedulerCore::within_decode_reserve(const Sequence& seq, std::int32_t need
   return available - total >= reserve;
 }
 
-// One step towards `need` free device blocks: idle KV first (copied out or
-// dropped per the tiers), then the latest-arrived running sequence. False
-// when nothing more helps now (or copies already under way will do).
+// One step towards `need` free device blocks: cached KV first (copied out
+// or dropped per the tiers; waiting turns' chunks after idle ones, but never
+// `keep`'s own), then the latest-arrived running sequence. False when
+// nothing more helps now (or copies already under way will do).
 bool SchedulerCore::make_room_step(const Sequence& keep, std::int32_t need, std::int64_t now_ns,
                                    IterationPlan& plan) {
-  const auto room = tiers_.make_device_room(now_ns, plan.transfers, freed_since_plan_);
+  const auto room = tiers_.make_device_room(now_ns, plan.transfers, freed_since_plan_, keep.spec.conversation);
   if (room != KvTierCache::Room::none) {
     // Enough now, or evict more unless copies under way will make up the rest.
     const std::int32_t free = tiers_.device().free_blocks();
     return free >= need || free + tiers_.pending_device_frees() < need;
   }
-  return preempt_latest(keep, plan) || unpin_waiting(keep);
-}
-
-// Unpins the latest-arrived waiting turn (not `keep`) whose cached KV is
-// pinned but not yet handed over, so its chunks may leave the device again.
-// Without it, running turns that need blocks and waiting turns pinning the
-// only idle ones wait for each other forever. It re-attaches at a later plan.
-bool SchedulerCore::unpin_waiting(const Sequence& keep) {
-  for (auto it = waiting_.rbegin(); it != waiting_.rend(); ++it) {
-    Sequence& s = **it;
-    if (&s == &keep || !s.attached || !tiers_.attached_to(s.spec.conversation, s.spec.turn)) continue;
-    tiers_.detach(s.spec.conversation, s.spec.turn);
-    s.attached = false;
-    return true;
-  }
-  return false;
+  return preempt_latest(keep, now_ns, plan);
 }
 
 // Preempts the latest-arrived running sequence that arrived after `keep` and
-// has no work in this plan: its KV is freed and it waits to be recomputed.
-bool SchedulerCore::preempt_latest(const Sequence& keep, IterationPlan& plan) {
+// has no work in this plan. With a host tier its KV becomes cached chunks
+// of its conversation (the next room-making step copies them out to the
+// host, or drops them if the host has no room) and it re-attaches them when
+// it runs again; otherwise its KV is freed and it is recomputed.
+bool SchedulerCore::preempt_latest(const Sequence& keep, std::int64_t now_ns, IterationPlan& plan) {
   for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
     Sequence& s = **it;
     if (s.arrival <= keep.arrival) return false;
     const bool planned = std::any_of(plan.sequences.begin(), plan.sequences.end(),
                                      [&](const PlannedSequence& p) { return p.turn == s.spec.turn; });
     if (planned) continue;
+    // Swapped-in chunks not yet planned have no KV in their blocks yet.
+    const bool keep_kv = tiers_.tiered() && s.swap_in.empty() && s.spec.keep_kv && limits_.keep_kv;
+    if (keep_kv) {
+      if (!s.holes.empty()) {
+        s.computed = s.holes.front().first;  // only what precedes the first unfilled range is valid
+        auto gone = s.table.truncate(s.computed, tiers_.device());
+        freed_since_plan_.insert(freed_since_plan_.end(), gone.begin(), gone.end());
+      }
+      if (s.computed > 0) {
+        tiers_.put(s.spec.conversation, std::span(s.spec.tokens).first(std::size_t(s.computed)),
+                   std::exchange(s.table, kv::BlockTable(limits_.block_tokens)), now_ns, freed_since_plan_);
+      }
+    }
     release(s.table, &freed_since_plan_);
     release_swap_in(s);
     s.computed = 0;
     s.holes.clear();
+    s.attached = false;  // looks its KV up again
+    s.preempted_in = stats_.iterations;
     ++stats_.preemptions;
     auto owned = std::move(*it);
     running_.erase(std::next(it).base());
@@ -258,7 +263,7 @@ void SchedulerCore::finish(Sequence& seq, model::FinishReason reason, std::int64
   e.finish = reason;
   events.push_back(std::move(e));
   if (seq.sampler_ready) released_since_plan_.push_back(seq.spec.turn);
-  tiers_.detach(seq.spec.conversation, seq.spec.turn);  // a waiting turn's pinned KV stays cached
+  tiers_.detach(seq.spec.conversation, seq.spec.turn);  // a waiting turn's attached KV stays cached
   release_swap_in(seq);
   if (!seq.holes.empty()) {
     // Only what precedes the first unfilled range is valid KV.
@@ -275,7 +280,7 @@ void SchedulerCore::finish(Sequence& seq, model::FinishReason reason, std::int64
   }
 }
 
-// With tiers, every waiting turn pins its KV at once, so restores from disk
+// With tiers, every waiting turn attaches its KV at once, so restores from disk
 // start while it queues (and retry when they found no host room).
 void SchedulerCore::prefetch_waiting_kv(std::int64_t now_ns, IterationPlan& plan) {
   if (!tiers_.tiered()) return;

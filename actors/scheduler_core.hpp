@@ -16,8 +16,9 @@
 // transfers_done()); a returning turn gets its chunks swapped in, restored,
 // or recomputed from its token history. Without one, an idle conversation's
 // KV is dropped whole, lowest retention value first. When that is not
-// enough, the latest-arrived running sequence is preempted and recomputed
-// later from its tokens.
+// enough, the latest-arrived running sequence is preempted: with a host
+// tier its KV is cached like a finished turn's (and copied out to the host),
+// without one it is recomputed later from its tokens.
 //
 // Owned by the scheduler actor; used on its thread only.
 #include "actors/ids.hpp"
@@ -197,6 +198,9 @@ class SchedulerCore {
     // Dropped ranges of [0, computed): fed again, in order, before the rest.
     std::vector<std::pair<std::int64_t, std::int64_t>> holes;
     std::vector<DeviceHostCopy> swap_in;  // goes out with its first planned chunk
+    // The plan (stats_.iterations) that preempted it: it is not admitted again
+    // in that plan, or it would take back the blocks its preemption frees.
+    std::uint64_t preempted_in = ~std::uint64_t{0};
   };
   enum class KvReady : std::uint8_t { ready, later, no_room };
 
@@ -206,8 +210,7 @@ class SchedulerCore {
   bool within_decode_reserve(const Sequence& seq, std::int32_t need, std::int64_t budget) const;
   bool reserve(Sequence& seq, std::int64_t n, std::int64_t now_ns, IterationPlan& plan);
   bool make_room_step(const Sequence& keep, std::int32_t need, std::int64_t now_ns, IterationPlan& plan);
-  bool preempt_latest(const Sequence& keep, IterationPlan& plan);
-  bool unpin_waiting(const Sequence& keep);
+  bool preempt_latest(const Sequence& keep, std::int64_t now_ns, IterationPlan& plan);
   bool prefill(Sequence& seq, std::int64_t& budget, std::int64_t now_ns, IterationPlan& plan,
                std::vector<TurnEvent>& events);
   void plan_chunk(Sequence& seq, std::int64_t start, std::int64_t n, IterationPlan& plan,

@@ -71,7 +71,8 @@ struct SwapEngine::State {
         executor(std::move(ex)),
         stream_pool(std::move(streams)),
         // Spans come from the copies themselves (per layer), not per item.
-        copy(*stream_pool, rt::trace_names::copy_stream, nullptr) {
+        copy_in(*stream_pool, rt::trace_names::copy_stream, nullptr),
+        copy_out(*stream_pool, rt::trace_names::copy_stream, nullptr) {
     stats.host_slots = config.host_slots;
     stats.disk_slots = config.disk ? config.disk->slots() : 0;
   }
@@ -99,12 +100,15 @@ struct SwapEngine::State {
   rt::TaskGroup& group;
   asio::any_io_executor executor;
   SwapStats stats;                              // on the handler's executor
-  std::atomic<std::int64_t> swap_in_ns{0};      // the copy stream's busy time
+  std::atomic<std::int64_t> swap_in_ns{0};      // the copy streams' busy time
   std::atomic<std::int64_t> swap_out_ns{0};
-  std::shared_ptr<rt::CpuStreamPool> stream_pool;  // outlives `copy`
-  // Declared last: destroyed first, after its work. Its work items point at
-  // this state without owning it, so the state never dies on the stream.
-  rt::CpuStream copy;
+  std::shared_ptr<rt::CpuStreamPool> stream_pool;  // outlives the streams
+  // One stream per direction, so a swap-out still copying never delays a
+  // later swap-in. Declared last: destroyed first, after their work. Their
+  // work items point at this state without owning it, so the state never
+  // dies on a stream.
+  rt::CpuStream copy_in;
+  rt::CpuStream copy_out;
 };
 
 void SwapEngine::State::copy_layer(Direction dir, std::int32_t layer, const std::vector<ChunkRun>& runs,
@@ -160,9 +164,10 @@ std::vector<rt::Event> SwapEngine::State::enqueue(Direction dir, const std::vect
   for (std::int32_t l = 0; l < layers; ++l) {
     // The stream's work outlives nothing it points to: the stream is this
     // state's last member, destroyed (after its work) first.
-    copy.enqueue([this, dir, l, runs, iteration] { copy_layer(dir, l, *runs, iteration); },
-                 dir == Direction::in ? "swap_in" : "swap_out");
-    events.push_back(copy.record());
+    rt::CpuStream& stream = dir == Direction::in ? copy_in : copy_out;
+    stream.enqueue([this, dir, l, runs, iteration] { copy_layer(dir, l, *runs, iteration); },
+                   dir == Direction::in ? "swap_in" : "swap_out");
+    events.push_back(stream.record());
   }
   return events;
 }
@@ -232,13 +237,17 @@ void SwapEngine::operator()(SwapIteration m) {
   KvTransfers& t = m.transfers;
   SwapTicket ticket;
   ticket.layer_ready = s.enqueue(State::Direction::in, t.swap_in, m.iteration);
+  // Within an iteration host -> device copies land before device -> host
+  // ones start (a block filled and copied out sends what arrived); a later
+  // iteration's swap-in never waits for this swap-out.
+  if (!t.swap_out.empty() && !ticket.layer_ready.empty()) s.copy_out.wait(ticket.layer_ready.back());
   m.reply.send(std::move(ticket));
   if (!t.swap_out.empty()) {
     s.enqueue(State::Direction::out, t.swap_out, m.iteration);
     // Reported once the copies have run: until then the core keeps both the
     // device block and the host slot out of reach.
     // Holds the state weakly: this callback must not be what destroys it.
-    s.copy.record().wait(s.executor, [weak = std::weak_ptr<State>(state_), done = std::move(t.swap_out)]() mutable {
+    s.copy_out.record().wait(s.executor, [weak = std::weak_ptr<State>(state_), done = std::move(t.swap_out)]() mutable {
       auto state = weak.lock();
       if (!state) return;  // shutting down: nobody is left to tell
       TransfersDone d;
@@ -256,7 +265,8 @@ void SwapEngine::operator()(SwapIteration m) {
     s.report(std::move(d));
     return;
   }
-  s.group.spawn(s.executor, State::disk_moves(state_, s.copy.record(), std::move(t.spill), std::move(t.restore)));
+  // After this iteration's swap-out (a spill reads host slots it may fill).
+  s.group.spawn(s.executor, State::disk_moves(state_, s.copy_out.record(), std::move(t.spill), std::move(t.restore)));
 }
 
 void SwapEngine::operator()(GetSwapStats m) {

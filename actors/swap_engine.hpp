@@ -1,22 +1,23 @@
 #pragma once
 // SwapEngineActor: executes the KV tier moves the scheduler core decided
 // (kv_transfers.hpp). It owns the host tier (a KvPool with the device pool's
-// layout: plain memory on the CPU backend, pinned memory on CUDA), a copy
-// stream beside the GPU worker's compute stream, and the disk tier when one
-// is configured (a ChunkStore).
+// layout: plain memory on the CPU backend, pinned memory on CUDA), two copy
+// streams beside the GPU worker's compute stream (one per direction), and
+// the disk tier when one is configured (a ChunkStore).
 //
-// Per iteration, on the copy stream: swap_in (host -> device) layer by layer,
-// every chunk's layer-l slice (K and V) then one event per layer, so the
-// forward pass of layer i waits only for layer i; then swap_out (device ->
-// host) the same way, after the swap_in (host -> device first, as Pensieve
-// does). The reply carries the per-layer events at once: nothing here waits
-// for a copy. Swap_out completion and the disk moves (spill: host -> disk,
+// Per iteration: swap_in (host -> device) on the copy-in stream, layer by
+// layer, every chunk's layer-l slice (K and V) then one event per layer, so
+// the forward pass of layer i waits only for layer i; swap_out (device ->
+// host) on the copy-out stream the same way, after that iteration's swap_in
+// (host -> device first, as Pensieve does), while a later iteration's
+// swap_in never waits behind it. The reply carries the per-layer events at
+// once: nothing here waits for a copy. Swap_out completion and the disk moves (spill: host -> disk,
 // restore: disk -> host, each after the iteration's copies) are reported
 // through config.report as TransfersDone once they have finished.
 //
 // Ownership and threads: the handler runs on the executor it was spawned on
 // (with the scheduler, on the control thread); the copies run on the copy
-// stream's worker; disk I/O are coroutines on the handler's executor. The
+// streams' workers; disk I/O are coroutines on the handler's executor. The
 // device pool and the stream pool are shared with the GPU worker.
 #include "actors/chunk_store.hpp"
 #include "actors/swap_protocol.hpp"

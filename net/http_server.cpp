@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <map>
 #include <set>
 
 #include <sys/socket.h>
@@ -35,7 +36,7 @@ struct HttpServer::State {
   HttpHandler handler;
   HttpServerOptions options;
   std::set<beast::tcp_stream*> connections;  // touched only on `executor`
-  std::set<beast::tcp_stream*> upgraded;     // the WebSocket ones among them
+  std::map<beast::tcp_stream*, UpgradeContext*> upgraded;  // the WebSocket ones among them
   std::set<beast::tcp_stream*> busy;         // those whose request is being answered
   asio::steady_timer drained;                // cancelled when the last connection ends
   bool stopping = false;
@@ -204,8 +205,9 @@ asio::awaitable<void> serve_connection(std::shared_ptr<HttpServer::State> st, tc
     HttpRequest req = parser.release();
     if (const UpgradeHandler* upgrade = find_upgrade(st->options, req)) {
       stream.expires_never();  // the WebSocket keeps its own timeouts
-      st->upgraded.insert(&stream);
-      co_await (*upgrade)(stream, std::move(req));
+      UpgradeContext context;
+      st->upgraded.emplace(&stream, &context);
+      co_await (*upgrade)(stream, std::move(req), context);
       st->upgraded.erase(&stream);
       break;
     }
@@ -233,6 +235,10 @@ asio::awaitable<void> accept_loop(std::shared_ptr<HttpServer::State> st) {
       if (ec == asio::error::operation_aborted || !st->acceptor.is_open()) break;
       continue;  // e.g. EMFILE: keep serving the connections we have
     }
+    // A streamed token is one small write: Nagle would hold it back until
+    // the client acknowledges the previous one (up to its delayed-ACK timer).
+    boost::system::error_code nodelay_ec;
+    socket.set_option(tcp::no_delay(true), nodelay_ec);
     asio::co_spawn(st->executor, serve_connection(st, std::move(socket)), asio::detached);
   }
 }
@@ -252,6 +258,10 @@ Result<void> HttpServer::listen(const std::string& host, std::uint16_t port) {
   auto& acceptor = state_->acceptor;
   if (acceptor.open(endpoint.protocol(), ec); ec) return fail("socket: " + ec.message());
   acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (state_->options.reuse_port) {
+    using reuse_port = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
+    if (acceptor.set_option(reuse_port(true), ec); ec) return fail("SO_REUSEPORT: " + ec.message());
+  }
   if (acceptor.bind(endpoint, ec); ec) {
     return fail("cannot listen on " + host + ":" + std::to_string(port) + ": " + ec.message());
   }
@@ -276,14 +286,24 @@ asio::awaitable<void> HttpServer::stop(std::chrono::milliseconds grace) {
   boost::system::error_code ec;
   st->acceptor.close(ec);
   // Idle keep-alive connections end now; requests being answered get the
-  // grace period to finish (stopping makes their connection end after it).
+  // grace period to finish (stopping makes their connection end after it);
+  // upgraded connections are told to go away and get as long.
   auto close = [&](bool only_idle) {
     for (beast::tcp_stream* s : st->connections) {
       if (only_idle && st->busy.contains(s)) continue;
+      auto upgraded = st->upgraded.find(s);
+      if (only_idle && upgraded != st->upgraded.end()) {
+        UpgradeContext& context = *upgraded->second;
+        if (!context.going_away) {
+          context.going_away = true;
+          if (context.on_going_away) context.on_going_away();
+        }
+        continue;
+      }
       // A WebSocket session may be between operations: closing its socket
       // makes its next one fail too, where a cancel would be missed. So
       // does a request past its grace: its reply fails and its turn ends.
-      if (st->upgraded.contains(s) || st->busy.contains(s)) {
+      if (upgraded != st->upgraded.end() || st->busy.contains(s)) {
         s->socket().close(ec);
       } else {
         s->socket().cancel(ec);

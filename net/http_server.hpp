@@ -20,11 +20,22 @@
 
 namespace pensieve::net {
 
+// What an upgraded connection learns of the server stopping. With a grace
+// period, stop() calls on_going_away (on the server's executor) and leaves
+// the connection open: the handler should take no new work, let what runs
+// finish, then end (a WebSocket closes with 1001). Past the grace period, or
+// without one, the server closes the socket under the handler, so every
+// pending operation fails at once. Owned by the server, alive while the
+// handler runs.
+struct UpgradeContext {
+  bool going_away = false;
+  std::function<void()> on_going_away;  // set by the handler; may stay empty
+};
+
 // Takes over a connection whose request asks for a WebSocket upgrade on its
-// path; the connection ends when the handler returns. The server's stop()
-// closes the socket under it, so every pending operation fails at once.
-using UpgradeHandler =
-    std::function<boost::asio::awaitable<void>(boost::beast::tcp_stream& stream, HttpRequest request)>;
+// path; the connection ends when the handler returns.
+using UpgradeHandler = std::function<boost::asio::awaitable<void>(boost::beast::tcp_stream& stream,
+                                                                  HttpRequest request, UpgradeContext& context)>;
 
 struct WebSocketRoute {
   std::string path;  // exact match, query string ignored
@@ -35,6 +46,9 @@ struct HttpServerOptions {
   std::size_t max_body_bytes = 1 << 20;
   std::uint32_t idle_timeout_s = 60;
   std::vector<WebSocketRoute> websocket_routes;
+  // SO_REUSEPORT: several servers, each on its own thread, listen on one
+  // port and the kernel spreads the connections among them.
+  bool reuse_port = false;
 };
 
 class HttpServer {
@@ -50,9 +64,10 @@ class HttpServer {
   std::size_t open_connections() const;
 
   // Stops accepting, closes every connection, and waits for them to finish.
-  // With a grace period, idle connections close at once and requests being
-  // answered (a streamed reply included) get up to `grace` to complete
-  // before their connections are closed too.
+  // With a grace period, idle connections close at once, requests being
+  // answered (a streamed reply included) get up to `grace` to complete, and
+  // upgraded connections are told to go away (UpgradeContext) and get as
+  // long to end, before their connections are closed too.
   boost::asio::awaitable<void> stop(std::chrono::milliseconds grace = std::chrono::milliseconds(0));
 
   struct State;  // shared with the connection coroutines; defined in the .cpp

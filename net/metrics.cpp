@@ -49,7 +49,8 @@ ServerMetrics::ServerMetrics()
       inter_token_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}),
       batch_sequences_({1, 2, 4, 8, 16, 32, 64, 128, 256}),
       batch_tokens_({1, 4, 16, 64, 128, 256, 512, 1024, 2048, 4096}),
-      frontend_({0.00005, 0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}) {}
+      frontend_({0.00005, 0.0001, 0.00015, 0.0002, 0.0003, 0.0004, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.005, 0.01,
+                 0.025, 0.05, 0.1, 0.25, 1}) {}
 
 double Histogram::quantile_bound(double q) const {
   if (count_ == 0) return 0;
@@ -65,6 +66,17 @@ double Histogram::quantile_bound(double q) const {
 void ServerMetrics::frontend_latency(double seconds) {
   std::lock_guard lock(mutex_);
   frontend_.observe(seconds);
+  if (keep_frontend_samples_) frontend_samples_.push_back(seconds);
+}
+
+void ServerMetrics::keep_frontend_samples(bool keep) {
+  std::lock_guard lock(mutex_);
+  keep_frontend_samples_ = keep;
+}
+
+std::vector<double> ServerMetrics::frontend_samples() const {
+  std::lock_guard lock(mutex_);
+  return frontend_samples_;
 }
 
 double ServerMetrics::frontend_latency_bound(double q) const {

@@ -59,6 +59,10 @@ class ServerMetrics {
   // From a token leaving the scheduler to its bytes written to the socket.
   void frontend_latency(double seconds);
   double frontend_latency_bound(double q) const;
+  // Also keeps every front-end latency sample (off by default: the memory
+  // grows with the run), for exact quantiles: bench/fe-latency, the soak test.
+  void keep_frontend_samples(bool keep);
+  std::vector<double> frontend_samples() const;  // seconds, in arrival order
 
   std::string render(const EngineGauges& engine) const;
 
@@ -67,6 +71,8 @@ class ServerMetrics {
   std::map<std::pair<std::string, int>, std::uint64_t> requests_;
   std::int64_t prompt_tokens_ = 0, completion_tokens_ = 0, cached_tokens_ = 0;
   Histogram ttft_, inter_token_, batch_sequences_, batch_tokens_, frontend_;
+  bool keep_frontend_samples_ = false;
+  std::vector<double> frontend_samples_;
 };
 
 }  // namespace pensieve::net

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <random>
 
 namespace pensieve::net {
@@ -21,11 +22,18 @@ namespace {
 struct Routes {
   ChatBackend& backend;
   RouteOptions options;
-  std::mt19937_64 id_source{std::random_device{}()};
+  // The routes serve every HTTP I/O thread (HttpServerGroup).
+  std::mutex id_mutex;
+  std::mt19937_64 id_source{std::random_device{}()};  // guarded by id_mutex
 
   std::string next_id(const char* prefix = "chatcmpl-") {
+    std::uint64_t id = 0;
+    {
+      std::lock_guard lock(id_mutex);
+      id = id_source();
+    }
     char buf[40];
-    std::snprintf(buf, sizeof buf, "%s%016llx", prefix, static_cast<unsigned long long>(id_source()));
+    std::snprintf(buf, sizeof buf, "%s%016llx", prefix, static_cast<unsigned long long>(id));
     return buf;
   }
 };
@@ -327,7 +335,7 @@ HttpHandler make_openai_routes(ChatBackend& backend, RouteOptions options) {
           .count();
     };
   }
-  auto routes = std::make_shared<Routes>(Routes{backend, std::move(options)});
+  auto routes = std::make_shared<Routes>(backend, std::move(options));
   return [routes](const HttpRequest& req, ResponseWriter& w) { return route(routes, req, w); };
 }
 

@@ -28,6 +28,35 @@ RpcServer::RpcServer(actors::Engine& engine, boost::asio::any_io_executor execut
 
 RpcServer::~RpcServer() { stop(); }
 
+void RpcServer::shutdown(std::chrono::milliseconds grace, std::function<void()> stopped) {
+  {
+    std::unique_lock lock(mutex_);
+    if (!ended_) {
+      on_stopped_ = std::move(stopped);
+      if (drain_ != nullptr) drain_->refuse_new_turns();
+      if (running_ && !stop_posted_) {
+        stop_posted_ = true;
+        waker_->post([this, grace] {
+          if (stop_ == nullptr) return;
+          auto timeout = timer_->afterDelay(grace.count() * kj::MILLISECONDS);
+          // Once the last turn is delivered, its result() answer may still be
+          // on its way out: the connections get a moment to flush it before
+          // they are dropped (kj offers no flush of every connection).
+          auto flushed = drain_->drained().then([this] { return timer_->afterDelay(50 * kj::MILLISECONDS); });
+          draining_ = flushed
+                          .exclusiveJoin(kj::mv(timeout))
+                          .then([this] {
+                            if (stop_ != nullptr) stop_->fulfill();
+                          })
+                          .eagerlyEvaluate(nullptr);
+        });
+      }
+      return;
+    }
+  }
+  if (stopped) stopped();
+}
+
 void RpcServer::stop() {
   {
     std::lock_guard lock(mutex_);
@@ -47,12 +76,14 @@ void RpcServer::stop() {
 // cancels its engine turn), then the event loop.
 void RpcServer::run(std::promise<Result<std::uint16_t>>& bound) {
   bool reported = false;
+  RpcDrain drain;  // outlives the connections, whose turns hold tickets on it
   try {
-    RpcServiceOptions service_options{options_.tenant, options_.max_deltas_in_flight, options_.keys, false};
+    RpcServiceOptions service_options{options_.tenant, options_.max_deltas_in_flight, options_.keys, false, &drain};
     capnp::EzRpcServer server(kj::heap<RpcService>(engine_, executor_, service_options, tracker_, waker_),
                               kj::StringPtr(options_.host.c_str()), options_.port);
     KJ_DEFER(waker_->detach());  // after `wakes` below is gone, before the loop is
     auto& wait_scope = server.getWaitScope();
+    timer_ = &server.getIoProvider().getTimer();
     const auto port = std::uint16_t(server.getPort().wait(wait_scope));
     auto stop = kj::newPromiseAndFulfiller<void>();
     stop_ = stop.fulfiller.get();
@@ -62,13 +93,18 @@ void RpcServer::run(std::promise<Result<std::uint16_t>>& bound) {
     {
       std::lock_guard lock(mutex_);
       running_ = true;
+      drain_ = &drain;
     }
     reported = true;
     bound.set_value(port);
     stop.promise.wait(wait_scope);
     stop_ = nullptr;
+    draining_ = nullptr;  // before the event loop goes
+    drain.abandon();
   } catch (const kj::Exception& e) {
     stop_ = nullptr;
+    draining_ = nullptr;
+    drain.abandon();
     const std::string why(e.getDescription().cStr());
     if (!reported) {
       bound.set_value(fail("rpc: cannot listen on " + options_.host + ":" + std::to_string(options_.port) + ": " + why));
@@ -76,6 +112,15 @@ void RpcServer::run(std::promise<Result<std::uint16_t>>& bound) {
       KJ_LOG(ERROR, "rpc server loop failed", e);
     }
   }
+  std::function<void()> stopped;
+  {
+    std::lock_guard lock(mutex_);
+    ended_ = true;
+    drain_ = nullptr;
+    timer_ = nullptr;
+    stopped = std::move(on_stopped_);
+  }
+  if (stopped) stopped();
 }
 
 }  // namespace pensieve::net

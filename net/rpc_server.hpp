@@ -10,8 +10,10 @@
 //   (*rpc)->stop();   // any thread but the loop's; never waits on the executor
 //
 // Owns the loop thread and, on it, the listener, the connections and the
-// turns in flight. stop() closes them all: turns in flight are cancelled.
+// turns in flight. stop() closes them all: turns in flight are cancelled;
+// shutdown(grace) first lets them finish.
 #include "actors/engine.hpp"
+#include "net/rpc_drain.hpp"
 #include "net/rpc_loop_waker.hpp"
 #include "net/rpc_service.hpp"
 #include "net/rpc_turn_bridge.hpp"
@@ -20,7 +22,9 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <kj/async.h>
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -52,6 +56,13 @@ class RpcServer {
   // Stops listening, drops every connection (cancelling their turns) and
   // joins the loop thread. Idempotent; does not wait for the engine.
   void stop();
+  // Stops in the background without blocking the caller (any thread): no
+  // new turns (sendTurn throws "unavailable: the server is shutting down"),
+  // turns in flight get up to `grace` to deliver their whole reply to their
+  // sink, then the loop stops as stop() does. `stopped` runs once the loop
+  // has ended (on its thread; on the caller's if it had already). Call stop()
+  // or destroy the server afterwards to join the thread.
+  void shutdown(std::chrono::milliseconds grace, std::function<void()> stopped);
   // Turns this server started that are still in the engine.
   std::size_t active_turns() const { return tracker_->active(); }
   // Blocks until active_turns() == 0. Not on the engine executor's thread.
@@ -70,7 +81,12 @@ class RpcServer {
   std::mutex mutex_;
   bool running_ = false;                          // guarded by mutex_: the loop serves
   bool stop_posted_ = false;                      // guarded by mutex_
+  bool ended_ = false;                            // guarded by mutex_: run() has returned
+  std::function<void()> on_stopped_;             // guarded by mutex_
   kj::PromiseFulfiller<void>* stop_ = nullptr;  // the loop thread only: ends run()
+  RpcDrain* drain_ = nullptr;                   // guarded by mutex_ (set while run() serves)
+  kj::Timer* timer_ = nullptr;                  // likewise
+  kj::Promise<void> draining_ = nullptr;        // likewise: the grace period in progress
   std::thread thread_;
 };
 

@@ -102,13 +102,17 @@ kj::Promise<void> RpcService::listConversations(ListConversationsContext context
 
 kj::Promise<void> RpcService::sendTurn(SendTurnContext context) {
   if (locked()) return refuse_locked();
+  if (options_.drain && options_.drain->refusing()) {
+    return kj::Exception(kj::Exception::Type::DISCONNECTED, __FILE__, __LINE__,
+                         kj::str("unavailable: the server is shutting down"));
+  }
   auto params = context.getParams();
   auto sampling = sampling_from_rpc(params.getParams());
   if (!sampling) return rpc_invalid_request(sampling.error().message);
   if (params.getContent().size() == 0) return rpc_invalid_request("content must not be empty");
   const bool logprobs = sampling->logprobs;
   auto bridge = std::make_shared<RpcTurnBridge>(engine_, executor_, tracker_, waker_);
-  auto turn = kj::heap<RpcTurn>(bridge, params.getSink(), options_.max_deltas_in_flight, logprobs);
+  auto turn = kj::heap<RpcTurn>(bridge, params.getSink(), options_.max_deltas_in_flight, logprobs, options_.drain);
   auto accepted = turn->accepted();
   rpc::schema::Turn::Client client = kj::mv(turn);
   std::vector<model::ChatMessage> messages{{"user", text(params.getContent())}};

@@ -8,6 +8,7 @@
 // turn tracker with the server, which waits on it when stopping.
 #include "actors/engine.hpp"
 #include "net/api_keys.hpp"
+#include "net/rpc_drain.hpp"
 #include "net/rpc_loop_waker.hpp"
 #include "net/rpc_turn_bridge.hpp"
 #include "schemas/pensieve.capnp.h"
@@ -26,6 +27,8 @@ struct RpcServiceOptions {
   // login(key) returns one bound to the key's tenant.
   std::shared_ptr<const ApiKeys> keys;
   bool logged_in = false;
+  // Counts the turns being delivered; once draining, sendTurn refuses. Null: none.
+  RpcDrain* drain = nullptr;
 };
 
 class RpcService final : public rpc::schema::Pensieve::Server {

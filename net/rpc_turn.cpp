@@ -9,11 +9,12 @@ namespace pensieve::net {
 namespace schema = rpc::schema;
 
 RpcTurn::RpcTurn(std::shared_ptr<RpcTurnBridge> bridge, schema::TokenSink::Client sink, int max_deltas_in_flight,
-                 bool logprobs)
+                 bool logprobs, RpcDrain* drain)
     : bridge_(std::move(bridge)),
       sink_(kj::mv(sink)),
       max_in_flight_(max_deltas_in_flight < 1 ? 1 : max_deltas_in_flight),
       logprobs_(logprobs),
+      ticket_(drain),
       calls_(*this),
       finished_(nullptr) {
   auto paf = kj::newPromiseAndFulfiller<void>();
@@ -24,6 +25,7 @@ RpcTurn::RpcTurn(std::shared_ptr<RpcTurnBridge> bridge, schema::TokenSink::Clien
                   .catch_([this](kj::Exception&& e) {
                     if (!failure_) failure_.emplace(kj::mv(e));
                   })
+                  .then([this] { ticket_.release(); })
                   .eagerlyEvaluate(nullptr)
                   .fork();
 }

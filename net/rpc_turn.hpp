@@ -4,10 +4,12 @@
 // TokenSink with bounded flow: at most `max_deltas_in_flight` deltas() calls
 // unanswered; what the engine generates meanwhile is coalesced into the next
 // batch. A sink that throws cancels the turn. Dropping the capability (or the
-// connection) cancels the turn too.
+// connection) cancels the turn too. While its reply is being delivered it
+// holds a ticket on the server's RpcDrain, so a stopping server waits for it.
 //
 // Owns the pump and the sink calls in flight; shares the bridge with the
 // engine side. Loop thread only.
+#include "net/rpc_drain.hpp"
 #include "net/rpc_turn_bridge.hpp"
 #include "schemas/pensieve.capnp.h"
 
@@ -22,7 +24,7 @@ namespace pensieve::net {
 class RpcTurn final : public rpc::schema::Turn::Server, private kj::TaskSet::ErrorHandler {
  public:
   RpcTurn(std::shared_ptr<RpcTurnBridge> bridge, rpc::schema::TokenSink::Client sink, int max_deltas_in_flight,
-          bool logprobs);
+          bool logprobs, RpcDrain* drain = nullptr);
   ~RpcTurn();
 
   // Resolves when the engine has accepted the turn; throws its refusal.
@@ -55,6 +57,7 @@ class RpcTurn final : public rpc::schema::Turn::Server, private kj::TaskSet::Err
   kj::Promise<void> accepted_promise_{nullptr};
   kj::Own<kj::PromiseFulfiller<void>> poke_;
 
+  RpcDrainTicket ticket_;  // released when the reply is delivered or failed
   kj::TaskSet calls_;
   kj::ForkedPromise<void> finished_;  // last: destroyed first, it runs on this object
 };

@@ -47,8 +47,13 @@ class Event {
   bool set_ = false;
 };
 
-// Outgoing text messages; an empty one tells the writer to end.
-using Outbox = asio::experimental::channel<void(boost::system::error_code, std::string)>;
+// What the writer sends: a text message, the closing handshake, or nothing
+// more (the writer ends).
+struct Outgoing {
+  enum class Kind : std::uint8_t { text, close_going_away, end } kind = Kind::end;
+  std::string text;
+};
+using Outbox = asio::experimental::channel<void(boost::system::error_code, Outgoing)>;
 
 // One connection's chat. Owns the WebSocket over the server's TCP stream
 // (which outlives it), the outbox and the running turn. Its coroutines (the
@@ -67,14 +72,33 @@ class Session {
     turn_done_.set();
   }
 
-  static asio::awaitable<void> run(std::shared_ptr<Session> self, HttpRequest request);
+  static asio::awaitable<void> run(std::shared_ptr<Session> self, HttpRequest request, UpgradeContext& context);
 
  private:
   static asio::awaitable<void> write_loop(std::shared_ptr<Session> self);
   static asio::awaitable<void> pump_turn(std::shared_ptr<Session> self, Clock::time_point start);
+  static asio::awaitable<void> go_away(std::shared_ptr<Session> self);
 
+  // Named locals, never a braced temporary, under co_await: GCC 12.
   asio::awaitable<void> post(std::string message) {
-    co_await outbox_.async_send(boost::system::error_code{}, std::move(message), tuple_awaitable);
+    Outgoing out{Outgoing::Kind::text, std::move(message)};
+    co_await push(std::move(out));
+  }
+  asio::awaitable<void> push(Outgoing out) {
+    co_await outbox_.async_send(boost::system::error_code{}, std::move(out), tuple_awaitable);
+  }
+  // The server stops: close with 1001 once no turn runs (once only).
+  asio::awaitable<void> close_going_away() {
+    if (close_posted_) co_return;
+    close_posted_ = true;
+    Outgoing close{Outgoing::Kind::close_going_away, {}};
+    co_await push(std::move(close));
+  }
+  // Refuses new work while the server stops; true if it did.
+  asio::awaitable<bool> refuse_going_away() {
+    if (!going_away_) co_return false;
+    co_await post_error("going_away", "the server is shutting down; no new turns");
+    co_return true;
   }
   asio::awaitable<void> post_error(std::string code, std::string message) {
     std::string text = ws_error_json(WsError{std::move(code), std::move(message)});
@@ -96,9 +120,12 @@ class Session {
   std::optional<actors::TurnStream> turn_;
   std::optional<std::string> conversation_;  // the open one
   bool write_failed_ = false;
+  bool closed_ = false;        // the writer sent the close frame
+  bool going_away_ = false;    // the server stops: no new turns
+  bool close_posted_ = false;  // close_going_away() was posted
 };
 
-asio::awaitable<void> Session::run(std::shared_ptr<Session> self, HttpRequest request) {
+asio::awaitable<void> Session::run(std::shared_ptr<Session> self, HttpRequest request, UpgradeContext& context) {
   auto& ws = self->ws_;
   ws.set_option(websocket::stream_base::timeout{std::chrono::seconds(30), std::chrono::seconds(60), true});
   ws.set_option(websocket::stream_base::decorator(
@@ -108,6 +135,13 @@ asio::awaitable<void> Session::run(std::shared_ptr<Session> self, HttpRequest re
   if (accept_ec) co_return;
   auto ex = ws.get_executor();
   asio::co_spawn(ex, write_loop(self), asio::detached);
+  // Runs on the server's executor, while this coroutine holds `self`.
+  // New work is refused from this call on (a message read after it is).
+  context.on_going_away = [ex, self] {
+    self->going_away_ = true;
+    asio::co_spawn(ex, go_away(self), asio::detached);
+  };
+  if (context.going_away) context.on_going_away();
 
   std::optional<websocket::close_code> close_with;
   for (;;) {
@@ -125,22 +159,33 @@ asio::awaitable<void> Session::run(std::shared_ptr<Session> self, HttpRequest re
     co_await self->handle(text, self);
   }
   // Wind down: the turn first (it still writes), then the writer.
+  context.on_going_away = nullptr;  // drops its reference to the session
   if (self->turn_) self->turn_->cancel();
   co_await self->turn_done_.wait();
-  co_await self->post(std::string{});
+  Outgoing end{Outgoing::Kind::end, {}};
+  co_await self->push(std::move(end));
   co_await self->writer_done_.wait();
-  if (close_with && !self->write_failed_) {
+  if (close_with && !self->write_failed_ && !self->closed_) {
     co_await ws.async_close(websocket::close_reason(*close_with), tuple_awaitable);
   }
 }
 
 asio::awaitable<void> Session::write_loop(std::shared_ptr<Session> self) {
   for (;;) {
-    auto [ec, message] = co_await self->outbox_.async_receive(tuple_awaitable);
-    if (ec || message.empty()) break;
-    if (self->write_failed_) continue;  // the client is gone: drain, so no sender waits
+    auto [ec, out] = co_await self->outbox_.async_receive(tuple_awaitable);
+    if (ec || out.kind == Outgoing::Kind::end) break;
+    // The client is gone, or closing: drain, so no sender waits.
+    if (self->write_failed_ || self->closed_) continue;
+    if (out.kind == Outgoing::Kind::close_going_away) {
+      // The client answers with its close frame, which ends the reader.
+      self->closed_ = true;
+      auto [cec] = co_await self->ws_.async_close(
+          websocket::close_reason(websocket::close_code::going_away, "server shutting down"), tuple_awaitable);
+      if (cec) self->write_failed_ = true;
+      continue;
+    }
     self->ws_.text(true);
-    auto [wec, n] = co_await self->ws_.async_write(asio::buffer(message), tuple_awaitable);
+    auto [wec, n] = co_await self->ws_.async_write(asio::buffer(out.text), tuple_awaitable);
     if (wec) self->write_failed_ = true;
   }
   self->writer_done_.set();
@@ -159,9 +204,18 @@ asio::awaitable<void> Session::pump_turn(std::shared_ptr<Session> self, Clock::t
   const auto& result = self->turn_->result();
   std::string end = result ? ws_done_json(*result, timing)
                            : ws_error_json(WsError{ws_error_code(result.error().kind), result.error().message});
-  self->turn_.reset();
+  // Posted before the turn is forgotten: a go_away() meanwhile sees the
+  // turn and leaves the close to this coroutine, after the end.
   co_await self->post(std::move(end));
+  self->turn_.reset();
   self->turn_done_.set();
+  if (self->going_away_) co_await self->close_going_away();
+}
+
+// The server stops: no new turns; the one running (if any) finishes, then
+// the session closes with 1001 (pump_turn does it after the turn's end).
+asio::awaitable<void> Session::go_away(std::shared_ptr<Session> self) {
+  if (!self->turn_) co_await self->close_going_away();
 }
 
 asio::awaitable<void> Session::handle(std::string_view text, const std::shared_ptr<Session>& self) {
@@ -186,6 +240,8 @@ asio::awaitable<void> Session::handle(std::string_view text, const std::shared_p
 }
 
 asio::awaitable<void> Session::open(const WsOpen& m) {
+  const bool refused = co_await refuse_going_away();
+  if (refused) co_return;
   if (turn_) {
     co_await post_error("busy", "a turn is running; cancel it or wait for 'done'");
     co_return;
@@ -213,6 +269,8 @@ asio::awaitable<void> Session::open(const WsOpen& m) {
 }
 
 asio::awaitable<void> Session::send(WsSend m, const std::shared_ptr<Session>& self) {
+  const bool refused = co_await refuse_going_away();
+  if (refused) co_return;
   if (!conversation_) {
     co_await post_error("not_open", "send 'open' before 'send'");
     co_return;
@@ -276,7 +334,8 @@ asio::awaitable<void> refuse_with_close(beast::tcp_stream& stream, HttpRequest r
 
 UpgradeHandler make_ws_chat_handler(actors::Engine& engine, WsChatOptions options) {
   auto shared = std::make_shared<const WsChatOptions>(std::move(options));
-  return [&engine, shared](beast::tcp_stream& stream, HttpRequest request) -> asio::awaitable<void> {
+  return [&engine, shared](beast::tcp_stream& stream, HttpRequest request,
+                           UpgradeContext& context) -> asio::awaitable<void> {
     std::optional<std::string> tenant = shared->tenant_of ? shared->tenant_of(request) : std::string{};
     if (!tenant) {
       if (shared->refuse_with_close) {
@@ -287,7 +346,7 @@ UpgradeHandler make_ws_chat_handler(actors::Engine& engine, WsChatOptions option
       co_return;
     }
     auto session = std::make_shared<Session>(engine, *shared, std::move(*tenant), stream);
-    co_await Session::run(session, std::move(request));
+    co_await Session::run(session, std::move(request), context);
   };
 }
 

@@ -1,9 +1,11 @@
 // The trace file: a sequence of Cap'n Proto TraceChunk messages (unpacked
 // stream framing), each holding up to `spans_per_chunk` spans, so a large
 // trace never needs one huge message and a reader can stop at any chunk. The
-// first chunk also carries the TraceHeader (files from before the header have
-// none: it reads back as all zero).
+// first chunk of every append carries the TraceHeader as it was then; the
+// reader keeps the last one (files from before the header have none: it reads
+// back as all zero).
 #include "runtime/trace.hpp"
+#include "runtime/trace_writer.hpp"
 #include "schemas/trace.capnp.h"
 
 #include <capnp/message.h>
@@ -11,11 +13,14 @@
 #include <kj/exception.h>
 #include <kj/io.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <utility>
 
 namespace pensieve::rt {
 namespace {
@@ -107,29 +112,48 @@ Result<void> read_chunk(kj::BufferedInputStream& in, TraceFile& out, std::uint64
 
 }  // namespace
 
-Result<std::size_t> Tracer::flush_to(const std::string& path) {
-  const std::vector<Span> spans = drain();
-  const TraceHeader file_header = header();
-  FdCloser file{::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
-  if (file.fd < 0) {
-    return fail("trace: cannot create " + path + ": " + std::strerror(errno));
-  }
+Result<TraceFileWriter> TraceFileWriter::create(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return fail("trace: cannot create " + path + ": " + std::strerror(errno));
+  return TraceFileWriter(fd, path);
+}
+
+TraceFileWriter::TraceFileWriter(TraceFileWriter&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)), spans_written_(other.spans_written_) {}
+
+TraceFileWriter::~TraceFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Result<void> TraceFileWriter::append(std::span<const Span> spans, const TraceHeader& header) {
+  if (fd_ < 0) return fail("trace: " + path_ + " is closed");
   try {
     // The first chunk always exists: it carries the header, spans or none.
     std::size_t first = 0;
     do {
       const std::size_t count = std::min(spans_per_chunk, spans.size() - first);
-      write_chunk(file.fd, spans.data() + first, count, first == 0 ? &file_header : nullptr);
+      write_chunk(fd_, spans.data() + first, count, first == 0 ? &header : nullptr);
       first += count;
     } while (first < spans.size());
   } catch (const kj::Exception& e) {
-    return fail("trace: writing " + path + " failed: " + e.getDescription().cStr());
+    return fail("trace: writing " + path_ + " failed: " + e.getDescription().cStr());
   }
-  const int fd = file.fd;
-  file.fd = -1;
-  if (::close(fd) != 0) {
-    return fail("trace: closing " + path + " failed: " + std::strerror(errno));
-  }
+  spans_written_ += spans.size();
+  return {};
+}
+
+Result<void> TraceFileWriter::close() {
+  const int fd = std::exchange(fd_, -1);
+  if (fd >= 0 && ::close(fd) != 0) return fail("trace: closing " + path_ + " failed: " + std::strerror(errno));
+  return {};
+}
+
+Result<std::size_t> Tracer::flush_to(const std::string& path) {
+  const std::vector<Span> spans = drain();
+  auto writer = TraceFileWriter::create(path);
+  if (!writer) return writer.error();
+  if (auto r = writer->append(spans, header()); !r) return r.error();
+  if (auto r = writer->close(); !r) return r.error();
   return spans.size();
 }
 

@@ -116,6 +116,7 @@ actors::EngineOptions mode_options(const Mode& m, const TierSizing& s, const Tie
   eo.kv_block_tokens = o.block_tokens;
   eo.kv_device_blocks = s.device_blocks;
   eo.eviction_policy = m.policy;
+  eo.kv_host_mb = 0;  // (c) and (d): device only, whatever the engine's default
   if (m.tiers) {
     eo.kv_host_blocks = s.host_blocks;
     eo.kv_disk_dir = disk_dir.string();

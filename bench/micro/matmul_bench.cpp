@@ -1,19 +1,23 @@
 // The CPU matmul kernel on the model-bench shapes, with the forward pass's
 // 2-thread pool: decode (one token, weights streamed from memory: a ring of
 // matrices larger than the L3 so every iteration reads from DRAM) in bytes/s,
-// and prefill (512 tokens) in FLOP/s. Weights live either in anonymous memory
-// (transparent huge pages) or in a file mapping (4 KiB pages, as a loaded
-// GGUF), to show what the page size costs a memory-bound GEMV. The last
+// and prefill (512 tokens) in FLOP/s. Weights live in anonymous memory on
+// 4 KiB pages (a plain heap buffer: THP is in madvise mode here), in a file
+// mapping (4 KiB pages, as a loaded GGUF) or in a WeightArena (2 MiB pages,
+// where CpuForward puts them), to show what the page size costs a
+// memory-bound GEMV. The last
 // argument picks the kernel: 0 the current one, 1 the baseline of
 // matmul_baseline.hpp, so one run compares both under the same load.
 #include "bench/micro/matmul_baseline.hpp"
 #include "gpu/kernels/cpu/matmul.hpp"
+#include "gpu/model/weight_arena.hpp"
 #include "gpu/numeric/half.hpp"
 
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -26,18 +30,39 @@ namespace {
 namespace kc = pensieve::kernels::cpu;
 using pensieve::model::DType;
 
+// Where a ring's bytes live.
+enum class Placement : int { heap = 0, file_mapped = 1, huge_pages = 2 };
+
+const char* placement_name(Placement p) {
+  switch (p) {
+    case Placement::heap: return " heap-4k";
+    case Placement::file_mapped: return " file-mapped";
+    case Placement::huge_pages: return " huge-pages";
+  }
+  return "?";
+}
+
 // `count` weight matrices of rows x cols in `dtype`, back to back.
 class WeightRing {
  public:
-  WeightRing(DType dtype, std::int64_t rows, std::int64_t cols, std::size_t count, bool file_backed)
+  WeightRing(DType dtype, std::int64_t rows, std::int64_t cols, std::size_t count,
+             Placement placement = Placement::heap)
       : dtype_(dtype), rows_(rows), cols_(cols),
         row_bytes_(pensieve::model::dtype_row_bytes(dtype, cols)),
         matrix_bytes_(row_bytes_ * std::size_t(rows)), count_(count) {
     std::vector<std::byte> bytes(matrix_bytes_ * count);
     fill(bytes);
-    if (!file_backed) {
+    if (placement == Placement::heap) {
       anon_ = std::move(bytes);
       base_ = anon_.data();
+      return;
+    }
+    if (placement == Placement::huge_pages) {
+      auto arena = pensieve::model::WeightArena::create(bytes.size());
+      if (!arena) std::abort();
+      arena_ = std::move(*arena);
+      std::memcpy(arena_->data(), bytes.data(), bytes.size());
+      base_ = arena_->data();
       return;
     }
     char path[] = "/tmp/pensieve-matmul-bench-XXXXXX";
@@ -90,20 +115,27 @@ class WeightRing {
   std::int64_t rows_, cols_;
   std::size_t row_bytes_, matrix_bytes_, count_;
   std::vector<std::byte> anon_;
+  std::shared_ptr<pensieve::model::WeightArena> arena_;
   void* mapped_ = nullptr;
   const std::byte* base_ = nullptr;
 };
 
-void run_kernel(bool baseline, kc::ConstRowsView x, const kc::WeightView& w, kc::RowsView y,
+// kernel: 0 the current one, 1 the baseline, 2 (Q8_0 only) the current
+// kernel's dequantising Q8_0 path that the int8 one replaced.
+void run_kernel(std::int64_t kernel, kc::ConstRowsView x, const kc::WeightView& w, kc::RowsView y,
                 kc::ThreadPool& pool, std::vector<float>& scratch) {
-  if (baseline) {
+  if (kernel == 1) {
     pensieve::bench::baseline::matmul(x, w, y, pool);
   } else {
-    kc::matmul({}, x, w, y, pool, scratch);
+    kc::MatmulParams params;
+    params.dequantize_q8_0 = kernel == 2;
+    kc::matmul(params, x, w, y, pool, scratch);
   }
 }
 
-const char* kernel_name(std::int64_t arg) { return arg ? " baseline" : " new"; }
+const char* kernel_name(std::int64_t arg) {
+  return arg == 2 ? " dequantising" : arg ? " baseline" : " new";
+}
 
 std::vector<float> random_rows(std::int64_t n) {
   std::mt19937 rng(5);
@@ -113,34 +145,35 @@ std::vector<float> random_rows(std::int64_t n) {
   return x;
 }
 
-// args: dtype, file_backed, kernel, threads. M-400's w_gate shape (2816 x 1024); the ring
+// args: dtype, placement, kernel, threads. M-400's w_gate shape (2816 x 1024); the ring
 // holds >= 128 MiB so the L3 (32 MiB) never serves it.
 void BM_MatmulDecode(benchmark::State& state) {
   const auto dtype = DType(state.range(0));
   const std::int64_t rows = 2816, cols = 1024;
   const std::size_t matrix_bytes = pensieve::model::dtype_row_bytes(dtype, cols) * rows;
   const std::size_t count = (std::size_t(128) << 20) / matrix_bytes + 1;
-  WeightRing ring(dtype, rows, cols, count, state.range(1) != 0);
+  const auto placement = Placement(state.range(1));
+  WeightRing ring(dtype, rows, cols, count, placement);
   kc::ThreadPool pool(std::size_t(state.range(3)));
   auto x = random_rows(cols);
   std::vector<float> y(rows), scratch;
   std::size_t i = 0;
   for (auto _ : state) {
-    run_kernel(state.range(2) != 0, kc::ConstRowsView(x.data(), 1, cols, cols), ring.view(i++),
+    run_kernel(state.range(2), kc::ConstRowsView(x.data(), 1, cols, cols), ring.view(i++),
                kc::RowsView{y.data(), 1, rows, rows}, pool, scratch);
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(matrix_bytes));
-  state.SetLabel(std::string(pensieve::model::dtype_name(dtype)) +
-                 (state.range(1) ? " file-mapped" : " anonymous") + kernel_name(state.range(2)));
+  state.SetLabel(std::string(pensieve::model::dtype_name(dtype)) + placement_name(placement) +
+                 kernel_name(state.range(2)));
 }
 // One thread: bytes per CPU second (what a core can stream, robust to a
 // shared machine); two: per wall second, the forward pass's setting.
 BENCHMARK(BM_MatmulDecode)
-    ->ArgsProduct({{int(DType::f32), int(DType::f16), int(DType::q8_0)}, {0, 1}, {0, 1}, {1}});
+    ->ArgsProduct({{int(DType::f32), int(DType::f16), int(DType::q8_0)}, {0, 1, 2}, {0, 1}, {1}});
 void BM_MatmulDecode2Threads(benchmark::State& state) { BM_MatmulDecode(state); }
 BENCHMARK(BM_MatmulDecode2Threads)
-    ->ArgsProduct({{int(DType::f32), int(DType::f16), int(DType::q8_0)}, {0, 1}, {0, 1}, {2}})
+    ->ArgsProduct({{int(DType::f32), int(DType::f16), int(DType::q8_0)}, {0, 1, 2}, {0, 1}, {2}})
     ->UseRealTime();
 
 // The same from the L2 (one 256 x 1024 matrix): the kernel's compute rate
@@ -148,12 +181,12 @@ BENCHMARK(BM_MatmulDecode2Threads)
 void BM_MatmulDecodeCached(benchmark::State& state) {
   const auto dtype = DType(state.range(0));
   const std::int64_t rows = 256, cols = 1024;
-  WeightRing ring(dtype, rows, cols, 1, false);
+  WeightRing ring(dtype, rows, cols, 1);
   kc::ThreadPool pool(1);
   auto x = random_rows(cols);
   std::vector<float> y(rows), scratch;
   for (auto _ : state) {
-    run_kernel(state.range(1) != 0, kc::ConstRowsView(x.data(), 1, cols, cols), ring.view(0),
+    run_kernel(state.range(1), kc::ConstRowsView(x.data(), 1, cols, cols), ring.view(0),
                kc::RowsView{y.data(), 1, rows, rows}, pool, scratch);
     benchmark::DoNotOptimize(y.data());
   }
@@ -169,12 +202,12 @@ BENCHMARK(BM_MatmulDecodeCached)
 void BM_MatmulPrefill(benchmark::State& state) {
   const auto dtype = DType(state.range(0));
   const std::int64_t rows = state.range(1), cols = state.range(2), tokens = 512;
-  WeightRing ring(dtype, rows, cols, 1, false);
+  WeightRing ring(dtype, rows, cols, 1);
   kc::ThreadPool pool(std::size_t(state.range(3)));
   auto x = random_rows(tokens * cols);
   std::vector<float> y(std::size_t(tokens * rows)), scratch;
   for (auto _ : state) {
-    run_kernel(state.range(4) != 0, kc::ConstRowsView(x.data(), tokens, cols, cols), ring.view(0),
+    run_kernel(state.range(4), kc::ConstRowsView(x.data(), tokens, cols, cols), ring.view(0),
                kc::RowsView{y.data(), tokens, rows, rows}, pool, scratch);
     benchmark::DoNotOptimize(y.data());
   }
@@ -198,6 +231,26 @@ BENCHMARK(BM_MatmulPrefill2Threads)
     ->Args({int(DType::f32), 2816, 1024, 2, 1})
     ->Args({int(DType::q8_0), 2816, 1024, 2, 0})
     ->Args({int(DType::q8_0), 2816, 1024, 2, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Q8_0: the int8 kernel (0) against the dequantising kernel it replaced (2),
+// side by side in one run: decode from DRAM (args as BM_MatmulDecode), from
+// the L2 (as BM_MatmulDecodeCached) and prefill (as BM_MatmulPrefill).
+void BM_Q8Decode(benchmark::State& state) { BM_MatmulDecode(state); }
+BENCHMARK(BM_Q8Decode)->ArgsProduct({{int(DType::q8_0)}, {0, 1}, {0, 2}, {1}});
+void BM_Q8Decode2Threads(benchmark::State& state) { BM_MatmulDecode(state); }
+BENCHMARK(BM_Q8Decode2Threads)->ArgsProduct({{int(DType::q8_0)}, {0, 1}, {0, 2}, {2}})->UseRealTime();
+void BM_Q8DecodeCached(benchmark::State& state) { BM_MatmulDecodeCached(state); }
+BENCHMARK(BM_Q8DecodeCached)->ArgsProduct({{int(DType::q8_0)}, {0, 2}});
+void BM_Q8Prefill(benchmark::State& state) { BM_MatmulPrefill(state); }
+BENCHMARK(BM_Q8Prefill)
+    ->ArgsProduct({{int(DType::q8_0)}, {2816}, {1024}, {1}, {0, 2}})
+    ->ArgsProduct({{int(DType::q8_0)}, {1024}, {2816}, {1}, {0, 2}})
+    ->Unit(benchmark::kMillisecond);
+void BM_Q8Prefill2Threads(benchmark::State& state) { BM_MatmulPrefill(state); }
+BENCHMARK(BM_Q8Prefill2Threads)
+    ->ArgsProduct({{int(DType::q8_0)}, {2816}, {1024}, {2}, {0, 2}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -57,6 +57,7 @@ const char* usage =
     "  [--prompt-tokens 512] [--prefill-reps 2] [--decode-context 16] [--decode-tokens 32]\n"
     "  [--vocab-from VOCAB.gguf] [--model-dir DIR] [--reuse-models] [--seed 7]\n"
     "  [--bandwidth-mib 1024 (>= 64; well above the L3)] [--ceilings-only] [--out FILE.json]\n"
+    "  [--no-huge-pages (weights read from the GGUF mapping, 4 KiB pages)]\n"
     "  [--commit HASH] [--note TEXT] (both copied into the JSON)\n";
 
 std::optional<Args> parse(int argc, char** argv) {
@@ -70,6 +71,7 @@ std::optional<Args> parse(int argc, char** argv) {
     };
     if (flag == "--reuse-models") { a.run.reuse_models = true; continue; }
     if (flag == "--ceilings-only") { a.ceilings_only = true; continue; }
+    if (flag == "--no-huge-pages") { a.run.weights_on_huge_pages = false; continue; }
     const auto v = value();
     if (!v) return std::nullopt;
     if (flag == "--threads") a.run.threads = std::stoul(*v);

@@ -180,8 +180,10 @@ Result<ModelRunResult> run_model(const ModelShape& shape, model::DType dtype,
   r.weight_bytes_per_token = decode_weight_bytes(*weights);
   model::CpuForwardOptions fo;
   fo.n_threads = options.threads;
+  fo.weights_on_huge_pages = options.weights_on_huge_pages;
   auto fwd = model::CpuForward::create(std::move(*weights), fo);
   if (!fwd) return fwd.error();
+  r.weight_huge_page_bytes = double(fwd->weight_placement().huge_page_bytes);
   if (auto p = time_prefill(*fwd, options, r); !p) return p.error();
   if (auto d = time_decode(*fwd, options, r); !d) return d.error();
   return r;

@@ -29,6 +29,7 @@ struct ModelRunOptions {
   std::optional<std::filesystem::path> vocab_from;
   std::filesystem::path model_dir;    // where the generated GGUFs go
   bool reuse_models = false;          // skip generation when the file exists
+  bool weights_on_huge_pages = true;  // CpuForwardOptions::weights_on_huge_pages
   std::uint64_t seed = 7;
 };
 
@@ -52,6 +53,7 @@ struct ModelRunResult {
   double decode_cpu_share = 0;
   double kv_bytes_per_decode_token = 0; // mean K/V bytes read by attention, for reference
   double generate_seconds = 0;
+  double weight_huge_page_bytes = 0;    // weights the forward pass reads from 2 MiB pages
 };
 
 Result<ModelRunResult> run_model(const ModelShape& shape, model::DType dtype,

@@ -90,7 +90,8 @@ json::object to_json(const ModelBenchReport& r, const ModelRunResult& m) {
           {"prefill_fraction_of_sgemm", prefill_gflops(m) / r.sgemm_gflops()},
           {"prefill_cpu_share", m.prefill_cpu_share},
           {"decode_cpu_share", m.decode_cpu_share},
-          {"generate_seconds", m.generate_seconds}};
+          {"generate_seconds", m.generate_seconds},
+          {"weight_huge_page_bytes", m.weight_huge_page_bytes}};
 }
 
 }  // namespace
@@ -117,6 +118,7 @@ std::string format_json(const ModelBenchReport& r) {
       {"decode_timed_tokens", r.options.decode_tokens},
       {"prefill_tokens", r.options.prompt_tokens},
       {"seed", r.options.seed},
+      {"weights_on_huge_pages", r.options.weights_on_huge_pages},
       {"notes", "decode ceiling = best measured read bandwidth / weight bytes per decoded token; "
                 "prefill FLOPs = 2 x tokens x layer matrix params + causal attention + one "
                 "output row"},

@@ -11,8 +11,11 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 namespace pensieve::model {
 
@@ -36,16 +39,24 @@ Result<CpuForward> CpuForward::create(ModelWeights weights, CpuForwardOptions op
                        options.collective->ranks() != tp.ranks)) {
     return fail("a tensor-parallel shard needs a collective of the same rank and size");
   }
-  auto prepared = prepare_weights(weights, tp);
-  if (!prepared) return prepared.error();
   if (options.kv_tile_tokens <= 0) return fail("kv_tile_tokens must be positive");
-  return CpuForward(std::move(weights), options, std::move(*prepared));
+  // Check before copying gigabytes: prepare_weights names the bad tensor.
+  if (auto checked = prepare_weights(weights, tp); !checked) return checked.error();
+  WeightPlacement placement;
+  placement.fallback_reason = "weights_on_huge_pages is off";
+  if (options.weights_on_huge_pages) placement = place_weights_on_huge_pages(weights);
+  if (options.log_weight_placement) std::fprintf(stderr, "pensieve: %s\n", placement.describe().c_str());
+  auto prepared = prepare_weights(weights, tp);  // views of where the weights now live
+  if (!prepared) return prepared.error();
+  return CpuForward(std::move(weights), options, std::move(*prepared), std::move(placement));
 }
 
-CpuForward::CpuForward(ModelWeights weights, CpuForwardOptions options, PreparedWeights prepared)
+CpuForward::CpuForward(ModelWeights weights, CpuForwardOptions options, PreparedWeights prepared,
+                       WeightPlacement placement)
     : weights_(std::move(weights)),
       options_(options),
       prepared_(std::move(prepared)),
+      placement_(std::move(placement)),
       pool_(std::make_unique<kc::ThreadPool>(options.n_threads ? options.n_threads
                                                                : kc::default_thread_count(),
                                            options.min_parallel_cost)) {
@@ -264,17 +275,38 @@ Result<void> CpuForward::layer(std::int32_t l, const AttendFn& attend) {
   const PreparedLayer& w = prepared_.layers[std::size_t(l)];
   const std::size_t n = scratch_.tokens.size();
   kc::ThreadPool& pool = *pool_;
-  auto mm = [&](std::vector<float>& in, std::int64_t in_cols, const kc::WeightView& wt,
-                std::vector<float>& y) {
+  auto params = [&](const kc::WeightView& wt) {
     kc::MatmulParams mp;
     mp.round_activations_to_f16 = options_.round_f16_activations && wt.dtype == DType::f16;
-    kc::matmul(mp, rows_of(in, n, in_cols), wt, rows_of(y, n, wt.rows), pool, scratch_.rounded);
+    return mp;
+  };
+  auto mm = [&](std::vector<float>& in, std::int64_t in_cols, const kc::WeightView& wt,
+                std::vector<float>& y) {
+    kc::matmul(params(wt), rows_of(in, n, in_cols), wt, rows_of(y, n, wt.rows), pool, scratch_.rounded);
+  };
+  // Projections of xn in one pool dispatch (Q/K/V, gate/up): a decode step
+  // pays 4 fork/joins per layer instead of 7. Same bits as one call each.
+  auto mm_xn = [&](std::initializer_list<std::pair<const kc::WeightView*, std::vector<float>*>> outs) {
+    kc::WeightView ws[3];
+    kc::RowsView ys[3];
+    std::size_t count = 0;
+    const bool round0 = params(*outs.begin()->first).round_activations_to_f16;
+    bool same_params = true;
+    for (auto [wt, y] : outs) {
+      same_params = same_params && params(*wt).round_activations_to_f16 == round0;
+      ws[count] = *wt;
+      ys[count++] = rows_of(*y, n, wt->rows);
+    }
+    if (!same_params) {
+      for (auto [wt, y] : outs) mm(scratch_.xn, c.dim, *wt, *y);
+      return;
+    }
+    kc::matmul_many(params(ws[0]), rows_of(scratch_.xn, n, c.dim), std::span(ws, count),
+                    std::span<const kc::RowsView>(ys, count), pool, scratch_.rounded);
   };
   const kc::RowsView x = rows_of(scratch_.x, n, c.dim), xn = rows_of(scratch_.xn, n, c.dim);
   kc::rms_norm({c.rms_eps}, x, w.attn_norm.data(), xn, pool);
-  mm(scratch_.xn, c.dim, w.wq, scratch_.q);
-  mm(scratch_.xn, c.dim, w.wk, scratch_.k);
-  mm(scratch_.xn, c.dim, w.wv, scratch_.v);
+  mm_xn({{&w.wq, &scratch_.q}, {&w.wk, &scratch_.k}, {&w.wv, &scratch_.v}});
   const kc::RowsView q = rows_of(scratch_.q, n, c.q_dim()), k = rows_of(scratch_.k, n, c.kv_dim()),
                      v = rows_of(scratch_.v, n, c.kv_dim());
   if (!w.bq.empty()) {
@@ -289,8 +321,7 @@ Result<void> CpuForward::layer(std::int32_t l, const AttendFn& attend) {
   if (auto ok = all_reduce(scratch_.tmp, n); !ok) return ok.error();  // row-parallel O
   kc::add_inplace(x, rows_of(scratch_.tmp, n, c.dim));
   kc::rms_norm({c.rms_eps}, x, w.ffn_norm.data(), xn, pool);
-  mm(scratch_.xn, c.dim, w.w_gate, scratch_.gate);
-  mm(scratch_.xn, c.dim, w.w_up, scratch_.up);
+  mm_xn({{&w.w_gate, &scratch_.gate}, {&w.w_up, &scratch_.up}});
   kc::silu_mul(rows_of(scratch_.gate, n, c.ff_dim), rows_of(scratch_.up, n, c.ff_dim), pool);
   mm(scratch_.gate, c.ff_dim, w.w_down, scratch_.tmp);
   if (auto ok = all_reduce(scratch_.tmp, n); !ok) return ok.error();  // row-parallel down

@@ -27,6 +27,7 @@
 #include "gpu/model/kv_contiguous.hpp"
 #include "gpu/model/model_weights.hpp"
 #include "gpu/model/tp_rank.hpp"
+#include "gpu/model/weight_arena.hpp"
 #include "runtime/error.hpp"
 
 #include <cstdint>
@@ -46,6 +47,13 @@ struct CpuForwardOptions {
   // Kernel loops cheaper than this (about multiply-adds) stay on one thread;
   // 0 sends every loop through the pool (tests of thread invariance).
   double min_parallel_cost = kernels::cpu::ThreadPool::default_min_parallel_cost;
+  // Copy the weights into anonymous memory on 2 MiB pages at create()
+  // (weight_arena.hpp): a decode step streams them much faster than from a
+  // file mapping's 4 KiB pages. Without memory for the copy the pass reads
+  // the loader's memory instead (never an error). create() prints the
+  // placement (weight_placement().describe()) to stderr when logging.
+  bool weights_on_huge_pages = true;
+  bool log_weight_placement = true;
   // Tensor parallelism: the weights are shard tp.rank of tp.ranks, and
   // `collective` (not owned; required when tp.ranks > 1, its rank and size
   // equal tp's) joins the ranks. Every rank must run the same batches.
@@ -94,6 +102,8 @@ class CpuForward {
 
   const ModelConfig& config() const { return weights_.config; }
   std::size_t n_threads() const { return pool_->size(); }
+  // Where the weights live (options.weights_on_huge_pages).
+  const WeightPlacement& weight_placement() const { return placement_; }
 
   // A cache for one sequence of up to max_tokens tokens (<= max_context is
   // not required: the caller decides).
@@ -122,7 +132,8 @@ class CpuForward {
                                   kv::KvDType dtype = kv::KvDType::f32) const;
 
  private:
-  CpuForward(ModelWeights weights, CpuForwardOptions options, PreparedWeights prepared);
+  CpuForward(ModelWeights weights, CpuForwardOptions options, PreparedWeights prepared,
+             WeightPlacement placement);
   Result<void> validate(std::span<const ForwardSequence> batch) const;
   Result<void> validate_paged(std::span<const PagedSequence> batch, const kv::KvPool& pool) const;
   // Stores the new K/V and attends; q, k, v are the batch's rows after RoPE.
@@ -147,6 +158,7 @@ class CpuForward {
   ModelWeights weights_;
   CpuForwardOptions options_;
   PreparedWeights prepared_;
+  WeightPlacement placement_;
   std::unique_ptr<kernels::cpu::ThreadPool> pool_;
   ForwardScratch scratch_;
   // Paged attention's per-batch inputs and workspace, reused across calls.

@@ -4,7 +4,6 @@
 
 #include <optional>
 #include <string>
-#include <thread>
 
 namespace pensieve::model {
 
@@ -27,7 +26,8 @@ Result<TpForward> TpForward::create(const ModelWeights& full, std::int32_t ranks
 }
 
 Result<ForwardOutput> TpForward::forward_paged(std::span<const PagedSequence> batch,
-                                               std::span<kv::KvPool* const> pools) {
+                                               std::span<kv::KvPool* const> pools,
+                                               const CpuForward::LayerHook& before_layer) {
   // Checked here, before any rank starts: a rank that failed validation
   // while the others passed would leave them waiting in a collective.
   if (pools.size() != shards_.size()) {
@@ -44,13 +44,11 @@ Result<ForwardOutput> TpForward::forward_paged(std::span<const PagedSequence> ba
     }
   }
   std::vector<std::optional<Result<ForwardOutput>>> results(shards_.size());
-  {
-    std::vector<std::jthread> threads;
-    for (std::size_t r = 1; r < shards_.size(); ++r) {
-      threads.emplace_back([&, r] { results[r].emplace(shards_[r].forward_paged(batch, *pools[r])); });
-    }
-    results[0].emplace(shards_[0].forward_paged(batch, *pools[0]));
-  }  // joins the other ranks
+  const CpuForward::LayerHook none;
+  threads_->run([&](std::int32_t r) {
+    const auto i = std::size_t(r);
+    results[i].emplace(shards_[i].forward_paged(batch, *pools[i], r == 0 ? before_layer : none));
+  });
   return std::move(*results[0]);
 }
 

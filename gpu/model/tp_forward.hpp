@@ -9,11 +9,12 @@
 // (one BlockAllocator can serve them all). Every rank returns the gathered
 // logits; rank 0's are returned.
 //
-// Owns the shards, the collective group and, during a call, one thread per
-// rank beyond the caller's (rank 0 runs on the calling thread). Not
-// thread-safe: one call at a time, from the owner's thread.
+// Owns the shards, the collective group and one persistent thread per rank
+// beyond the caller's (TpRankThreads; rank 0 runs on the calling thread).
+// Not thread-safe: one call at a time, from the owner's thread.
 #include "gpu/backend/host_collective.hpp"
 #include "gpu/model/cpu_forward.hpp"
+#include "gpu/model/tp_rank_threads.hpp"
 
 #include <memory>
 #include <span>
@@ -41,18 +42,25 @@ class TpForward {
 
   // Runs the batch on every rank; pools[r] is rank r's pool, all of the
   // same layout. Errors (a bad batch, a pool of the wrong layout) leave
-  // every pool unchanged.
+  // every pool unchanged. `before_layer` runs on rank 0 only (the calling
+  // thread) before its layer l; the other ranks meet rank 0 at layer l's
+  // first all-reduce, after their attention has read their own pools.
   Result<ForwardOutput> forward_paged(std::span<const PagedSequence> batch,
-                                      std::span<kv::KvPool* const> pools);
+                                      std::span<kv::KvPool* const> pools,
+                                      const CpuForward::LayerHook& before_layer = {});
 
  private:
   TpForward(ModelConfig config, std::unique_ptr<backend::HostCollectiveGroup> group,
             std::vector<CpuForward> shards)
-      : config_(std::move(config)), group_(std::move(group)), shards_(std::move(shards)) {}
+      : config_(std::move(config)),
+        group_(std::move(group)),
+        shards_(std::move(shards)),
+        threads_(std::make_unique<TpRankThreads>(std::int32_t(shards_.size()))) {}
 
   ModelConfig config_;
   std::unique_ptr<backend::HostCollectiveGroup> group_;  // shards_ point into it
   std::vector<CpuForward> shards_;
+  std::unique_ptr<TpRankThreads> threads_;  // idle between calls
 };
 
 }  // namespace pensieve::model

@@ -6,6 +6,7 @@
 // A chunk file corrupted on disk is detected when read back and its chunks
 // are recomputed, with the same tokens.
 #include "tests/actors/engine_fixture.hpp"
+#include "tests/tiny_model.hpp"
 
 #include <filesystem>
 
@@ -177,4 +178,51 @@ TEST_CASE("a corrupted chunk file is detected on restore and its chunks recomput
   CHECK(tiered.swap.restore_corrupt > 0);
   CHECK(tiered.scheduler.tiers.corrupt_chunks > 0);
   CHECK(tiered.scheduler.tiers.recomputed_tokens > 0);
+}
+
+TEST_CASE("KV copied out to a roomy host tier comes back as host hits, with the all-resident run's tokens",
+          "[engine][tiers]") {
+  const auto convs = user_turns("oasst.jsonl", 5, 3, 60);
+  const Replay resident = replay(resident_options(), convs, 16);
+  actors::EngineOptions o = resident_options();
+  o.kv_device_blocks = 24;  // about one conversation
+  o.kv_host_blocks = 256;   // every conversation's KV fits on the host; no disk tier
+  o.swap_out_watermark = 1.0;
+  const Replay tiered = replay(o, convs, 16);
+  INFO(describe(tiered));
+  check_same_tokens(tiered, resident);
+  const actors::TierStats& t = tiered.scheduler.tiers;
+  CHECK(tiered.swap.swap_out_chunks > 0);
+  CHECK(tiered.swap.swap_in_chunks > 0);
+  CHECK(t.hit_tokens_host > 0);
+  CHECK(t.hit_tokens_disk == 0);
+  CHECK(tiered.swap.spill_chunks == 0);
+}
+
+TEST_CASE("a stateful engine on the CPU backend has a host tier by default; --no-state and 0 MiB have none",
+          "[engine][tiers]") {
+  auto host_slots = [](actors::EngineOptions o) {
+    asio::io_context io;
+    auto engine = actors::Engine::create(tiny_model(), o);
+    REQUIRE(engine.has_value());
+    auto f = asio::co_spawn(io, (*engine)->swap_stats(), asio::use_future);
+    io.run();
+    return f.get().host_slots;
+  };
+  actors::EngineOptions o;
+  o.n_threads = 1;
+  o.kv_cache_mb = 16;
+  REQUIRE(o.kv_host_mb == actors::kAutoKvHostMb);
+  const std::int64_t want_mb = actors::default_kv_host_mb();
+  CHECK(want_mb > 0);
+  CHECK(want_mb <= 4096);
+  // The tiny model's chunk: 2 layers x K and V x 2 KV heads x 16 dims x 32 tokens of f32.
+  const std::int64_t chunk_bytes = 2 * 2 * 2 * 16 * 32 * 4;
+  CHECK(host_slots(o) == (want_mb << 20) / chunk_bytes);
+  actors::EngineOptions off = o;
+  off.kv_host_mb = 0;
+  CHECK(host_slots(off) == 0);
+  actors::EngineOptions stateless = o;
+  stateless.stateful = false;
+  CHECK(host_slots(stateless) == 0);
 }

@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 #include <utility>
 #include <vector>
@@ -413,5 +414,75 @@ TEST_CASE("a waiting turn that pins the only idle device chunks does not starve 
   rig.run_to_end(200);  // before the fix: neither turn could ever run again
   CHECK(rig.generated[TurnId{a.value + 1}] == 8);
   CHECK(rig.generated[TurnId{a.value + 2}] == 2);
+  check_exact_kv(rig);
+}
+
+TEST_CASE("a queued turn's device chunks go to the host when a running turn needs the room, and come back swapped in",
+          "[scheduler][tiers]") {
+  SchedulerLimits l = tiny_tiers(8, 8, 0);
+  l.swap_out_watermark = 0.0;  // nothing leaves ahead of time: only the running turn's need moves chunks
+  l.decode_reserve = 0.10;     // holds the queued turn back while the running one decodes
+  TierRig rig(l);
+  const TurnId a = rig.run_turn(1, token_run(18, 100), 2);  // 20 tokens: 5 idle device chunks
+  rig.admit(2, token_run(10, 300), 8);                       // takes the 3 free blocks, then needs more
+  rig.step();
+  const TurnId back = rig.admit(1, rig.next_message(a, 4, 200), 2);  // attaches conversation 1's chunks
+  bool left_device = false;
+  for (int i = 0; i < 40 && !rig.generated.count(back); ++i) {
+    rig.step();
+    const auto tiers = rig.tiers(1);
+    left_device = left_device || std::count(tiers.begin(), tiers.end(), ChunkTier::host) > 0;
+  }
+  rig.run_to_end(200);
+  CHECK(left_device);
+  CHECK(rig.generated[TurnId{a.value + 1}] == 8);
+  CHECK(rig.generated[back] == 2);
+  // Nothing was dropped: every cached token (18 fed, 1 decoded; the last
+  // sample never fed) came back from the host or the device.
+  CHECK(started_cached(rig, back) == 19);
+  CHECK(rig.core.stats().tiers.recomputed_tokens == 0);
+  CHECK(rig.core.stats().tiers.hit_tokens_host > 0);
+  check_exact_kv(rig);
+}
+
+TEST_CASE("a preempted turn's KV goes to the host and it resumes computing no token twice", "[scheduler][tiers]") {
+  for (const std::int32_t host : {8, 0}) {
+    INFO("host slots " << host);
+    SchedulerLimits l = tiny_tiers(8, host, 0);
+    l.swap_out_watermark = 0.0;
+    l.decode_reserve = 0.0;  // both turns start at once; their decodes then need 12 blocks of 8
+    TierRig rig(l);
+    const TurnId first = rig.admit(1, token_run(10, 100), 12);
+    const TurnId later = rig.admit(2, token_run(10, 300), 12);
+    rig.run_to_end(400);
+    const SchedulerStats s = rig.core.stats();
+    REQUIRE(s.preemptions > 0);
+    CHECK(rig.generated[first] == 12);
+    CHECK(rig.generated[later] == 12);
+    // 10 prompt tokens and 11 sampled ones fed back: 21 each, unless recomputed.
+    CHECK(rig.fed[first] == 21);
+    if (host > 0) {
+      CHECK(rig.fed[later] == 21);
+      CHECK(s.tiers.recomputed_tokens == 0);
+      CHECK(s.tiers.swap_out_chunks > 0);
+      CHECK(s.tiers.hit_tokens_host > 0);
+    } else {
+      CHECK(rig.fed[later] > 21);  // without a host tier the preempted turn is recomputed
+    }
+    check_exact_kv(rig);
+  }
+}
+
+TEST_CASE("without a host tier a conversation evicted whole counts its cached tokens as recomputed when it returns",
+          "[scheduler][tiers]") {
+  TierRig rig(tiny_tiers(8, 0, 0));
+  const TurnId a = rig.run_turn(1, token_run(10, 100), 2);  // 11 tokens cached (the last sample is never fed)
+  rig.run_turn(2, token_run(10, 200), 2);
+  rig.run_turn(3, token_run(10, 300), 2);  // 3 blocks each: conversation 1, the coldest, goes
+  REQUIRE_FALSE(rig.core.cached_tokens(ConversationId{1}));
+  CHECK(rig.core.stats().tiers.recomputed_tokens == 0);
+  const TurnId back = rig.run_turn(1, rig.next_message(a, 4, 900), 2);
+  CHECK(rig.core.stats().tiers.recomputed_tokens == 11);
+  CHECK(rig.fed[back] == 12 + 4 + 1);  // the whole history again, then one decode
   check_exact_kv(rig);
 }

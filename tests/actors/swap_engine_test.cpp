@@ -1,5 +1,6 @@
 // The swap engine moves exact bytes between the tiers, layer by layer, in
-// the order the contract gives (swap_in, then swap_out, then the disk),
+// the order the contract gives (swap_in, then swap_out, then the disk; a
+// swap-out never holds up a later swap-in),
 // signals one event per layer in layer order, and reports what finished.
 #include "actors/disk_tier.hpp"
 #include "actors/kv_copy_plan.hpp"
@@ -223,4 +224,44 @@ TEST_CASE("spill and restore move chunks through the disk store; a corrupted chu
   CHECK(stats.spill_chunks == 2);
   CHECK(stats.restore_chunks == 2);
   CHECK(stats.restore_corrupt == 2);
+}
+
+TEST_CASE("a swap-out still copying does not delay a later iteration's swap-in", "[swap]") {
+  LayerGate out_gate;  // holds the swap-out at its first layer until the swap-in has landed
+  actors::SwapEngineConfig config;
+  config.before_copy_layer = [&](std::string_view direction, std::int32_t layer) {
+    if (direction == "swap_out") out_gate.pass(layer);
+  };
+  SwapRig rig(8, 6, config);
+  fill_pattern(*rig.device, 5);
+  fill_pattern(*rig.host, 6);
+  const auto arriving = copy_of(*rig.host, 2, 1);
+  KvTransfers out;
+  out.swap_out = {dh(2, 0)};
+  rig.submit(out);
+  KvTransfers in;
+  in.swap_in = {dh(4, 1)};
+  const auto ticket = rig.submit(in);
+  REQUIRE(ticket.layer_ready.size() == 3);
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool landed = false;
+  ticket.layer_ready.back().on_complete([&] {
+    std::lock_guard lock(mutex);
+    landed = true;
+    changed.notify_all();
+  });
+  {
+    std::unique_lock lock(mutex);
+    // A generous bound, only against a hang: with one stream it never lands.
+    CHECK(changed.wait_for(lock, std::chrono::seconds(30), [&] { return landed; }));
+  }
+  CHECK(copy_of(*rig.device, 2, 4) == arriving);
+  {
+    std::lock_guard lock(rig.mutex);
+    CHECK(rig.reports.empty());  // the swap-out is still held
+  }
+  out_gate.open(2);
+  const auto done = rig.wait_report(1);
+  CHECK(done.swap_out.size() == 1);
 }

@@ -4,8 +4,9 @@
 # tests/gpu/device-bundle.sh when the machine lacks the build dependencies),
 # runs the [gpu] tests (paged attention and every CUDA op against the CPU
 # kernels, the CUDA forward pass against the CPU one, stories260K greedy
-# tokens against llama2.c), the attention and forward-pass benchmarks, and
-# prints a short table last. Logs and JSON go to $OUT (or bench/results/).
+# tokens against llama2.c, the engine's stateful two-turn conversation on
+# --backend cuda against --backend cpu), the attention and forward-pass
+# benchmarks, and prints a short table last. Logs and JSON go to $OUT (or bench/results/).
 #
 #   OUT=/some/dir tests/gpu/device-checks.sh
 #   BUNDLE=build-cuda/device-bundle tests/gpu/device-checks.sh   # prebuilt
@@ -117,6 +118,9 @@ for d in ("f16", "bf16"):
     k = f"greedy_steps_matching.{d}"
     if k in metrics:
         row(f"stories260K greedy match ({d})", f"{int(metrics[k])}/32", "32/32", metrics[k] >= 32 if d == "f16" else None)
+if "engine_cuda_tokens_equal_share" in metrics:
+    v = metrics["engine_cuda_tokens_equal_share"]
+    row("engine --backend cuda, 2-turn greedy tokens equal to cpu", f"{100*v:.1f}%", "100%", v >= 1.0)
 copy = find(fwd, "BM_CudaCopyBandwidth", "GBps")
 for graphs in ("1", "0"):
     dec = find(fwd, f"BM_CudaDecode1B/graphs:{graphs}", "weight_GBps")

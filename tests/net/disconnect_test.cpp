@@ -7,6 +7,7 @@
 #include "net/openai_routes.hpp"
 #include "tests/net/http_client.hpp"
 #include "tests/net/rpc_fixture.hpp"
+#include "tests/net/server_fixture.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -25,48 +26,12 @@ using asio::ip::tcp;
 
 namespace {
 
-struct Server {
-  // Declared first, destroyed last: the engine completes operations on it.
-  asio::io_context io;
-  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
-  std::unique_ptr<actors::Engine> engine;
-  std::unique_ptr<net::EngineBackend> backend;
-  std::unique_ptr<net::HttpServer> http;
-  std::thread thread;
-
-  explicit Server(testing::IterationGate* gate = nullptr) {
-    actors::EngineOptions o;
-    o.n_threads = 1;
-    o.kv_cache_mb = 16;
-    if (gate) o.on_iteration = [gate](const actors::IterationRecord&) { gate->pass(); };
-    auto e = actors::Engine::create(testing::stories_model(), o);
-    REQUIRE(e.has_value());
-    engine = std::move(*e);
-    backend = std::make_unique<net::EngineBackend>(*engine);
-    http = std::make_unique<net::HttpServer>(io.get_executor(), net::make_openai_routes(*backend, {}),
-                                             net::HttpServerOptions{});
-    REQUIRE(http->listen("127.0.0.1", 0).has_value());
-    thread = std::thread([this] { io.run(); });
-  }
-  ~Server() {
-    asio::co_spawn(io, http->stop(), asio::use_future).get();
-    io.stop();
-    thread.join();
-  }
-  actors::SchedulerStats stats() { return asio::co_spawn(io, engine->stats(), asio::use_future).get(); }
-  std::size_t open_connections() {
-    return asio::post(io, asio::use_future([this] { return http->open_connections(); })).get();
-  }
-  // Waits (bounded) until the engine runs nothing and no connection is open.
-  bool idle() {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    for (;;) {
-      const auto s = stats();
-      if (s.running == 0 && s.waiting == 0 && open_connections() == 0) return true;
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-  }
+// The stories260K server, its engine optionally held at each iteration by `gate`.
+struct Server : testing::TestServer {
+  explicit Server(testing::IterationGate* gate = nullptr)
+      : TestServer(testing::stories_model(), [gate](actors::EngineOptions& o) {
+          if (gate) o.on_iteration = [gate](const actors::IterationRecord&) { gate->pass(); };
+        }) {}
 };
 
 std::string chat_body(const Server& s, int max_tokens, bool stream) {

@@ -8,6 +8,7 @@
 #include "net/http_server.hpp"
 #include "net/openai_routes.hpp"
 #include "tests/net/http_client.hpp"
+#include "tests/net/server_fixture.hpp"
 #include "tests/tiny_model.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -29,32 +30,8 @@ using pensieve::testing::http_call;
 namespace {
 
 
-struct Server {
-  // Declared first, destroyed last: the engine's compute thread completes
-  // channel operations on this context until the engine is destroyed.
-  asio::io_context io;
-  // Keeps run() going after the server stops, so a second stop() still runs.
-  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
-  std::unique_ptr<actors::Engine> engine;
-  std::unique_ptr<net::EngineBackend> backend;
-  std::unique_ptr<net::HttpServer> http;
-  std::thread thread;
-
-  Server() {
-    auto e = actors::Engine::create(testing::tiny_model(), {.n_threads = 1, .kv_cache_mb = 16});
-    REQUIRE(e.has_value());
-    engine = std::move(*e);
-    backend = std::make_unique<net::EngineBackend>(*engine);
-    http = std::make_unique<net::HttpServer>(io.get_executor(), net::make_openai_routes(*backend, {}),
-                                             net::HttpServerOptions{});
-    REQUIRE(http->listen("127.0.0.1", 0).has_value());
-    thread = std::thread([this] { io.run(); });
-  }
-  ~Server() {
-    asio::co_spawn(io, http->stop(), asio::use_future).get();
-    io.stop();
-    thread.join();
-  }
+struct Server : testing::TestServer {
+  Server() : TestServer(testing::tiny_model()) {}
   testing::HttpReply post(const std::string& body) {
     return http_call(http->port(), http::verb::post, "/v1/chat/completions", body);
   }

@@ -22,6 +22,7 @@
 #include <boost/beast/http.hpp>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -110,6 +111,7 @@ TEST_CASE("200 streaming clients for a minute: no errors, and nothing left behin
   asio::io_context server_io;
   auto work = asio::make_work_guard(server_io);
   net::ServerMetrics metrics;
+  metrics.keep_frontend_samples(true);
   actors::EngineOptions eo;
   eo.n_threads = 1;
   eo.kv_cache_mb = 64;
@@ -149,10 +151,18 @@ TEST_CASE("200 streaming clients for a minute: no errors, and nothing left behin
   CHECK(engine_stats.running == 0);
   CHECK(engine_stats.waiting == 0);
   CHECK(engine_stats.free_blocks == engine_stats.num_blocks);
-  const double p50 = metrics.frontend_latency_bound(0.5), p99 = metrics.frontend_latency_bound(0.99);
-  std::printf("soak: %d s, 200 clients, %llu streamed requests, front-end latency p50 <= %.3f ms, p99 <= %.3f ms\n",
-              seconds, static_cast<unsigned long long>(ok), p50 * 1e3, p99 * 1e3);
-  CHECK(p99 > 0);
+  // Exact quantiles of every sample (bench/fe-latency measures the same on
+  // several I/O threads; this server has one).
+  auto samples = metrics.frontend_samples();
+  REQUIRE_FALSE(samples.empty());
+  std::sort(samples.begin(), samples.end());
+  const auto at = [&](double q) { return samples[std::size_t(q * double(samples.size() - 1))]; };
+  std::printf("soak: %d s, 200 clients, %llu streamed requests, %zu tokens, front-end latency p50 %.3f ms, "
+              "p99 %.3f ms, p999 %.3f ms\n",
+              seconds, static_cast<unsigned long long>(ok), samples.size(), at(0.5) * 1e3, at(0.99) * 1e3,
+              at(0.999) * 1e3);
+  // The histogram /metrics reports agrees with the samples: p99's bucket holds it.
+  CHECK(metrics.frontend_latency_bound(0.99) >= at(0.99));
 
   asio::co_spawn(server_io, server.stop(), asio::use_future).get();
   work.reset();

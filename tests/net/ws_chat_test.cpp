@@ -412,3 +412,15 @@ TEST_CASE("another tenant's conversation is not found over the WebSocket", "[net
   CHECK(bob.next().at("items").as_array().empty());
   CHECK(k.s.engine->find_conversation("alice", id).has_value());
 }
+
+TEST_CASE("stopping the server with a grace period closes an idle WebSocket session with 1001", "[net][ws][shutdown]") {
+  Server s;
+  WsClient ws(s.port());
+  ws.send(json::object{{"type", "open"}});
+  REQUIRE(ws.next().at("type") == "opened");
+  s.stopped = true;
+  auto stopped = asio::co_spawn(s.io, s.http->stop(std::chrono::seconds(30)), asio::use_future);
+  CHECK_FALSE(ws.receive().has_value());
+  CHECK(ws.close_code() == 1001);
+  CHECK(stopped.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+}

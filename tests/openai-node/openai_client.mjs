@@ -6,9 +6,8 @@
 // key is refused; finally stops the server with SIGTERM and expects exit 0.
 //
 // usage: node openai_client.mjs PENSIEVE_BINARY WORK_DIR
-import { spawn } from "node:child_process";
-import { mkdirSync } from "node:fs";
 import OpenAI from "openai";
+import { startServer, stopServer } from "./pensieve_server.mjs";
 
 const [binary, work] = process.argv.slice(2);
 const KEY = "sk-pensieve-node-test";
@@ -17,43 +16,6 @@ let server = null;
 function check(condition, what) {
   if (!condition) throw new Error(`check failed: ${what}`);
   console.log(`ok: ${what}`);
-}
-
-// Starts pensieve on a free port; resolves to its base URL.
-function startServer() {
-  mkdirSync(`${work}/cache`, { recursive: true });
-  const args = ["--port", "0", "--rpc-port", "0", "--threads", "1", "--kv-device-mb", "64", "--api-key", KEY];
-  const child = spawn(binary, args, {
-    env: { ...process.env, XDG_CACHE_HOME: `${work}/cache` },
-    stdio: ["ignore", "inherit", "pipe"],
-  });
-  server = child;
-  return new Promise((resolve, reject) => {
-    let seen = "";
-    const timer = setTimeout(() => reject(new Error("the server did not start")), 120_000);
-    child.on("exit", (code) => reject(new Error(`the server exited early (${code}): ${seen}`)));
-    child.on("error", (e) => reject(new Error(`cannot start ${binary}: ${e.message}`)));
-    child.stderr.on("data", (chunk) => {
-      process.stderr.write(chunk);
-      seen += chunk.toString();
-      const m = seen.match(/serving .* on (http:\/\/[\d.]+:\d+)/);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]);
-      }
-    });
-  });
-}
-
-// SIGTERM; resolves to the exit code, or null when it had to be killed.
-function stopServer(child, graceMs) {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null) return resolve(child.exitCode);
-    const kill = setTimeout(() => { child.kill("SIGKILL"); resolve(null); }, graceMs);
-    child.removeAllListeners("exit");
-    child.on("exit", (code) => { clearTimeout(kill); resolve(code); });
-    child.kill("SIGTERM");
-  });
 }
 
 const isInt = (v) => Number.isInteger(v) && v >= 0;
@@ -140,7 +102,9 @@ async function wrongKey(baseURL, model) {
 }
 
 async function main() {
-  const base = await startServer();
+  const started = startServer(binary, work, ["--api-key", KEY]);
+  server = started.child;
+  const base = await started.url;
   const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: KEY, maxRetries: 0, timeout: 60_000 });
   const models = await client.models.list();
   check(models.data.length === 1 && models.data[0].object === "model", `the server lists one model (${models.data[0]?.id})`);

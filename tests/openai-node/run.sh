@@ -13,7 +13,7 @@ for tool in node npm; do
   command -v "$tool" >/dev/null || { echo "SKIPPED: $tool is not installed"; exit 77; }
 done
 here=$(cd "$(dirname "$0")" && pwd)
-cp "$here/package.json" "$here/package-lock.json" "$here/openai_client.mjs" "$work/"
+cp "$here/package.json" "$here/package-lock.json" "$here/openai_client.mjs" "$here/../js/pensieve_server.mjs" "$work/"
 cd "$work"
 if ! cmp -s package-lock.json node_modules/.installed-lock 2>/dev/null; then
   if npm ci --no-audit --no-fund --loglevel=error; then

@@ -11,6 +11,7 @@ TEST_CASE("the KV tier flags parse: policy, watermark, decode reserve, gathering
   CHECK(defaults->swap_out_watermark == 0.25);
   CHECK(defaults->decode_reserve == 0.10);
   CHECK(defaults->gather_copies);
+  CHECK(defaults->kv_host_mb == -1);  // automatic: the engine's default host tier
   auto o = parse_options({"--eviction-policy", "lru", "--swap-out-watermark=0.5", "--decode-reserve", "0",
                           "--no-gather", "--kv-host-mb", "64"});
   REQUIRE(o.has_value());

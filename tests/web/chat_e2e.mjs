@@ -6,9 +6,8 @@
 // while the page is still connected and expects a clean exit.
 //
 // usage: node chat_e2e.mjs PENSIEVE_BINARY WORK_DIR CHROMIUM
-import { spawn } from "node:child_process";
-import { mkdirSync } from "node:fs";
 import { chromium } from "playwright-core";
+import { startServer, stopServer } from "./pensieve_server.mjs";
 
 const [binary, work, chromiumPath] = process.argv.slice(2);
 const STEP_MS = 30_000;
@@ -19,42 +18,6 @@ let browser = null;
 function check(condition, what) {
   if (!condition) throw new Error(`check failed: ${what}`);
   console.log(`ok: ${what}`);
-}
-
-// Starts pensieve on a free port; resolves to its base URL.
-function startServer() {
-  mkdirSync(`${work}/cache`, { recursive: true });
-  const child = spawn(binary, ["--port", "0", "--rpc-port", "0", "--threads", "1", "--kv-device-mb", "64"], {
-    env: { ...process.env, XDG_CACHE_HOME: `${work}/cache` },
-    stdio: ["ignore", "inherit", "pipe"],
-  });
-  server = child;
-  return new Promise((resolve, reject) => {
-    let seen = "";
-    const timer = setTimeout(() => reject(new Error("the server did not start")), 120_000);
-    child.on("exit", (code) => reject(new Error(`the server exited early (${code}): ${seen}`)));
-    child.on("error", (e) => reject(new Error(`cannot start ${binary}: ${e.message}`)));
-    child.stderr.on("data", (chunk) => {
-      process.stderr.write(chunk);
-      seen += chunk.toString();
-      const m = seen.match(/serving .* on (http:\/\/[\d.]+:\d+)/);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]);
-      }
-    });
-  });
-}
-
-// SIGTERM; resolves to the exit code, or null when it had to be killed.
-function stopServer(child, graceMs) {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null) return resolve(child.exitCode);
-    const kill = setTimeout(() => { child.kill("SIGKILL"); resolve(null); }, graceMs);
-    child.removeAllListeners("exit");
-    child.on("exit", (code) => { clearTimeout(kill); resolve(code); });
-    child.kill("SIGTERM");
-  });
 }
 
 // Sends a message and waits for its reply; returns what was observed.
@@ -97,7 +60,9 @@ async function waitOpened(page) {
 }
 
 async function main() {
-  const url = await startServer();
+  const started = startServer(binary, work);
+  server = started.child;
+  const url = await started.url;
   console.log(`server at ${url}`);
   browser = await chromium.launch({
     executablePath: chromiumPath,

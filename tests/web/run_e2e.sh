@@ -14,7 +14,7 @@ for tool in node npm; do
 done
 [[ -x $chromium ]] || { echo "SKIPPED: no chromium at $chromium (tools/setup.sh installs it)"; exit 77; }
 here=$(cd "$(dirname "$0")" && pwd)
-cp "$here/package.json" "$here/package-lock.json" "$here/chat_e2e.mjs" "$work/"
+cp "$here/package.json" "$here/package-lock.json" "$here/chat_e2e.mjs" "$here/../js/pensieve_server.mjs" "$work/"
 cd "$work"
 # npm ci only when the lock changed since the last install.
 if ! cmp -s package-lock.json node_modules/.installed-lock 2>/dev/null; then

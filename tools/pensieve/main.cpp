@@ -5,9 +5,10 @@
 #include "net/engine_backend.hpp"
 #include "net/admin_routes.hpp"
 #include "net/api_keys.hpp"
-#include "net/http_server.hpp"
+#include "net/http_server_group.hpp"
 #include "net/metrics.hpp"
 #include "runtime/trace.hpp"
+#include "runtime/trace_flusher.hpp"
 #include "net/openai_routes.hpp"
 #include "net/rpc_server.hpp"
 #include "net/web_assets.hpp"
@@ -18,11 +19,17 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <thread>
 
 namespace asio = boost::asio;
 using namespace pensieve;
@@ -46,10 +53,36 @@ Result<net::ApiKeys> api_keys(const server::Options& o) {
   return net::ApiKeys();
 }
 
+// A flag a coroutine can wait for; one executor's thread only.
+class OneShot {
+ public:
+  explicit OneShot(const asio::any_io_executor& ex) : timer_(ex, asio::steady_timer::time_point::max()) {}
+  void set() {
+    set_ = true;
+    timer_.cancel();
+  }
+  asio::awaitable<void> wait() {
+    if (!set_) co_await timer_.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+
+ private:
+  asio::steady_timer timer_;
+  bool set_ = false;
+};
+
+asio::awaitable<void> stop_front_ends(net::HttpServerGroup& http, std::chrono::seconds grace, OneShot& rpc_stopped) {
+  co_await http.stop(grace);
+  co_await rpc_stopped.wait();
+}
+
 int serve(const server::Options& o) {
   // Created first, destroyed last: the engine's compute thread completes
   // operations on this context until the engine is gone.
   asio::io_context io(1);
+  // Likewise for the HTTP/WebSocket I/O threads' contexts.
+  const int http_threads =
+      o.http_threads > 0 ? o.http_threads : int(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
+  net::HttpServerGroup http(http_threads);
   auto weights = load(o);
   if (!weights) {
     std::fprintf(stderr, "pensieve: %s\n", weights.error().message.c_str());
@@ -57,6 +90,8 @@ int serve(const server::Options& o) {
   }
   actors::EngineOptions engine_options;
   engine_options.n_threads = std::size_t(o.threads);
+  engine_options.backend = o.backend == "cuda" ? pensieve::backend::BackendKind::cuda : pensieve::backend::BackendKind::cpu;
+  engine_options.tp = o.tp;
   engine_options.chat_template = o.chat_template.value_or("");
   engine_options.stateful = !o.no_state;
   engine_options.max_batch_tokens = o.max_batch_tokens;
@@ -75,7 +110,18 @@ int serve(const server::Options& o) {
   // Always wired, enabled only while recording (--trace, or POST
   // /admin/trace): disabled, a span costs one branch.
   engine_options.tracer = &tracer;
-  if (o.trace_file) tracer.enable();
+  // --trace: a thread appends the rings to the file every --trace-flush-ms,
+  // so a long run keeps every span (a ring holds 32768 per thread).
+  std::unique_ptr<rt::TraceFlusher> trace_flusher;
+  if (o.trace_file) {
+    auto flusher = rt::TraceFlusher::start(tracer, *o.trace_file, std::chrono::milliseconds(o.trace_flush_ms));
+    if (!flusher) {
+      std::fprintf(stderr, "pensieve: %s\n", flusher.error().message.c_str());
+      return 1;
+    }
+    trace_flusher = std::move(*flusher);
+    tracer.enable();
+  }
   engine_options.on_iteration = [&metrics](const actors::IterationRecord& r) {
     metrics.batch(r.sequences, r.decode_tokens + r.prefill_tokens);
   };
@@ -104,17 +150,19 @@ int serve(const server::Options& o) {
   server::TraceCapturer trace_capturer(tracer, o.trace_file.has_value());
   net::AdminRouteOptions admin;
   admin.admin_key = o.admin_key.value_or("");
-  admin.capture_trace = [&trace_capturer](std::chrono::seconds d) { return trace_capturer.capture(d); };
-  net::HttpServer http(
-      io.get_executor(),
-      net::with_admin_routes(net::with_web_page(net::make_openai_routes(backend, routes)), std::move(admin)),
-      std::move(http_options));
-  if (auto r = http.listen(o.host, o.port); !r) {
+  // The capturer lives on `io`'s thread; the request may come on any HTTP thread.
+  admin.capture_trace = [&trace_capturer, &io](std::chrono::seconds d) -> asio::awaitable<net::ApiResult<std::string>> {
+    auto captured = co_await asio::co_spawn(io, trace_capturer.capture(d), asio::use_awaitable);
+    co_return captured;
+  };
+  const net::HttpHandler handler =
+      net::with_admin_routes(net::with_web_page(net::make_openai_routes(backend, routes)), std::move(admin));
+  if (auto r = http.listen(o.host, o.port, handler, std::move(http_options)); !r) {
     std::fprintf(stderr, "pensieve: %s\n", r.error().message.c_str());
     return 1;
   }
-  std::fprintf(stderr, "pensieve: serving '%s' on http://%s:%u (OpenAI API under /v1), %s\n",
-               backend.model_name().c_str(), o.host.c_str(), unsigned(http.port()),
+  std::fprintf(stderr, "pensieve: serving '%s' on http://%s:%u (OpenAI API under /v1; %d I/O threads), %s\n",
+               backend.model_name().c_str(), o.host.c_str(), unsigned(http.port()), http_threads,
                o.no_state ? "stateless (--no-state: every turn recomputes its history)"
                           : "stateful (conversations keep their KV cache)");
   // Cap'n Proto RPC for internal clients (pensieve-cli): its own loop thread.
@@ -128,25 +176,32 @@ int serve(const server::Options& o) {
     return 1;
   }
   std::fprintf(stderr, "pensieve: Cap'n Proto RPC on %s:%u\n", o.host.c_str(), unsigned((*rpc)->port()));
+  OneShot rpc_stopped(io.get_executor());
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int) {
     if (ec) return;
-    // The listeners close at once (new connections are refused); HTTP
-    // requests in flight get the grace period, then their turns are
-    // cancelled; RPC and WebSocket turns are cancelled now.
+    // The HTTP listener closes at once (new connections are refused); no
+    // front end takes new turns; HTTP requests, WebSocket chats (then closed
+    // with 1001) and RPC calls with a turn in flight get the grace period,
+    // then their turns are cancelled.
     std::fprintf(stderr, "pensieve: stopping (in-flight requests get %d s)\n", o.shutdown_grace_s);
-    (*rpc)->stop();  // never waits on this executor: safe from its thread
+    const auto grace = std::chrono::seconds(o.shutdown_grace_s);
+    // Never waits on this executor (the engine's turns run on it).
+    (*rpc)->shutdown(grace, [&] { asio::post(io, [&] { rpc_stopped.set(); }); });
     trace_capturer.stop();
-    asio::co_spawn(io, http.stop(std::chrono::seconds(o.shutdown_grace_s)), [&](std::exception_ptr) { io.stop(); });
+    asio::co_spawn(io, stop_front_ends(http, grace, rpc_stopped), [&](std::exception_ptr) { io.stop(); });
   });
   io.run();
-  if (o.trace_file) {
-    auto written = tracer.flush_to(*o.trace_file);
+  http.join();  // before the engine goes: its threads run the connections
+  if (trace_flusher) {
+    tracer.disable();
+    auto written = trace_flusher->stop();
     if (!written) {
       std::fprintf(stderr, "pensieve: %s\n", written.error().message.c_str());
       return 1;
     }
-    std::fprintf(stderr, "pensieve: wrote %zu trace spans to %s (%llu dropped)\n", *written, o.trace_file->c_str(),
+    std::fprintf(stderr, "pensieve: wrote %llu trace spans to %s (%llu dropped)\n",
+                 static_cast<unsigned long long>(*written), o.trace_file->c_str(),
                  static_cast<unsigned long long>(tracer.dropped()));
   }
   return 0;

@@ -21,8 +21,9 @@ conversation's KV cache between turns.
   --api-key KEY          require "Authorization: Bearer KEY"
   --api-keys FILE        one "KEY TENANT" pair per line
   --kv-device-mb N       KV cache budget on the compute device (default 512)
-  --kv-host-mb N         KV cache budget in host memory (default 0: no host tier;
-                         the tiers are new: a stall under heavy pressure is known)
+  --kv-host-mb N         KV cache budget in host memory; 0: no host tier (default:
+                         min(4096, a quarter of RAM) with the CPU backend on one rank,
+                         none otherwise; the memory is touched only as KV lands in it)
   --kv-disk-dir DIR      folder for the disk KV tier (with --kv-disk-gb)
   --kv-disk-gb N         disk KV tier budget (default 0: no disk tier)
   --eviction-policy P    which cached KV chunks leave a tier first: cost (recompute cost over
@@ -37,13 +38,24 @@ conversation's KV cache between turns.
   --max-batch-tokens N   tokens per scheduler iteration (default 512)
   --request-timeout-s N  cancel a turn still running after N seconds: 504 (default 600)
   --threads N            compute threads (default: all cores)
+  --backend B            compute backend: cpu (default) or cuda (needs a CUDA build and a device;
+                         without one the server exits with an error)
+  --tp N                 tensor parallelism over N ranks, each with its shard of the weights and
+                         its share of the KV heads (N must divide the heads, KV heads and ff_dim;
+                         CPU backend; not with --kv-host-mb yet) (default 1)
   --chat-template NAME   override the model's chat template (llama2, llama3, chatml, zephyr, mistral)
-  --trace FILE           record actor and stream spans to FILE
+  --trace FILE           record actor and stream spans to FILE (appended while the server runs)
+  --trace-flush-ms N     how often --trace drains the span rings into FILE (default 1000; a
+                         thread recording more than 32768 spans in one interval loses the rest,
+                         counted in the file's header)
   --admin-key KEY        enable POST /admin/trace?seconds=N (1..60; "Authorization: Bearer KEY"),
                          which records the engine's spans for N seconds and answers Chrome
                          trace-event JSON; without this flag /admin routes answer 404
-  --shutdown-grace-s N   on SIGINT/SIGTERM: stop accepting, give in-flight HTTP requests up to
-                         N seconds to finish, then cancel them, and exit 0 (default 10)
+  --shutdown-grace-s N   on SIGINT/SIGTERM: stop accepting, give in-flight HTTP requests,
+                         WebSocket chats and RPC turns up to N seconds to finish (a WebSocket
+                         then closes with 1001), then cancel them, and exit 0 (default 10)
+  --http-threads N       HTTP and WebSocket I/O threads, each serving its share of the
+                         connections (default: min(cores, 4))
   --help                 this text
 )";
 }
@@ -106,14 +118,23 @@ std::map<std::string, Setter> value_flags() {
       {"--kv-disk-gb", [](Options& o, const std::string& v) { return parse_int("--kv-disk-gb", v, o.kv_disk_gb, 0, 1 << 20); }},
       {"--max-batch-tokens", [](Options& o, const std::string& v) { return parse_int("--max-batch-tokens", v, o.max_batch_tokens, 1, 1 << 20); }},
       {"--threads", [](Options& o, const std::string& v) { return parse_int("--threads", v, o.threads, 1, 1024); }},
+      {"--backend", [](Options& o, const std::string& v) -> Result<void> {
+         if (v != "cpu" && v != "cuda") return fail("--backend: '" + v + "' is not cpu or cuda");
+         o.backend = v;
+         return {};
+       }},
+      {"--tp", [](Options& o, const std::string& v) { return parse_int("--tp", v, o.tp, 1, 64); }},
       {"--request-timeout-s", [](Options& o, const std::string& v) {
          return parse_int("--request-timeout-s", v, o.request_timeout_s, 1, 86400);
        }},
       {"--trace", text(&Options::trace_file)},
+      {"--trace-flush-ms",
+       [](Options& o, const std::string& v) { return parse_int("--trace-flush-ms", v, o.trace_flush_ms, 1, 60000); }},
       {"--admin-key", text(&Options::admin_key)},
       {"--shutdown-grace-s", [](Options& o, const std::string& v) {
          return parse_int("--shutdown-grace-s", v, o.shutdown_grace_s, 0, 3600);
        }},
+      {"--http-threads", [](Options& o, const std::string& v) { return parse_int("--http-threads", v, o.http_threads, 1, 64); }},
       {"--chat-template", text(&Options::chat_template)},
   };
 }

@@ -19,7 +19,7 @@ struct Options {
   std::optional<std::string> api_key;
   std::optional<std::string> api_keys_file;
   std::int64_t kv_device_mb = 512;
-  std::int64_t kv_host_mb = 0;  // 0: no host tier (see issue 7: a stall under heavy pressure)
+  std::int64_t kv_host_mb = -1;  // -1: automatic (actors::default_kv_host_mb()); 0: no host tier
   std::optional<std::string> kv_disk_dir;
   std::int64_t kv_disk_gb = 0;
   std::string eviction_policy = "cost";  // lru | cost
@@ -30,10 +30,14 @@ struct Options {
   std::int32_t max_batch_tokens = 512;
   std::int32_t request_timeout_s = 600;
   std::int32_t threads = 0;  // 0: every core
+  std::string backend = "cpu";  // cpu | cuda
+  std::int32_t tp = 1;          // tensor-parallel ranks (must divide the model's heads and KV heads)
   std::optional<std::string> trace_file;
+  std::int32_t trace_flush_ms = 1000;  // --trace: how often the rings are appended to the file
   std::optional<std::string> chat_template;
   std::optional<std::string> admin_key;  // enables /admin routes (POST /admin/trace)
   std::int32_t shutdown_grace_s = 10;    // SIGINT/SIGTERM: time in-flight requests get to finish
+  std::int32_t http_threads = 0;         // HTTP/WebSocket I/O threads; 0: min(cores, 4)
   bool help = false;
 };
 

@@ -10,8 +10,14 @@ std::string cublas_error_message(const char* call, cublasStatus_t status) {
 }
 
 std::string nccl_error_message(const char* call, ncclResult_t status) {
-  return std::string(call) + " failed: " + ncclGetErrorString(status) + " (ncclResult " +
-         std::to_string(int(status)) + ")";
+  std::string message = std::string(call) + " failed: " + ncclGetErrorString(status) + " (ncclResult " +
+                        std::to_string(int(status)) + ")";
+  // NCCL's detail of the last failure in this thread (the communicator
+  // argument is unused by NCCL 2.x), e.g. which peer or transport failed.
+  if (const char* last = ncclGetLastError(nullptr); last != nullptr && *last != '\0') {
+    message += ": " + std::string(last);
+  }
+  return message;
 }
 
 Result<void> check_cuda(cudaError_t status, const char* call) {

@@ -1,41 +1,23 @@
 #include "gpu/backend/cuda/nccl_collective.hpp"
 
-#include <cassert>
+#include "gpu/backend/cuda/cuda_check.hpp"
+
 #include <cstdio>
 #include <string>
 
 namespace pensieve::backend::cuda {
 
-namespace {
-
-Result<void> check_nccl(ncclResult_t r, const char* call, ncclComm_t comm = nullptr) {
-  if (r == ncclSuccess) return {};
-  std::string message = std::string(call) + " failed: " + ncclGetErrorString(r);
-  if (const char* last = ncclGetLastError(comm); last != nullptr && *last != '\0') {
-    message += " (" + std::string(last) + ")";
-  }
-  return fail(message);
-}
-
-Result<void> check_cuda(cudaError_t e, const char* call) {
-  if (e == cudaSuccess) return {};
-  return fail(std::string(call) + " failed: " + cudaGetErrorString(e));
-}
-
-}  // namespace
-
 NcclCollective::~NcclCollective() {
   // Destroy waits for this rank's outstanding operations; an error here
   // cannot be returned, and leaking the communicator is the safe outcome.
   if (const ncclResult_t r = ncclCommDestroy(comm_); r != ncclSuccess) {
-    std::fprintf(stderr, "pensieve: ncclCommDestroy (rank %d) failed: %s\n", int(rank_),
-                 ncclGetErrorString(r));
+    std::fprintf(stderr, "pensieve: rank %d: %s\n", int(rank_), nccl_error_message("ncclCommDestroy", r).c_str());
   }
 }
 
 Result<ncclUniqueId> NcclCollective::unique_id() {
   ncclUniqueId id{};
-  if (auto ok = check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId"); !ok) return ok.error();
+  PENSIEVE_NCCL_TRY(ncclGetUniqueId(&id));
   return id;
 }
 
@@ -45,11 +27,9 @@ Result<std::unique_ptr<NcclCollective>> NcclCollective::create(const ncclUniqueI
   if (ranks < 1 || rank < 0 || rank >= ranks) {
     return fail("NCCL rank " + std::to_string(rank) + " of " + std::to_string(ranks) + " is out of range");
   }
-  if (auto ok = check_cuda(cudaSetDevice(device), "cudaSetDevice"); !ok) return ok.error();
+  PENSIEVE_CUDA_TRY(cudaSetDevice(device));
   ncclComm_t comm = nullptr;
-  if (auto ok = check_nccl(ncclCommInitRank(&comm, ranks, id, rank), "ncclCommInitRank"); !ok) {
-    return ok.error();
-  }
+  PENSIEVE_NCCL_TRY(ncclCommInitRank(&comm, ranks, id, rank));
   return std::unique_ptr<NcclCollective>(new NcclCollective(comm, rank, ranks, device, stream));
 }
 
@@ -70,9 +50,7 @@ Result<std::vector<std::unique_ptr<NcclCollective>>> NcclCollective::create_grou
   }
   const int n = int(devices.size());
   std::vector<ncclComm_t> comms(devices.size(), nullptr);
-  if (auto ok = check_nccl(ncclCommInitAll(comms.data(), n, devices.data()), "ncclCommInitAll"); !ok) {
-    return ok.error();
-  }
+  PENSIEVE_NCCL_TRY(ncclCommInitAll(comms.data(), n, devices.data()));
   std::vector<std::unique_ptr<NcclCollective>> group;
   for (int r = 0; r < n; ++r) {
     group.push_back(std::unique_ptr<NcclCollective>(
@@ -82,12 +60,13 @@ Result<std::vector<std::unique_ptr<NcclCollective>>> NcclCollective::create_grou
 }
 
 Result<void> NcclCollective::all_reduce_sum(float* data, std::size_t count) {
-  return check_nccl(ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm_, stream_),
-                    "ncclAllReduce", comm_);
+  PENSIEVE_NCCL_TRY(ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm_, stream_));
+  return {};
 }
 
 Result<void> NcclCollective::all_gather(const float* send, float* recv, std::size_t count) {
-  return check_nccl(ncclAllGather(send, recv, count, ncclFloat32, comm_, stream_), "ncclAllGather", comm_);
+  PENSIEVE_NCCL_TRY(ncclAllGather(send, recv, count, ncclFloat32, comm_, stream_));
+  return {};
 }
 
 }  // namespace pensieve::backend::cuda

@@ -4,6 +4,7 @@
 #include "gpu/kernels/cpu/dot_tile.hpp"
 #include "gpu/kernels/cpu/gemm_tile.hpp"
 #include "gpu/kernels/cpu/gemv_tile.hpp"
+#include "gpu/kernels/cpu/q8_matmul.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -166,18 +167,28 @@ void run_rows_for(const ConstRowsView& x, const WeightView& w, const RowsView& y
   assert(false && "matmul: unsupported weight type");
 }
 
+// x as the kernels read it: a rounded copy in scratch when asked for.
+ConstRowsView activations(const MatmulParams& params, ConstRowsView x, std::vector<float>& scratch) {
+  if (!params.round_activations_to_f16) return x;
+  scratch.resize(std::size_t(x.rows * x.cols));
+  for (std::int64_t t = 0; t < x.rows; ++t) {
+    std::copy_n(x.row(t), x.cols, scratch.data() + t * x.cols);
+    round_to_f16(scratch.data() + t * x.cols, x.cols);
+  }
+  return ConstRowsView(scratch.data(), x.rows, x.cols, x.cols);
+}
+
 }  // namespace
 
 void matmul(const MatmulParams& params, ConstRowsView x, const WeightView& w, RowsView y,
             ThreadPool& pool, std::vector<float>& scratch) {
   assert(x.cols == w.cols && y.cols == w.rows && y.rows == x.rows);
-  if (params.round_activations_to_f16) {
-    scratch.resize(std::size_t(x.rows * x.cols));
-    for (std::int64_t t = 0; t < x.rows; ++t) {
-      std::copy_n(x.row(t), x.cols, scratch.data() + t * x.cols);
-      round_to_f16(scratch.data() + t * x.cols, x.cols);
-    }
-    x = ConstRowsView(scratch.data(), x.rows, x.cols, x.cols);
+  x = activations(params, x, scratch);
+  if (w.dtype == DType::q8_0 && !params.dequantize_q8_0) {
+    // int8 x int8 on Q8-quantised activations (q8_matmul.hpp); scratch
+    // already holds x when it was rounded.
+    std::vector<float> own;
+    return q8_matmul(x, w, y, pool, params.round_activations_to_f16 ? own : scratch);
   }
   pool.parallel_for(
       std::size_t(w.rows),
@@ -191,6 +202,46 @@ void matmul(const MatmulParams& params, ConstRowsView x, const WeightView& w, Ro
             ThreadPool& pool) {
   std::vector<float> scratch;
   matmul(params, x, w, y, pool, scratch);
+}
+
+void matmul_many(const MatmulParams& params, ConstRowsView x, std::span<const WeightView> w,
+                 std::span<const RowsView> y, ThreadPool& pool, std::vector<float>& scratch) {
+  assert(w.size() == y.size());
+  constexpr std::size_t max_weights = 4;
+  // Q8_0 takes its own path (activations quantised once per call), and a
+  // longer list than the layer's is not worth a special case: one call each.
+  bool fused = w.size() <= max_weights, all_q8 = w.size() <= q8_max_weights;
+  for (const WeightView& wi : w) {
+    fused = fused && wi.dtype != DType::q8_0;
+    all_q8 = all_q8 && wi.dtype == DType::q8_0;
+  }
+  if (all_q8 && !params.dequantize_q8_0 && !params.round_activations_to_f16)
+    return q8_matmul_many(x, w, y, pool, scratch);  // quantised once for all
+  if (!fused) {
+    for (std::size_t i = 0; i < w.size(); ++i) matmul(params, x, w[i], y[i], pool, scratch);
+    return;
+  }
+  x = activations(params, x, scratch);
+  // Row r of the concatenation is row r - first[i] of weight i.
+  std::size_t first[max_weights + 1] = {0};
+  double cost = 0;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    assert(x.cols == w[i].cols && y[i].cols == w[i].rows && y[i].rows == x.rows);
+    first[i + 1] = first[i] + std::size_t(w[i].rows);
+    cost += double(x.rows) * double(w[i].rows) * double(w[i].cols);
+  }
+  pool.parallel_for(
+      first[w.size()],
+      [&](std::size_t begin, std::size_t end, std::size_t thread) {
+        for (std::size_t i = 0; i < w.size(); ++i) {
+          const std::size_t b = std::max(begin, first[i]), e = std::min(end, first[i + 1]);
+          if (b < e) {
+            run_rows_for(x, w[i], y[i], std::int64_t(b - first[i]), std::int64_t(e - first[i]),
+                         pool.scratch(thread));
+          }
+        }
+      },
+      row_grain, cost);
 }
 
 }  // namespace pensieve::kernels::cpu

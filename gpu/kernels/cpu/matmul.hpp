@@ -12,9 +12,17 @@
 // loads, never partial sums, and a k-blocked accumulator continues the same
 // FMA sequence, so a token's row has the same bits alone, in a batch of any
 // size, and with any thread count.
-// Quantised weights are dequantised to exactly the values dequantize_row()
-// gives, so a matmul on Q8_0 (or F16, Q4_K...) weights equals the F32 matmul
-// on their dequantised copy bit for bit.
+// Other quantised weights are dequantised to exactly the values
+// dequantize_row() gives, so a matmul on F16, BF16, Q4_0 or Q4_K weights
+// equals the F32 matmul on their dequantised copy bit for bit.
+// Q8_0 weights are the exception (q8_matmul.hpp): the activation rows are
+// quantised to Q8 blocks once per call and each block multiplied int8 x int8,
+// as llama.cpp does, so y equals a scalar reference bit for bit instead
+// (q8_dot_reference: quantise x to Q8, exact int32 block dot, then
+// acc = fma(w_scale * x_scale, isum, acc) over the blocks in ascending
+// order); it stays batch and thread-count invariant, and is within the
+// activations' rounding (max|x_block| / 254 per element) of the F32 matmul on
+// the dequantised weights, which dequantize_q8_0 still selects.
 //
 // OpenBLAS sgemm is not used: its result for a row depends on the batch
 // shape (M = 1 takes a GEMV path, K blocking differs by shape), which would
@@ -22,6 +30,7 @@
 #include "gpu/kernels/cpu/thread_pool.hpp"
 #include "gpu/kernels/cpu/views.hpp"
 
+#include <span>
 #include <vector>
 
 namespace pensieve::kernels::cpu {
@@ -30,6 +39,9 @@ struct MatmulParams {
   // Round activations to F16 before multiplying (as ggml does for F16
   // weights); the rounding happens in a copy, x is not modified.
   bool round_activations_to_f16 = false;
+  // Compute Q8_0 weights as the F32 matmul on their dequantised values (the
+  // previous kernel, for comparisons) instead of int8 x int8.
+  bool dequantize_q8_0 = false;
 };
 
 // x: {n_tokens, w.cols}; y: {n_tokens, w.rows}. y must not alias x.
@@ -41,5 +53,13 @@ void matmul(const MatmulParams& params, ConstRowsView x, const WeightView& w, Ro
 // The batched path's panels and accumulators live in pool.scratch(thread).
 void matmul(const MatmulParams& params, ConstRowsView x, const WeightView& w, RowsView y,
             ThreadPool& pool, std::vector<float>& scratch);
+
+// Several weights over the same activations in one pool dispatch (a layer's
+// Q/K/V, or gate/up): y[i] = x . w[i]^T, with y[i] = {n_tokens, w[i].rows}.
+// The weights' rows are split between the threads as one concatenated range,
+// so a decode step pays one fork/join instead of one per weight. Every output
+// element is computed exactly as matmul() computes it (same bits).
+void matmul_many(const MatmulParams& params, ConstRowsView x, std::span<const WeightView> w,
+                 std::span<const RowsView> y, ThreadPool& pool, std::vector<float>& scratch);
 
 }  // namespace pensieve::kernels::cpu

@@ -1,0 +1,59 @@
+#include "gpu/backend/cuda/cuda_paged_forward.hpp"
+
+#include "gpu/backend/cuda/cuda_check.hpp"
+
+#include <string>
+
+namespace pensieve::backend::cuda {
+
+Result<void> CudaPagedForward::poison(kv::BlockId block) {
+  if (block.value >= std::uint32_t(pool_.config().num_blocks)) return fail("cuda kv poison: block id out of range");
+  // All-ones 16-bit words are NaN in F16 and BF16 alike.
+  const std::size_t bytes = pool_.block_bytes_per_layer();
+  for (std::int32_t l = 0; l < pool_.config().n_layers; ++l) {
+    auto* base = static_cast<std::byte*>(pool_.layer(l).data) + bytes * block.value;
+    PENSIEVE_CUDA_TRY(cudaMemsetAsync(base, 0xFF, bytes, forward_->stream()));
+  }
+  return {};
+}
+
+Result<void> CudaPagedForward::copy_prefix(kv::BlockId src, kv::BlockId dst, std::int32_t /*tokens*/) {
+  // The whole block: slots past the prefix are written by dst's sequence
+  // before anything reads them, and one copy per layer beats one per token.
+  const BlockCopy copy{src, dst};
+  return copy_blocks_async(pool_, pool_, std::span(&copy, 1), forward_->stream());
+}
+
+Result<model::ForwardOutput> CudaPagedForward::forward_paged(std::span<const model::PagedSequence> batch,
+                                                             const model::CpuForward::LayerHook& /*before_layer*/) {
+  return forward_->forward_paged(batch, pool_);
+}
+
+Result<std::unique_ptr<PagedForward>> make_cuda_paged_forward(const model::ModelWeights& weights,
+                                                              const PagedForwardOptions& options) {
+  int devices = 0;
+  if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
+    return fail(std::string("--backend cuda: no CUDA device (") +
+                (e == cudaSuccess ? "none found" : cudaGetErrorString(e)) + ")");
+  }
+  if (options.tp > 1) {
+    return fail("--backend cuda: --tp " + std::to_string(options.tp) +
+                " is not supported yet (tensor parallelism runs on the CPU backend only)");
+  }
+  CudaForwardOptions o;
+  o.compute_dtype = options.kv_dtype == kv::KvDType::f16 ? kv::KvDType::f16 : kv::KvDType::bf16;
+  o.max_batch_tokens = std::max(options.max_batch_tokens, 1);
+  auto forward = CudaForward::create(weights, std::move(o));
+  if (!forward) return fail("--backend cuda: " + forward.error().message);
+  kv::KvPoolConfig pool = (*forward)->kv_pool_config(1, options.block_tokens);
+  pool.tier = kv::Tier::device;
+  auto blocks = pool_blocks(options, kv::kv_bytes_per_token(pool) * std::size_t(pool.block_tokens));
+  if (!blocks) return blocks.error();
+  pool.num_blocks = *blocks;
+  auto device_pool = CudaKvPool::create(pool);
+  if (!device_pool) return fail("--backend cuda: " + device_pool.error().message);
+  return std::unique_ptr<PagedForward>(
+      std::make_unique<CudaPagedForward>(std::move(*forward), std::move(*device_pool)));
+}
+
+}  // namespace pensieve::backend::cuda

@@ -1,0 +1,41 @@
+#pragma once
+// The CUDA backend behind PagedForward: CudaForward over a device-memory
+// CudaKvPool (in the compute dtype), logits copied to the host for the GPU
+// worker's samplers. Block copies and poisoning are enqueued on the forward
+// pass's stream, so they are ordered with the passes around them.
+//
+// One rank: tensor parallelism on CUDA (NCCL, one GPU per rank) is not wired
+// into CudaForward yet, so --tp > 1 with --backend cuda is refused.
+//
+// Owns the forward pass (its stream, cuBLAS handle, weights) and the pool.
+// Not thread-safe: one call at a time, from the thread that drives the stream.
+#include "gpu/backend/cuda/cuda_forward.hpp"
+#include "gpu/backend/cuda/cuda_kv_pool.hpp"
+#include "gpu/backend/paged_forward.hpp"
+
+namespace pensieve::backend::cuda {
+
+class CudaPagedForward final : public PagedForward {
+ public:
+  CudaPagedForward(std::unique_ptr<CudaForward> forward, CudaKvPool pool)
+      : forward_(std::move(forward)), pool_(std::move(pool)) {}
+
+  const model::ModelConfig& config() const override { return forward_->config(); }
+  const kv::KvPoolConfig& pool_config() const override { return pool_.config(); }
+  std::int32_t ranks() const override { return 1; }
+  std::shared_ptr<kv::KvPool> host_pool() const override { return nullptr; }
+  Result<void> poison(kv::BlockId block) override;
+  Result<void> copy_prefix(kv::BlockId src, kv::BlockId dst, std::int32_t tokens) override;
+  Result<model::ForwardOutput> forward_paged(std::span<const model::PagedSequence> batch,
+                                             const model::CpuForward::LayerHook& before_layer) override;
+
+ private:
+  std::unique_ptr<CudaForward> forward_;
+  CudaKvPool pool_;
+};
+
+// Errors: no CUDA device, tp > 1, a budget under one block, device errors.
+Result<std::unique_ptr<PagedForward>> make_cuda_paged_forward(const model::ModelWeights& weights,
+                                                              const PagedForwardOptions& options);
+
+}  // namespace pensieve::backend::cuda

@@ -1,0 +1,80 @@
+#include "gpu/kernels/cpu/q8_activations.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#include <immintrin.h>
+#define PENSIEVE_Q8_QUANT_AVX512 1
+#endif
+
+namespace pensieve::kernels::cpu {
+
+namespace {
+
+// The scale of a block and its reciprocal, exactly as both quantisers use it.
+struct BlockScale {
+  float d, inv;
+};
+
+BlockScale block_scale(float amax) {
+  const float d = amax / 127.0f;
+  return {d, d != 0.0f ? 1.0f / d : 0.0f};
+}
+
+}  // namespace
+
+void quantize_row_q8_portable(const float* x, std::int64_t n, std::int8_t* q, float* d) {
+  assert(n % q8_block_values == 0);
+  for (std::int64_t b = 0; b < n / q8_block_values; ++b) {
+    const float* xb = x + b * q8_block_values;
+    float amax = 0.0f;
+    for (std::int64_t i = 0; i < q8_block_values; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const BlockScale s = block_scale(amax);
+    d[b] = s.d;
+    // nearbyint rounds ties to even in the default floating-point
+    // environment, as the SIMD conversion does.
+    for (std::int64_t i = 0; i < q8_block_values; ++i)
+      q[b * q8_block_values + i] = std::int8_t(std::clamp(std::nearbyint(xb[i] * s.inv), -128.0f, 127.0f));
+  }
+}
+
+void quantize_row_q8(const float* x, std::int64_t n, std::int8_t* q, float* d) {
+#if defined(PENSIEVE_Q8_QUANT_AVX512)
+  assert(n % q8_block_values == 0);
+  for (std::int64_t b = 0; b < n / q8_block_values; ++b) {
+    const __m512 lo = _mm512_loadu_ps(x + b * 32), hi = _mm512_loadu_ps(x + b * 32 + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
+    const BlockScale s = block_scale(amax);
+    d[b] = s.d;
+    const __m512 inv = _mm512_set1_ps(s.inv);
+    // cvtps rounds to nearest even (MXCSR default); the saturating narrowing
+    // matches the portable clamp.
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32),
+                     _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(lo, inv))));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32 + 16),
+                     _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(hi, inv))));
+  }
+#else
+  quantize_row_q8_portable(x, n, q, d);
+#endif
+}
+
+Q8Rows quantize_rows_q8(const ConstRowsView& x, std::vector<float>& storage, bool with_offset) {
+  assert(x.cols % q8_block_values == 0);
+  const std::int64_t scales = x.rows * (x.cols / q8_block_values);
+  const std::int64_t quant_floats = (x.rows * x.cols + 3) / 4;
+  storage.resize(std::size_t(scales + quant_floats * (with_offset ? 2 : 1)));
+  float* d = storage.data();
+  // int8_t is a character type: its bytes may live in float storage.
+  auto* q = reinterpret_cast<std::int8_t*>(storage.data() + scales);
+  for (std::int64_t t = 0; t < x.rows; ++t)
+    quantize_row_q8(x.row(t), x.cols, q + t * x.cols, d + t * (x.cols / q8_block_values));
+  if (!with_offset) return {q, d, nullptr, x.rows, x.cols};
+  auto* u = reinterpret_cast<std::uint8_t*>(storage.data() + scales + quant_floats);
+  for (std::int64_t i = 0; i < x.rows * x.cols; ++i) u[i] = std::uint8_t(q[i] + 128);
+  return {q, d, u, x.rows, x.cols};
+}
+
+}  // namespace pensieve::kernels::cpu

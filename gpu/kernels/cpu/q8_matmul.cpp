@@ -1,0 +1,146 @@
+#include "gpu/kernels/cpu/q8_matmul.hpp"
+
+#include "gpu/kernels/cpu/q8_tiles.hpp"
+#include "gpu/numeric/half.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+
+namespace pensieve::kernels::cpu {
+
+using model::DType;
+
+namespace {
+
+constexpr std::size_t q8_row_bytes_per_block = 34;  // F16 scale + 32 int8 quants
+
+float weight_scale(const std::byte* block) {
+  std::uint16_t h;
+  std::memcpy(&h, block, 2);
+  return f16_to_f32(h);
+}
+
+// Output rows per scheduling unit: whole decode tiles (8 rows) and whole
+// packed groups (32 rows).
+constexpr std::size_t decode_grain = 16;
+constexpr std::size_t batched_grain = 32;
+// From this many tokens on, packing 32 weight rows for the VNNI GEMM tile
+// pays for itself; fewer tokens run the decode tile once per token.
+constexpr std::int64_t batched_min_tokens = 8;
+
+void rows_portable(const Q8Rows& x, const WeightView& w, const RowsView& y, std::int64_t o0,
+                   std::int64_t o1) {
+  for (std::int64_t t = 0; t < x.rows; ++t)
+    for (std::int64_t o = o0; o < o1; ++o)
+      y.row(t)[o] = q8_dot_reference(x.q_row(t), x.d_row(t), w.row(o), x.blocks());
+}
+
+#if defined(PENSIEVE_Q8_VNNI)
+
+void rows_decode(const Q8Rows& x, const WeightView& w, const RowsView& y, std::int64_t o0,
+                 std::int64_t o1) {
+  std::int64_t o = o0;
+  for (; o + q8_gemv_rows <= o1; o += q8_gemv_rows) {
+    // Prefetch the next tile's rows (contiguous with these) in step.
+    const std::byte* next = w.row(o + q8_gemv_rows);
+    const std::byte* next_end = w.row(std::min(o1, o + 2 * q8_gemv_rows));
+    for (std::int64_t t = 0; t < x.rows; ++t)
+      q8_gemv_tile8(x.q_row(t), x.d_row(t), w.row(o), w.row_bytes, x.blocks(), y.row(t) + o,
+                    t == 0 ? next : next_end, next_end);
+  }
+  if (o < o1) rows_portable(x, w, y, o, o1);
+}
+
+void rows_batched(const Q8Rows& x, const WeightView& w, const RowsView& y, std::int64_t o0,
+                  std::int64_t o1, std::vector<float>& buf) {
+  const std::int64_t nb = x.blocks();
+  const Q8Panel panel = q8_panel(buf, nb);
+  for (std::int64_t o = o0; o < o1; o += q8_panel_rows) {
+    const int n_rows = int(std::min<std::int64_t>(q8_panel_rows, o1 - o));
+    q8_pack_panel(w, o, n_rows, nb, panel);
+    std::int64_t t = 0;
+    for (; t + q8_tile_tokens <= x.rows; t += q8_tile_tokens)
+      q8_gemm_tile<q8_tile_tokens>(x, t, panel, nb, y, o, n_rows);
+    q8_gemm_tile_any(int(x.rows - t), x, t, panel, nb, y, o, n_rows);
+  }
+}
+
+#endif
+
+}  // namespace
+
+bool q8_vnni_available() {
+#if defined(PENSIEVE_Q8_VNNI)
+  return true;
+#else
+  return false;
+#endif
+}
+
+float q8_dot_reference(const std::int8_t* xq, const float* xd, const std::byte* w_row,
+                       std::int64_t n_blocks) {
+  float acc = 0.0f;
+  for (std::int64_t b = 0; b < n_blocks; ++b) {
+    const std::byte* block = w_row + std::size_t(b) * q8_row_bytes_per_block;
+    // Copied as int8 first: GCC 12 vectorises the loop on the std::byte ->
+    // int8 casts into vpdpbusd, which takes those bytes as unsigned (a
+    // miscompilation, caught by kernels_q8_matmul_test.cpp).
+    std::int8_t wq[32];
+    std::memcpy(wq, block + 2, 32);
+    std::int32_t isum = 0;
+    for (int i = 0; i < 32; ++i) isum += std::int32_t(xq[b * 32 + i]) * std::int32_t(wq[i]);
+    const float s = weight_scale(block) * xd[b];
+    acc = std::fma(s, float(isum), acc);
+  }
+  return acc;
+}
+
+void q8_matmul(ConstRowsView x, const WeightView& w, RowsView y, ThreadPool& pool,
+               std::vector<float>& scratch, Q8Path path) {
+  q8_matmul_many(x, std::span(&w, 1), std::span(&y, 1), pool, scratch, path);
+}
+
+void q8_matmul_many(ConstRowsView x, std::span<const WeightView> w, std::span<const RowsView> y,
+                    ThreadPool& pool, std::vector<float>& scratch, Q8Path path) {
+  assert(w.size() == y.size() && w.size() <= q8_max_weights);
+  const bool vnni = q8_vnni_available() && path == Q8Path::best;
+  const bool batched = vnni && x.rows >= batched_min_tokens;
+  const std::size_t grain = batched ? batched_grain : decode_grain;
+  // Row r of the concatenation is row r - first[i] of weight i; each
+  // weight's range starts on a whole grain so tiles never straddle two.
+  std::size_t first[q8_max_weights + 1] = {0};
+  double cost = 0;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    assert(w[i].dtype == DType::q8_0 && x.cols == w[i].cols && y[i].cols == w[i].rows &&
+           y[i].rows == x.rows);
+    first[i + 1] = first[i] + (std::size_t(w[i].rows) + grain - 1) / grain * grain;
+    cost += double(x.rows) * double(w[i].rows) * double(w[i].cols);
+  }
+  const Q8Rows q = quantize_rows_q8(x, scratch, batched);
+  pool.parallel_for(
+      first[w.size()],
+      [&](std::size_t begin, std::size_t end, std::size_t thread) {
+        for (std::size_t i = 0; i < w.size(); ++i) {
+          const auto o0 = std::int64_t(std::max(begin, first[i]) - first[i]);
+          const auto o1 = std::min(std::int64_t(std::min(end, first[i + 1]) - first[i]), w[i].rows);
+          if (o0 >= o1) continue;
+#if defined(PENSIEVE_Q8_VNNI)
+          if (batched) {
+            rows_batched(q, w[i], y[i], o0, o1, pool.scratch(thread));
+            continue;
+          }
+          if (vnni) {
+            rows_decode(q, w[i], y[i], o0, o1);
+            continue;
+          }
+#endif
+          (void)thread;
+          rows_portable(q, w[i], y[i], o0, o1);
+        }
+      },
+      grain, cost);
+}
+
+}  // namespace pensieve::kernels::cpu

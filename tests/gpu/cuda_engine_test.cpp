@@ -1,0 +1,54 @@
+// The engine on the CUDA backend (--backend cuda): a stateful two-turn
+// conversation on stories260K, greedy, gives the CPU backend's tokens, and
+// the second turn reuses the first turn's KV on the device. [gpu]: run from
+// tests/gpu/device-checks.sh; exits as SKIPPED (77) without a device.
+#ifdef PENSIEVE_HAVE_CUDA
+#include "tests/actors/engine_fixture.hpp"
+#include "tests/gpu/cuda_test_support.hpp"
+
+using namespace pensieve;
+using namespace pensieve::testing;
+
+namespace {
+
+std::map<std::string, ConversationRecord> two_turns(backend::BackendKind kind) {
+  asio::io_context io;  // outlives the engine
+  actors::EngineOptions o;
+  o.n_threads = 2;
+  o.backend = kind;
+  o.kv_cache_mb = 16;
+  o.kv_dtype = kv::KvDType::f16;  // CUDA computes in F16 (closer to the CPU's F32 than BF16)
+  auto engine = actors::Engine::create(stories_model(), o);
+  INFO((engine ? std::string() : engine.error().message));
+  REQUIRE(engine.has_value());
+  const std::vector<std::vector<std::string>> convs = {{"Once upon a time", "and then the cat"},
+                                                       {"Lily saw a big dog", "What happened next?"}};
+  return play_all(**engine, io, convs, 24, true);
+}
+
+}  // namespace
+
+TEST_CASE("a stateful two-turn conversation on the CUDA backend gives the CPU backend's tokens", "[gpu][engine]") {
+  require_cuda_device();
+  const auto cpu = two_turns(backend::BackendKind::cpu);
+  const auto gpu = two_turns(backend::BackendKind::cuda);
+  REQUIRE(cpu.size() == gpu.size());
+  std::size_t same = 0, total = 0;
+  for (const auto& [id, rec] : cpu) {
+    const ConversationRecord& other = gpu.at(id);
+    INFO("conversation " << id);
+    REQUIRE(other.turns.size() == rec.turns.size());
+    for (std::size_t t = 0; t < rec.turns.size(); ++t) {
+      INFO("turn " << t);
+      CHECK(other.turns[t].tokens == rec.turns[t].tokens);
+      CHECK(other.turns[t].summary.cached_tokens == rec.turns[t].summary.cached_tokens);
+      for (std::size_t i = 0; i < std::min(rec.turns[t].tokens.size(), other.turns[t].tokens.size()); ++i) {
+        same += rec.turns[t].tokens[i] == other.turns[t].tokens[i];
+      }
+      total += rec.turns[t].tokens.size();
+    }
+    CHECK(other.turns[1].summary.cached_tokens > 0);  // turn 2 reused turn 1's device KV
+  }
+  report_metric("engine_cuda_tokens_equal_share", total ? double(same) / double(total) : 0.0);
+}
+#endif
