@@ -5,7 +5,11 @@
 // bits equal every other path's). While it streams these 8 rows it
 // prefetches the next 8 (the bytes that follow them) at the same pace: the
 // hardware prefetchers stop at 4 KiB page boundaries, and a mapped GGUF's
-// rows sit on 4 KiB pages.
+// rows sit on 4 KiB pages. The prefetches go to the L2, not the L1: 8 rows
+// being read plus 8 being fetched, each a multiple of 4 KiB apart (an F32
+// row of 1024), fall into the same L1 sets and evict each other; into the
+// L1 the stream ran at ~11 GB/s per core, into the L2 at ~18 (2 MiB pages,
+// single core, /tmp experiment of session 15 and BM_MatmulDecode).
 #include "gpu/kernels/cpu/dot_tile.hpp"
 
 #if defined(PENSIEVE_DOT_AVX512)
@@ -17,7 +21,7 @@ constexpr int gemv_tile_rows = 8;
 // Advances the prefetch cursor to `target` (at most `end`), a line at a time.
 inline void prefetch_until(const std::byte*& cursor, const std::byte* target, const std::byte* end) {
   if (target > end) target = end;
-  for (; cursor < target; cursor += 64) _mm_prefetch(reinterpret_cast<const char*>(cursor), _MM_HINT_T0);
+  for (; cursor < target; cursor += 64) _mm_prefetch(reinterpret_cast<const char*>(cursor), _MM_HINT_T1);
 }
 
 // y[c] = row c of w (c < 8) . x over n elements; [pf, pf_end) is prefetched
