@@ -136,6 +136,9 @@ Result<void> time_decode(model::CpuForward& fwd, const ModelRunOptions& o, Model
   double total = 0;
   double cpu_seconds = 0;
   for (std::int32_t step = 0; step < warmup_steps + o.decode_tokens; ++step) {
+    if (o.bandwidth_sample && step >= warmup_steps && (step - warmup_steps) % 8 == 0) {
+      r.decode_bandwidth_samples.push_back(o.bandwidth_sample());
+    }
     model::ForwardSequence one{std::span(&token, 1), kv.size_tokens(), &kv, false};
     const double cpu_start = process_cpu_seconds();
     const auto start = Clock::now();
@@ -149,6 +152,12 @@ Result<void> time_decode(model::CpuForward& fwd, const ModelRunOptions& o, Model
       total += s;
       cpu_seconds += cpu;
     }
+  }
+  if (o.bandwidth_sample) r.decode_bandwidth_samples.push_back(o.bandwidth_sample());
+  if (!r.decode_bandwidth_samples.empty()) {
+    auto sorted = r.decode_bandwidth_samples;
+    std::sort(sorted.begin(), sorted.end());
+    r.decode_bandwidth_median = sorted[sorted.size() / 2];
   }
   std::sort(step_seconds.begin(), step_seconds.end());
   r.decode_seconds_per_token = total / o.decode_tokens;

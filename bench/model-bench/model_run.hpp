@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <vector>
 #include <optional>
 #include <string>
 
@@ -31,6 +33,12 @@ struct ModelRunOptions {
   bool reuse_models = false;          // skip generation when the file exists
   bool weights_on_huge_pages = true;  // CpuForwardOptions::weights_on_huge_pages
   std::uint64_t seed = 7;
+  // Measures the memory read bandwidth once (GB/s). When set, it is called
+  // before the timed decode steps and after every 8 of them, so the decode
+  // has a ceiling measured in the same seconds: this VM's bandwidth moves by
+  // up to 2x between runs a minute apart. The probe evicts the caches, so
+  // every step after it reads its weights from memory, as a larger model would.
+  std::function<double()> bandwidth_sample;
 };
 
 struct ModelRunResult {
@@ -54,6 +62,8 @@ struct ModelRunResult {
   double kv_bytes_per_decode_token = 0; // mean K/V bytes read by attention, for reference
   double generate_seconds = 0;
   double weight_huge_page_bytes = 0;    // weights the forward pass reads from 2 MiB pages
+  std::vector<double> decode_bandwidth_samples;  // GB/s, from bandwidth_sample, in order
+  double decode_bandwidth_median = 0;            // their median (0 without samples)
 };
 
 Result<ModelRunResult> run_model(const ModelShape& shape, model::DType dtype,

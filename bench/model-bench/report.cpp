@@ -34,6 +34,14 @@ double decode_ceiling(const ModelBenchReport& r, const ModelRunResult& m) {
 
 double prefill_gflops(const ModelRunResult& m) { return m.prefill_flops / m.prefill_seconds / 1e9; }
 
+// The ceiling from the bandwidth measured between this model's decode steps
+// (0 when none was measured).
+double adjacent_decode_ceiling(const ModelRunResult& m) {
+  return m.decode_bandwidth_median * 1e9 / m.weight_bytes_per_token;
+}
+
+double percent(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
+
 }  // namespace
 
 std::string format_table(const ModelBenchReport& r) {
@@ -43,13 +51,16 @@ std::string format_table(const ModelBenchReport& r) {
               r.sgemm_gflops(), r.threads, r.load_average_start.c_str(),
               r.load_average_end.c_str());
   out += "| model | ff | dtype | params | weight MB/token | decode tok/s | decode ceiling tok/s | "
-         "decode % of ceiling | prefill tok/s | prefill GFLOP/s | prefill % of sgemm |\n";
-  out += "|---|---|---|---|---|---|---|---|---|---|---|\n";
+         "decode % of ceiling | GB/s between decode steps | decode % of that | prefill tok/s | "
+         "prefill GFLOP/s | prefill % of sgemm |\n";
+  out += "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& m : r.runs) {
     const double ceiling = decode_ceiling(r, m);
-    out += line("| %s | %d | %s | %.1fM | %.1f | %.1f | %.1f | %.0f%% | %.1f | %.1f | %.0f%% |\n",
+    out += line("| %s | %d | %s | %.1fM | %.1f | %.1f | %.1f | %.0f%% | %.1f | %.0f%% | %.1f | %.1f | %.0f%% |\n",
                 m.shape.c_str(), m.ff, m.dtype.c_str(), m.params / 1e6, m.weight_bytes_per_token / 1e6,
                 m.decode_tokens_per_s, ceiling, 100.0 * m.decode_tokens_per_s / ceiling,
+                m.decode_bandwidth_median,
+                percent(m.decode_tokens_per_s, adjacent_decode_ceiling(m)),
                 m.prefill_tokens_per_s, prefill_gflops(m),
                 100.0 * prefill_gflops(m) / r.sgemm_gflops());
   }
@@ -82,6 +93,10 @@ json::object to_json(const ModelBenchReport& r, const ModelRunResult& m) {
           {"decode_median_seconds_per_token", m.decode_median_seconds},
           {"decode_ceiling_tokens_per_s", ceiling},
           {"decode_fraction_of_ceiling", m.decode_tokens_per_s / ceiling},
+          {"decode_bandwidth_samples_gb_per_s", json::value_from(m.decode_bandwidth_samples)},
+          {"decode_bandwidth_median_gb_per_s", m.decode_bandwidth_median},
+          {"decode_adjacent_ceiling_tokens_per_s", adjacent_decode_ceiling(m)},
+          {"decode_fraction_of_adjacent_ceiling", percent(m.decode_tokens_per_s, adjacent_decode_ceiling(m)) / 100.0},
           {"prefill_tokens", r.options.prompt_tokens},
           {"prefill_seconds", m.prefill_seconds},
           {"prefill_tokens_per_s", m.prefill_tokens_per_s},
@@ -120,7 +135,8 @@ std::string format_json(const ModelBenchReport& r) {
       {"seed", r.options.seed},
       {"weights_on_huge_pages", r.options.weights_on_huge_pages},
       {"notes", "decode ceiling = best measured read bandwidth / weight bytes per decoded token; "
-                "prefill FLOPs = 2 x tokens x layer matrix params + causal attention + one "
+                "adjacent ceiling = median of the read bandwidth measured before and after every 8 "
+                "timed decode steps of that model / weight bytes per decoded token; prefill FLOPs = 2 x tokens x layer matrix params + causal attention + one "
                 "output row"},
       {"models", runs}};
   return json::serialize(doc) + "\n";
