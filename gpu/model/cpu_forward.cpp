@@ -131,9 +131,8 @@ kv::KvPoolConfig CpuForward::kv_pool_config(std::int32_t num_blocks, std::int32_
   return k;
 }
 
-Result<void> CpuForward::validate_paged(std::span<const PagedSequence> batch, const kv::KvPool& pool) const {
-  const ModelConfig& c = weights_.config;
-  const kv::KvPoolConfig& k = pool.config();
+Result<void> validate_paged_batch(std::span<const PagedSequence> batch, const ModelConfig& c,
+                                  const kv::KvPoolConfig& k) {
   if (k.n_layers != c.n_layers || k.n_kv_heads != c.n_kv_heads || k.head_dim != c.head_dim) {
     return fail("the KV pool's layout does not fit this model");
   }
@@ -155,6 +154,10 @@ Result<void> CpuForward::validate_paged(std::span<const PagedSequence> batch, co
     }
   }
   return {};
+}
+
+Result<void> CpuForward::validate_paged(std::span<const PagedSequence> batch, const kv::KvPool& pool) const {
+  return validate_paged_batch(batch, weights_.config, pool.config());
 }
 
 Result<ForwardOutput> CpuForward::forward_paged(std::span<const PagedSequence> batch, kv::KvPool& pool,

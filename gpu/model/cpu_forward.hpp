@@ -79,6 +79,12 @@ struct PagedSequence {
   bool all_logits = false;
 };
 
+// What every backend requires of a paged batch: the pool's layout fits the
+// model; each sequence has tokens, a position >= 0, blocks enough for its
+// end, block ids inside the pool and token ids inside the vocabulary.
+Result<void> validate_paged_batch(std::span<const PagedSequence> batch, const ModelConfig& config,
+                                  const kv::KvPoolConfig& pool);
+
 // Logits rows, {rows, vocab}, in batch order: sequence s owns rows
 // [first_row[s], first_row[s + 1]), one per requested position.
 struct ForwardOutput {

@@ -35,7 +35,6 @@ Result<PreparedWeights> prepare_weights(const ModelWeights& w, TpRank tp = {});
 struct ForwardScratch {
   std::vector<std::int32_t> tokens, positions;
   std::vector<float> x, xn, q, k, v, att, tmp, gate, up, rounded;
-  std::vector<kernels::cpu::AttentionSequence> attention_batch;
 
   void resize(std::size_t n_tokens, const ModelConfig& c);
 };

@@ -134,29 +134,11 @@ Result<std::int32_t> CudaForward::kv_blocks_for_fraction(double gpu_memory_fract
 
 Result<void> CudaForward::validate(std::span<const model::PagedSequence> batch,
                                    const CudaKvPool& pool) const {
-  const model::ModelConfig& c = weights_.config;
-  const kv::KvPoolConfig& k = pool.config();
-  if (k.n_layers != c.n_layers || k.n_kv_heads != c.n_kv_heads || k.head_dim != c.head_dim)
-    return fail("the KV pool's layout does not fit this model");
-  if (k.dtype != weights_.dtype) return fail("the KV pool's dtype is not the compute dtype");
+  if (auto ok = model::validate_paged_batch(batch, weights_.config, pool.config()); !ok) return ok.error();
+  if (pool.config().dtype != weights_.dtype) return fail("the KV pool's dtype is not the compute dtype");
   if (pool.kind() != MemoryKind::device) return fail("the KV pool is not in device memory");
   std::size_t tokens = 0, logit_rows = 0;
-  for (std::size_t s = 0; s < batch.size(); ++s) {
-    const model::PagedSequence& seq = batch[s];
-    const std::string where = "sequence " + std::to_string(s) + ": ";
-    if (seq.tokens.empty()) return fail(where + "no tokens");
-    if (seq.start_pos < 0) return fail(where + "negative start position");
-    const std::int64_t end = std::int64_t(seq.start_pos) + std::int64_t(seq.tokens.size());
-    if (end > std::int64_t(seq.blocks.size()) * k.block_tokens) {
-      return fail(where + "its " + std::to_string(seq.blocks.size()) + " blocks hold fewer than " +
-                  std::to_string(end) + " tokens");
-    }
-    for (kv::BlockId id : seq.blocks) {
-      if (id.value >= std::uint32_t(k.num_blocks)) return fail(where + "block id out of range");
-    }
-    for (auto t : seq.tokens) {
-      if (t < 0 || t >= c.vocab_size) return fail(where + "token id " + std::to_string(t) + " out of range");
-    }
+  for (const model::PagedSequence& seq : batch) {
     tokens += seq.tokens.size();
     logit_rows += seq.all_logits ? seq.tokens.size() : 1;
   }
