@@ -30,10 +30,13 @@ struct AttentionCoreArgs {
 namespace detail {
 
 inline void size_scratch(AttentionScratch& s, std::int32_t tile, std::int32_t head_dim,
-                         std::int64_t pairs) {
+                         std::int32_t group, std::int64_t pairs) {
   const auto state = static_cast<std::size_t>(attention_state_floats(head_dim));
-  s.scores.resize(static_cast<std::size_t>(tile));
-  s.tile_state.resize(state);
+  const auto heads = static_cast<std::size_t>(group);
+  s.scores.resize(static_cast<std::size_t>(tile) * heads);
+  s.tile_state.resize(state * heads);
+  s.group_q.resize(heads);
+  s.group_states.resize(heads);
   s.row_states.resize(state * static_cast<std::size_t>(pairs));
   s.converted.resize(2 * static_cast<std::size_t>(tile) * static_cast<std::size_t>(head_dim));
   s.keys.resize(static_cast<std::size_t>(tile));
@@ -49,7 +52,7 @@ void run_item(const AttentionCoreArgs& a, const AttentionPlan& plan, const Atten
   const std::int32_t state_floats = attention_state_floats(hd);
   const std::int32_t q0 = a.q_start[item.seq];
   const std::int32_t first_pos = a.context_tokens[item.seq] - (a.q_start[item.seq + 1] - q0);
-  size_scratch(s, tile, hd, std::int64_t(item.row_count) * group);
+  size_scratch(s, tile, hd, group, std::int64_t(item.row_count) * group);
   const AttentionMerge* merge =
       item.merge >= 0 ? &plan.merges[static_cast<std::size_t>(item.merge)] : nullptr;
   const std::int32_t last_row = item.row_begin + item.row_count - 1;
@@ -61,9 +64,10 @@ void run_item(const AttentionCoreArgs& a, const AttentionPlan& plan, const Atten
     for (std::int32_t r = item.row_begin; r <= last_row; ++r) {
       const std::int32_t n_keys = std::min(k1, first_pos + r + 1) - k0;
       if (n_keys <= 0) continue;
+      // The group's query heads share this KV head's keys: one pass for all.
       for (std::int32_t g = 0; g < group; ++g) {
         const std::int32_t qh = kv_head * group + g;
-        const float* qrow = a.q + (std::int64_t(q0 + r) * a.n_heads + qh) * hd;
+        s.group_q[std::size_t(g)] = a.q + (std::int64_t(q0 + r) * a.n_heads + qh) * hd;
         float* target;
         if (merge != nullptr) {
           target =
@@ -73,14 +77,17 @@ void run_item(const AttentionCoreArgs& a, const AttentionPlan& plan, const Atten
           target =
               s.row_states.data() + (std::int64_t(r - item.row_begin) * group + g) * state_floats;
         } else {
-          target = s.tile_state.data();
+          target = s.tile_state.data() + std::int64_t(g) * state_floats;
         }
-        attention_tile_state(qrow, s.keys.data(), s.values.data(), n_keys, hd, a.scale,
-                             s.scores.data(), target);
-        if (merge == nullptr && k0 != item.kv_begin) {
+        s.group_states[std::size_t(g)] = target;
+      }
+      attention_tile_states(s.group_q.data(), group, s.keys.data(), s.values.data(), n_keys, hd,
+                            a.scale, s.scores.data(), s.group_states.data());
+      if (merge == nullptr && k0 != item.kv_begin) {
+        for (std::int32_t g = 0; g < group; ++g) {
           attention_fold(
               s.row_states.data() + (std::int64_t(r - item.row_begin) * group + g) * state_floats,
-              target, hd);
+              s.group_states[std::size_t(g)], hd);
         }
       }
     }

@@ -17,6 +17,11 @@ namespace pensieve::kernels::cpu {
 namespace {
 
 constexpr int kLanes = 16;
+
+// Loops over registers (a query's or a sum's 16-lane chunks) must be unrolled
+// completely, or GCC keeps the arrays on the stack and every key's update
+// waits for the previous key's store.
+#define PENSIEVE_ATT_UNROLL _Pragma("GCC unroll 16")
 constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
 constexpr float kP0 = 1.9875691500e-4f, kP1 = 1.3981999507e-3f, kP2 = 8.3334519073e-3f,
                 kP3 = 4.1665795894e-2f, kP4 = 1.6666665459e-1f, kP5 = 5.0000001201e-1f;
@@ -91,14 +96,17 @@ inline float dot(const float* a, const float* b, std::int32_t n) {
 template <int C>
 inline void weigh_values(const float* p, const float* const* v, std::int32_t n_keys, float* state) {
   __m512 acc[C];
+  PENSIEVE_ATT_UNROLL
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
   float l = 0.0f;
   for (std::int32_t j = 0; j < n_keys; ++j) {
     const __m512 pj = _mm512_set1_ps(p[j]);
+    PENSIEVE_ATT_UNROLL
     for (int c = 0; c < C; ++c) acc[c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(v[j] + 16 * c), acc[c]);
     l += p[j];
   }
   state[1] = l;
+  PENSIEVE_ATT_UNROLL
   for (int c = 0; c < C; ++c) _mm512_storeu_ps(state + 2 + 16 * c, acc[c]);
 }
 
@@ -160,6 +168,120 @@ void attention_tile_state(const float* q, const float* const* k, const float* co
   std::fill(acc, acc + head_dim, 0.0f);
   for (std::int32_t j = 0; j < n_keys; ++j) axpy(scores[j], v[j], acc, head_dim);
   state[1] = l;
+}
+
+#if defined(__AVX512F__)
+namespace {
+
+// G queries of head_dim 16 * C at once; G * C <= 16 keeps the queries and
+// then the value sums in registers. Per query, every operation is the one
+// attention_tile_state() does, in the same order.
+template <int C, int G>
+void tile_states_group(const float* const* q, const float* const* k, const float* const* v,
+                       std::int32_t n_keys, float scale, float* scores, float* const* states) {
+  static_assert(G * C <= 16);
+  float m[G];
+  {
+    __m512 qv[G][C];
+    PENSIEVE_ATT_UNROLL
+    for (int g = 0; g < G; ++g) {
+      m[g] = -INFINITY;
+      PENSIEVE_ATT_UNROLL
+      for (int c = 0; c < C; ++c) qv[g][c] = _mm512_loadu_ps(q[g] + 16 * c);
+    }
+    for (std::int32_t j = 0; j < n_keys; ++j) {
+      __m512 acc[G];
+      PENSIEVE_ATT_UNROLL
+      for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
+      PENSIEVE_ATT_UNROLL
+      for (int c = 0; c < C; ++c) {
+        const __m512 kv = _mm512_loadu_ps(k[j] + 16 * c);
+        PENSIEVE_ATT_UNROLL
+        for (int g = 0; g < G; ++g) acc[g] = _mm512_fmadd_ps(qv[g][c], kv, acc[g]);
+      }
+      PENSIEVE_ATT_UNROLL
+      for (int g = 0; g < G; ++g) {
+        const float sc = reduce16(acc[g]) * scale;
+        scores[std::int64_t(g) * n_keys + j] = sc;
+        m[g] = std::max(m[g], sc);
+      }
+    }
+  }
+  PENSIEVE_ATT_UNROLL
+  for (int g = 0; g < G; ++g) {
+    float* sg = scores + std::int64_t(g) * n_keys;
+    for (std::int32_t j = 0; j < n_keys; ++j) sg[j] -= m[g];
+    exp_nonpositive(sg, n_keys);
+  }
+  __m512 acc[G][C];
+  float l[G];
+  PENSIEVE_ATT_UNROLL
+  for (int g = 0; g < G; ++g) {
+    l[g] = 0.0f;
+    PENSIEVE_ATT_UNROLL
+    for (int c = 0; c < C; ++c) acc[g][c] = _mm512_setzero_ps();
+  }
+  for (std::int32_t j = 0; j < n_keys; ++j) {
+    __m512 p[G];
+    PENSIEVE_ATT_UNROLL
+    for (int g = 0; g < G; ++g) p[g] = _mm512_set1_ps(scores[std::int64_t(g) * n_keys + j]);
+    PENSIEVE_ATT_UNROLL
+    for (int c = 0; c < C; ++c) {
+      const __m512 vv = _mm512_loadu_ps(v[j] + 16 * c);
+      PENSIEVE_ATT_UNROLL
+      for (int g = 0; g < G; ++g) acc[g][c] = _mm512_fmadd_ps(p[g], vv, acc[g][c]);
+    }
+    PENSIEVE_ATT_UNROLL
+    for (int g = 0; g < G; ++g) l[g] += scores[std::int64_t(g) * n_keys + j];
+  }
+  PENSIEVE_ATT_UNROLL
+  for (int g = 0; g < G; ++g) {
+    states[g][0] = m[g];
+    states[g][1] = l[g];
+    PENSIEVE_ATT_UNROLL
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(states[g] + 2 + 16 * c, acc[g][c]);
+  }
+}
+
+// Up to 16 / C queries per pass; 0 when this head_dim has no grouped path.
+template <int C>
+std::int32_t tile_states_some(const float* const* q, std::int32_t n_q, const float* const* k,
+                              const float* const* v, std::int32_t n_keys, float scale,
+                              float* scores, float* const* states) {
+  constexpr int max_g = std::min(4, 16 / C);
+  const int g = std::min<std::int32_t>(n_q, max_g);
+  switch (g) {
+    case 1: tile_states_group<C, 1>(q, k, v, n_keys, scale, scores, states); break;
+    case 2: tile_states_group<C, 2>(q, k, v, n_keys, scale, scores, states); break;
+    case 3: if constexpr (3 <= max_g) tile_states_group<C, 3>(q, k, v, n_keys, scale, scores, states); break;
+    case 4: if constexpr (4 <= max_g) tile_states_group<C, 4>(q, k, v, n_keys, scale, scores, states); break;
+    default: break;
+  }
+  return g;
+}
+
+}  // namespace
+#endif
+
+void attention_tile_states(const float* const* q, std::int32_t n_q, const float* const* k,
+                           const float* const* v, std::int32_t n_keys, std::int32_t head_dim,
+                           float scale, float* scores, float* const* states) {
+  for (std::int32_t i = 0; i < n_q;) {
+    std::int32_t done = 0;
+#if defined(__AVX512F__)
+    switch (head_dim) {
+      case 32: done = tile_states_some<2>(q + i, n_q - i, k, v, n_keys, scale, scores, states + i); break;
+      case 64: done = tile_states_some<4>(q + i, n_q - i, k, v, n_keys, scale, scores, states + i); break;
+      case 128: done = tile_states_some<8>(q + i, n_q - i, k, v, n_keys, scale, scores, states + i); break;
+      default: break;
+    }
+#endif
+    if (done == 0) {
+      attention_tile_state(q[i], k, v, n_keys, head_dim, scale, scores, states[i]);
+      done = 1;
+    }
+    i += done;
+  }
 }
 
 void attention_fold(float* state, const float* next, std::int32_t head_dim) {

@@ -23,6 +23,15 @@ void attention_tile_state(const float* q, const float* const* k, const float* co
                           std::int32_t n_keys, std::int32_t head_dim, float scale, float* scores,
                           float* state);
 
+// attention_tile_state() for each of the n_q queries q[0..n_q) (the query
+// heads of one KV head) over the same keys and values, into states[i]: the
+// same bits as n_q calls, with each key and value read once for all of them
+// (a tile of K and V sits in the L2, and reading it once per query head made
+// prefill attention L2-bound). `scores` holds n_q * n_keys floats.
+void attention_tile_states(const float* const* q, std::int32_t n_q, const float* const* k,
+                           const float* const* v, std::int32_t n_keys, std::int32_t head_dim,
+                           float scale, float* scores, float* const* states);
+
 // state <- the state over the union of both key sets (`next`'s keys come later).
 void attention_fold(float* state, const float* next, std::int32_t head_dim);
 

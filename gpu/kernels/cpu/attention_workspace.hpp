@@ -9,12 +9,14 @@
 namespace pensieve::kernels::cpu {
 
 struct AttentionScratch {
-  std::vector<float> scores;       // one kv tile of scores
-  std::vector<float> tile_state;   // one softmax state
+  std::vector<float> scores;       // one kv tile of scores per query head of a KV head
+  std::vector<float> tile_state;   // one softmax state per query head of a KV head
   std::vector<float> row_states;   // an item's (row, head) states
   std::vector<float> converted;    // a kv tile of K and V widened to F32
   std::vector<const float*> keys;  // the tile's key rows
   std::vector<const float*> values;
+  std::vector<const float*> group_q;  // the query rows of a KV head's query heads
+  std::vector<float*> group_states;   // and where their tile states go
 };
 
 struct AttentionWorkspace {
