@@ -158,6 +158,19 @@ Result<void> time_decode(model::CpuForward& fwd, const ModelRunOptions& o, Model
     auto sorted = r.decode_bandwidth_samples;
     std::sort(sorted.begin(), sorted.end());
     r.decode_bandwidth_median = sorted[sorted.size() / 2];
+    // Each run of (up to) 8 steps against the mean of the probes on either side.
+    const auto& b = r.decode_bandwidth_samples;
+    for (std::size_t i = 0; i + 1 < b.size(); ++i) {
+      const std::size_t first = 8 * i, last = std::min(step_seconds.size(), first + 8);
+      if (first >= last) break;
+      double seconds = 0;
+      for (std::size_t k = first; k < last; ++k) seconds += step_seconds[k];
+      const double gb_per_s = r.weight_bytes_per_token * double(last - first) / seconds / 1e9;
+      r.decode_chunk_fractions.push_back(gb_per_s / ((b[i] + b[i + 1]) / 2));
+    }
+    auto f = r.decode_chunk_fractions;
+    std::sort(f.begin(), f.end());
+    if (!f.empty()) r.decode_fraction_between_probes = f[f.size() / 2];
   }
   std::sort(step_seconds.begin(), step_seconds.end());
   r.decode_seconds_per_token = total / o.decode_tokens;

@@ -64,6 +64,10 @@ struct ModelRunResult {
   double weight_huge_page_bytes = 0;    // weights the forward pass reads from 2 MiB pages
   std::vector<double> decode_bandwidth_samples;  // GB/s, from bandwidth_sample, in order
   double decode_bandwidth_median = 0;            // their median (0 without samples)
+  // Per run of 8 steps: its weight bytes per second over the mean of the two
+  // probes around it; and the median of those (the table's figure).
+  std::vector<double> decode_chunk_fractions;
+  double decode_fraction_between_probes = 0;
 };
 
 Result<ModelRunResult> run_model(const ModelShape& shape, model::DType dtype,

@@ -51,7 +51,7 @@ std::string format_table(const ModelBenchReport& r) {
               r.sgemm_gflops(), r.threads, r.load_average_start.c_str(),
               r.load_average_end.c_str());
   out += "| model | ff | dtype | params | weight MB/token | decode tok/s | decode ceiling tok/s | "
-         "decode % of ceiling | GB/s between decode steps | decode % of that | prefill tok/s | "
+         "decode % of ceiling | GB/s between decode steps | decode % of the probes around it | prefill tok/s | "
          "prefill GFLOP/s | prefill % of sgemm |\n";
   out += "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& m : r.runs) {
@@ -59,8 +59,7 @@ std::string format_table(const ModelBenchReport& r) {
     out += line("| %s | %d | %s | %.1fM | %.1f | %.1f | %.1f | %.0f%% | %.1f | %.0f%% | %.1f | %.1f | %.0f%% |\n",
                 m.shape.c_str(), m.ff, m.dtype.c_str(), m.params / 1e6, m.weight_bytes_per_token / 1e6,
                 m.decode_tokens_per_s, ceiling, 100.0 * m.decode_tokens_per_s / ceiling,
-                m.decode_bandwidth_median,
-                percent(m.decode_tokens_per_s, adjacent_decode_ceiling(m)),
+                m.decode_bandwidth_median, 100.0 * m.decode_fraction_between_probes,
                 m.prefill_tokens_per_s, prefill_gflops(m),
                 100.0 * prefill_gflops(m) / r.sgemm_gflops());
   }
@@ -97,6 +96,8 @@ json::object to_json(const ModelBenchReport& r, const ModelRunResult& m) {
           {"decode_bandwidth_median_gb_per_s", m.decode_bandwidth_median},
           {"decode_adjacent_ceiling_tokens_per_s", adjacent_decode_ceiling(m)},
           {"decode_fraction_of_adjacent_ceiling", percent(m.decode_tokens_per_s, adjacent_decode_ceiling(m)) / 100.0},
+          {"decode_chunk_fractions", json::value_from(m.decode_chunk_fractions)},
+          {"decode_fraction_between_probes", m.decode_fraction_between_probes},
           {"prefill_tokens", r.options.prompt_tokens},
           {"prefill_seconds", m.prefill_seconds},
           {"prefill_tokens_per_s", m.prefill_tokens_per_s},
@@ -136,7 +137,10 @@ std::string format_json(const ModelBenchReport& r) {
       {"weights_on_huge_pages", r.options.weights_on_huge_pages},
       {"notes", "decode ceiling = best measured read bandwidth / weight bytes per decoded token; "
                 "adjacent ceiling = median of the read bandwidth measured before and after every 8 "
-                "timed decode steps of that model / weight bytes per decoded token; prefill FLOPs = 2 x tokens x layer matrix params + causal attention + one "
+                "timed decode steps of that model / weight bytes per decoded token; "
+                "decode_fraction_between_probes (the table's 'decode % of that') = median over the "
+                "runs of 8 steps of their weight bytes per second / the mean of the probes on either "
+                "side; prefill FLOPs = 2 x tokens x layer matrix params + causal attention + one "
                 "output row"},
       {"models", runs}};
   return json::serialize(doc) + "\n";
