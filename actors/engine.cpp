@@ -235,7 +235,7 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
     m.journal_ring = std::move(*ring);
     m.journal = std::move(*journal);
   }
-  GpuWorker gpu(std::move(*forward), GpuWorkerConfig{pool, vocab, m.options.tracer, {}});
+  GpuWorker gpu(std::move(*forward), GpuWorkerConfig{pool, vocab, m.options.tracer, {}, m.options.compute_nice});
   std::int64_t disk_slots = 0;
   if (tiers.host_slots > 0) {
     auto swap = start_swap_engine(m, gpu, tiers);

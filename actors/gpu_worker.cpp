@@ -3,6 +3,7 @@
 #include "gpu/backend/cpu/cpu_paged_forward.hpp"
 #include "runtime/cpu_stream.hpp"
 #include "runtime/clock.hpp"
+#include "runtime/thread_priority.hpp"
 #include "runtime/trace_names.hpp"
 
 #include <boost/asio/this_coro.hpp>
@@ -64,6 +65,7 @@ void GpuWorker::State::wait_for_layer(std::int32_t layer, std::span<const rt::Ev
 
 void GpuWorker::State::run(const IterationPlan& plan, std::span<const rt::Event> layer_ready, BatchOutcome& outcome) {
   const auto start = std::chrono::steady_clock::now();
+  rt::lower_this_thread_priority(config.compute_nice);  // once per pool thread; then a cached check
   // Poison first: a freed block may be reused by this very batch. Not the
   // blocks this batch swaps in: the copy stream is writing them now.
   if (forward->pool_config().poison_freed) {

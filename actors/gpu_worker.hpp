@@ -41,6 +41,10 @@ struct GpuWorkerConfig {
   // Test hook, on the compute stream's worker when layer l starts computing
   // (after its swap-in event): lets a test see the pipeline's order.
   std::function<void(std::int32_t layer)> on_layer_start;
+  // The compute threads' nice value (EngineOptions::compute_nice): the
+  // stream's worker lowers itself to it before a pass, and the forward's
+  // thread pool follows. 0: unchanged.
+  int compute_nice = 0;
 };
 
 class GpuWorker {

@@ -91,9 +91,16 @@ ChunkCandidate KvTierCache::candidate(ConversationId conversation, const Entry& 
 template <class Pred>
 std::optional<KvTierCache::Pick> KvTierCache::coldest(std::int64_t now_ns, Pred pred, bool waiting,
                                                       std::optional<ConversationId> spare) {
+  return coldest_where(
+      now_ns, [&](ConversationId c, const Entry& e) { return e.attached.has_value() == waiting && c != spare; },
+      pred);
+}
+
+template <class EntryPred, class Pred>
+std::optional<KvTierCache::Pick> KvTierCache::coldest_where(std::int64_t now_ns, EntryPred entry_pred, Pred pred) {
   std::optional<Pick> best;
   for (auto& [conversation, e] : entries_) {
-    if (e.attached.has_value() != waiting || conversation == spare) continue;
+    if (!entry_pred(conversation, e)) continue;
     for (std::size_t i = 0; i < e.chunks.size(); ++i) {
       if (!pred(e.chunks[i])) continue;
       ChunkCandidate c = candidate(conversation, e, i);
@@ -146,13 +153,22 @@ void KvTierCache::note_dropped(const Entry& e) {
   }
 }
 
-// A host slot now, or nullopt. To make one: a clean host copy is given up
-// (its disk copy stays; ahead of time only one that leaves before `for_chunk`,
-// for a restore also a device chunk's spare host copy); else the coldest
-// host-only chunk (if it leaves before `for_chunk`) goes down: spilled when
-// the disk has room (the slot frees once reported: nullopt now), else dropped.
+// A host slot now, or nullopt (and why, in `miss`). To make one: a clean
+// host copy is given up (its disk copy stays; ahead of time only one that
+// leaves before `for_chunk`, for a restore also a device chunk's spare host
+// copy); else the coldest host-only chunk goes down: spilled when the disk
+// has room (the slot frees once reported: nullopt now), else dropped if it
+// leaves before `for_chunk`. An eviction spills even a hotter host chunk
+// while the disk has free slots (nothing is lost that way), and at last
+// takes from waiting turns' host copies (but `spare`'s): they are restored
+// again later, which costs far less than recomputing the evicted chunk.
 std::optional<HostSlot> KvTierCache::take_host_slot(std::int64_t now_ns, HostNeed need,
-                                                    const ChunkCandidate* for_chunk, KvTransfers& out) {
+                                                    const ChunkCandidate* for_chunk, KvTransfers& out,
+                                                    HostMiss* miss, std::optional<ConversationId> spare) {
+  auto missed = [&](HostMiss why) -> std::optional<HostSlot> {
+    if (miss) *miss = why;
+    return std::nullopt;
+  };
   auto take = [&]() -> std::optional<HostSlot> {
     if (auto b = host_.allocate()) return HostSlot{b->value};
     return std::nullopt;
@@ -160,10 +176,14 @@ std::optional<HostSlot> KvTierCache::take_host_slot(std::int64_t now_ns, HostNee
   auto colder = [&](const Pick& p) {
     return !for_chunk || limits_.policy.leaves_before(p.candidate, *for_chunk, now_ns);
   };
+  const auto clean_host = [](const Chunk& c) {
+    return !c.device && c.host_valid() && c.disk_valid() && c.moving == Move::none;
+  };
+  const auto host_only = [](const Chunk& c) {
+    return !c.device && c.host_valid() && !c.disk && !c.spill_failed && c.moving == Move::none;
+  };
   if (auto s = take()) return s;
-  while (auto p = coldest(now_ns, [](const Chunk& c) {
-           return !c.device && c.host_valid() && c.disk_valid() && c.moving == Move::none;
-         })) {
+  while (auto p = coldest(now_ns, clean_host)) {
     if (need == HostNeed::ahead && !colder(*p)) break;
     drop_host(p->chunk());
     ++stats_.host_reclaimed;
@@ -176,17 +196,37 @@ std::optional<HostSlot> KvTierCache::take_host_slot(std::int64_t now_ns, HostNee
       if (auto s = take()) return s;
     }
   }
+  const bool disk_room = disk_.free_blocks() > 0;
   auto p = coldest(now_ns, [](const Chunk& c) { return !c.device && c.host_valid() && c.moving == Move::none; });
-  if (!p || !colder(*p)) return std::nullopt;
-  if (auto slot = take_disk_slot(now_ns, &p->candidate)) {
-    start_spill(*p, *slot, out);
-    return std::nullopt;
+  if (p && (colder(*p) || (need == HostNeed::evict && disk_room && host_only(p->chunk())))) {
+    if (host_only(p->chunk())) {
+      if (auto slot = take_disk_slot(now_ns, &p->candidate)) {
+        start_spill(*p, *slot, out);
+        return missed(HostMiss::spilling);
+      }
+    }
+    if (colder(*p)) {
+      drop_host(p->chunk());
+      drop_disk(p->chunk());
+      ++stats_.host_dropped;
+      note_dropped(*p->entry);
+      return take();
+    }
   }
-  drop_host(p->chunk());
-  drop_disk(p->chunk());
-  ++stats_.host_dropped;
-  note_dropped(*p->entry);
-  return take();
+  if (need == HostNeed::evict) {
+    if (auto q = coldest(now_ns, clean_host, true, spare)) {
+      drop_host(q->chunk());
+      ++stats_.host_reclaimed;
+      return take();
+    }
+    if (auto q = coldest(now_ns, host_only, true, spare); q && disk_room) {
+      if (auto slot = take_disk_slot(now_ns, nullptr)) {
+        start_spill(*q, *slot, out);
+        return missed(HostMiss::spilling);
+      }
+    }
+  }
+  return missed(p ? HostMiss::coldest : HostMiss::busy);
 }
 
 std::optional<DiskSlot> KvTierCache::take_disk_slot(std::int64_t now_ns, const ChunkCandidate* leaving_after) {
@@ -281,6 +321,7 @@ void KvTierCache::transfers_done(const TransfersDone& done, std::vector<kv::Bloc
     if (Chunk* c = find(f)) {
       c->moving = Move::none;
       if (!ok) drop_disk(*c);
+      c->spill_failed = !ok;  // not tried again: a broken disk must not stall evictions
     }
     if (!ok) ++stats_.spill_failures;
   };
@@ -353,18 +394,51 @@ void KvTierCache::continue_restores(ConversationId conversation, std::int64_t no
   for (std::size_t i = 0; i < e.chunks.size(); ++i) {
     Chunk& c = e.chunks[i];
     if (!c.needs_restore()) continue;
-    if (auto slot = take_host_slot(now_ns, HostNeed::restore, nullptr, out)) {
+    auto slot = take_host_slot(now_ns, HostNeed::restore, nullptr, out);
+    if (!slot) slot = take_from_later_turn(*e.attached, now_ns, out);
+    if (slot) {
       start_restore(conversation, e, i, *slot, out);
       continue;
     }
-    const bool restoring = std::any_of(e.chunks.begin(), e.chunks.end(),
-                                       [](const Chunk& x) { return x.moving == Move::restore; });
-    if (!restoring && spills_.empty()) {
+    if (spills_.empty() && restores_.empty() && !other_ready(conversation)) {
       // No host room will come for it: recomputed instead.
       drop_disk(c);
       ++stats_.disk_dropped;
+      ++stats_.restores_given_up;
     }
   }
+}
+
+// Waiting turns' restores compete for host slots; the earlier turn (lower
+// id: a total order, so two turns never hold each other's room) takes a later
+// one's: a restored copy is given up (its disk copy stays, read again later),
+// or a host-only one is spilled while the disk has room (nullopt: the slot
+// is reclaimable once the spill is reported).
+std::optional<HostSlot> KvTierCache::take_from_later_turn(TurnId turn, std::int64_t now_ns, KvTransfers& out) {
+  const auto later = [turn](ConversationId, const Entry& e) { return e.attached && *e.attached > turn; };
+  if (auto p = coldest_where(now_ns, later, [](const Chunk& c) {
+        return !c.device && c.host_valid() && c.disk_valid() && c.moving == Move::none;
+      })) {
+    drop_host(p->chunk());
+    ++stats_.host_reclaimed;
+    if (auto b = host_.allocate()) return HostSlot{b->value};
+    return std::nullopt;
+  }
+  if (disk_.free_blocks() == 0) return std::nullopt;
+  if (auto p = coldest_where(now_ns, later, [](const Chunk& c) {
+        return !c.device && c.host_valid() && !c.disk && !c.spill_failed && c.moving == Move::none;
+      })) {
+    if (auto slot = take_disk_slot(now_ns, nullptr)) start_spill(*p, *slot, out);
+  }
+  return std::nullopt;
+}
+
+// Another waiting turn can take its KV once the device has room: its
+// host slots free then.
+bool KvTierCache::other_ready(ConversationId conversation) const {
+  return std::any_of(entries_.begin(), entries_.end(), [&](const auto& kv) {
+    return kv.first != conversation && kv.second.attached && ready(kv.first);
+  });
 }
 
 bool KvTierCache::attached_to(ConversationId conversation, TurnId turn) const {
@@ -452,13 +526,19 @@ AttachedKv KvTierCache::materialize(ConversationId conversation, std::vector<kv:
 
 // --- making room ---------------------------------------------------------------
 
-// A device chunk to evict: clean (its host copy is done) or not yet copied
-// out; idle conversations' first, then waiting turns' (but `spare`'s).
-std::optional<KvTierCache::Pick> KvTierCache::device_victim(std::int64_t now_ns, bool clean,
+// A device chunk to evict: clean (its host copy is done), being copied out
+// (not yet marked to leave) or not yet copied out; idle conversations'
+// first, then waiting turns' (but `spare`'s).
+std::optional<KvTierCache::Pick> KvTierCache::device_victim(std::int64_t now_ns, Copy copy,
                                                             std::optional<ConversationId> spare) {
-  auto pred = [clean](const Chunk& c) {
-    return clean ? c.device && c.host_valid() && c.moving == Move::none
-                 : c.device && !c.evict_device && !c.host_valid();
+  auto pred = [copy](const Chunk& c) {
+    if (!c.device || c.evict_device) return false;
+    switch (copy) {
+      case Copy::clean: return c.host_valid() && c.moving == Move::none;
+      case Copy::copying: return c.moving == Move::swap_out;
+      case Copy::none: return !c.host_valid();
+    }
+    return false;
   };
   if (auto p = coldest(now_ns, pred)) return p;
   return coldest(now_ns, pred, true, spare);
@@ -485,12 +565,14 @@ KvTierCache::Room KvTierCache::make_device_room(std::int64_t now_ns, KvTransfers
     return Room::freed;
   }
   // A device copy whose host copy is done: reusing it costs nothing.
-  if (auto p = device_victim(now_ns, true, spare)) {
+  if (auto p = device_victim(now_ns, Copy::clean, spare)) {
     drop_device(p->chunk(), freed);
     ++stats_.device_reclaimed;
     return Room::freed;
   }
-  auto p = device_victim(now_ns, false, spare);
+  auto p = device_victim(now_ns, Copy::none, spare);
+  auto copying = device_victim(now_ns, Copy::copying, spare);
+  if (copying && (!p || limits_.policy.leaves_before(copying->candidate, p->candidate, now_ns))) p = copying;
   if (!p) return Room::none;
   Chunk& c = p->chunk();
   if (c.moving == Move::swap_out) {  // already being copied out ahead of time
@@ -498,13 +580,26 @@ KvTierCache::Room KvTierCache::make_device_room(std::int64_t now_ns, KvTransfers
     ++stats_.device_evicted_to_host;
     return Room::pending;
   }
-  if (auto slot = take_host_slot(now_ns, HostNeed::evict, &p->candidate, out)) {
+  HostMiss miss = HostMiss::busy;
+  if (auto slot = take_host_slot(now_ns, HostNeed::evict, &p->candidate, out, &miss, spare)) {
     start_swap_out(*p, *slot, true, out);
     ++stats_.device_evicted_to_host;
     return Room::pending;
   }
+  if (copying) {  // no host room for a new copy: one already under way frees its block
+    copying->chunk().evict_device = true;
+    ++stats_.device_evicted_to_host;
+    return Room::pending;
+  }
+  // A spill or restore under way makes a host copy reclaimable once
+  // reported (a restored one is read again later): the chunk waits for it
+  // rather than being dropped while the disk has room.
+  if (miss == HostMiss::spilling) return Room::spilling;
+  if (!spills_.empty() || !restores_.empty()) return Room::waiting;
   drop_device(c, freed);
   ++stats_.device_dropped;
+  ++(miss == HostMiss::busy ? stats_.device_dropped_host_busy
+                            : miss == HostMiss::coldest ? stats_.device_dropped_coldest : stats_.device_dropped_spilling);
   note_dropped(*p->entry);
   return Room::freed;
 }
@@ -542,7 +637,7 @@ void KvTierCache::ahead_of_time(std::int64_t now_ns, KvTransfers& out) {
     const std::int32_t target = share_of(limits_.swap_out_watermark, host_.num_blocks());
     for (std::int32_t have = host_.free_blocks() + clean_host; have < target; ++have) {
       auto p = coldest(now_ns, [](const Chunk& c) {
-        return !c.device && c.host_valid() && !c.disk && c.moving == Move::none;
+        return !c.device && c.host_valid() && !c.disk && !c.spill_failed && c.moving == Move::none;
       });
       if (!p) break;
       auto slot = take_disk_slot(now_ns, &p->candidate);

@@ -68,6 +68,13 @@ struct TierStats {
   std::uint64_t device_reclaimed = 0;       // device copy reused; its clean host copy stays
   std::uint64_t device_evicted_to_host = 0; // under pressure: copied out, then reused
   std::uint64_t device_dropped = 0;         // nowhere to go
+  // Why (their sum is device_dropped): every host slot pinned or in flight;
+  // the chunk colder than every host chunk that could make room; a spill
+  // started to free a host slot for it but not waited for.
+  std::uint64_t device_dropped_host_busy = 0;
+  std::uint64_t device_dropped_coldest = 0;
+  std::uint64_t device_dropped_spilling = 0;
+  std::uint64_t restores_given_up = 0;      // disk copy dropped: no host slot for its restore
   std::uint64_t host_reclaimed = 0;         // host copy reused; its clean disk copy stays
   std::uint64_t host_dropped = 0;
   std::uint64_t disk_dropped = 0;
@@ -96,7 +103,11 @@ struct AttachedKv {
 
 class KvTierCache {
  public:
-  enum class Room : std::uint8_t { freed, pending, none };
+  // freed: a device block is free now; pending: a copy-out will free one
+  // when reported; spilling: a spill was started to make host room for a
+  // copy-out; waiting: spills under way will make that room (ask again once
+  // one is reported); none: nothing left to evict.
+  enum class Room : std::uint8_t { freed, pending, spilling, waiting, none };
 
   explicit KvTierCache(TierLimits limits);
 
@@ -135,14 +146,14 @@ class KvTierCache {
   AttachedKv materialize(ConversationId conversation, std::vector<kv::BlockId>& freed);
   void release_host(HostSlot slot);
 
-  // One step towards a free device block: freed (one is free now), pending
-  // (a copy-out was started or marked; its block frees when reported) or
-  // none (nothing left to evict). Idle conversations' chunks go first; then,
-  // so a queued turn never holds device blocks a running turn needs, those
-  // of conversations whose turn is waiting (not `spare`'s: the turn asking).
+  // One step towards a free device block (see Room). Idle conversations'
+  // chunks go first; then, so a queued turn never holds device blocks a
+  // running turn needs, those of conversations whose turn is waiting (not
+  // `spare`'s: the turn asking).
   Room make_device_room(std::int64_t now_ns, KvTransfers& out, std::vector<kv::BlockId>& freed,
                         std::optional<ConversationId> spare = std::nullopt);
   std::int32_t pending_device_frees() const;
+  std::int32_t spills_in_flight() const { return std::int32_t(spills_.size()); }
   // Device blocks that idle chunks could give up (for the decode reserve).
   std::int32_t reclaimable_device_blocks() const;
   // Ahead-of-time moves: device -> host below the watermark, host -> disk
@@ -162,6 +173,7 @@ class KvTierCache {
     Move moving = Move::none;
     bool evict_device = false;  // the swap-out frees the device block when done
     bool from_disk = false;     // its host copy was restored (hit accounting)
+    bool spill_failed = false;  // its spill failed once: never spilled again
     std::vector<std::int32_t> disk_tokens;  // what the disk copy covers
     bool host_valid() const { return host && moving != Move::swap_out && moving != Move::restore; }
     bool disk_valid() const { return disk && moving != Move::spill; }
@@ -195,13 +207,21 @@ class KvTierCache {
   template <class Pred>
   std::optional<Pick> coldest(std::int64_t now_ns, Pred pred, bool waiting = false,
                               std::optional<ConversationId> spare = std::nullopt);
-  std::optional<Pick> device_victim(std::int64_t now_ns, bool clean, std::optional<ConversationId> spare);
+  template <class EntryPred, class Pred>
+  std::optional<Pick> coldest_where(std::int64_t now_ns, EntryPred entry_pred, Pred pred);
+  enum class Copy : std::uint8_t { clean, copying, none };  // a device chunk's host copy
+  std::optional<Pick> device_victim(std::int64_t now_ns, Copy copy, std::optional<ConversationId> spare);
+  bool other_ready(ConversationId conversation) const;
   ChunkCandidate candidate(ConversationId conversation, const Entry& e, std::size_t index) const;
   std::span<const std::int32_t> chunk_tokens(const Entry& e, std::size_t index) const;
 
   enum class HostNeed : std::uint8_t { ahead, evict, restore };
+  // Why take_host_slot() found no slot.
+  enum class HostMiss : std::uint8_t { busy, coldest, spilling };
   std::optional<HostSlot> take_host_slot(std::int64_t now_ns, HostNeed need, const ChunkCandidate* for_chunk,
-                                         KvTransfers& out);
+                                         KvTransfers& out, HostMiss* miss = nullptr,
+                                         std::optional<ConversationId> spare = std::nullopt);
+  std::optional<HostSlot> take_from_later_turn(TurnId turn, std::int64_t now_ns, KvTransfers& out);
   std::optional<DiskSlot> take_disk_slot(std::int64_t now_ns, const ChunkCandidate* leaving_after);
   void start_swap_out(const Pick& p, HostSlot slot, bool evict, KvTransfers& out);
   void start_spill(const Pick& p, DiskSlot slot, KvTransfers& out);

@@ -131,14 +131,18 @@ bool SchedulerCore::within_decode_reserve(const Sequence& seq, std::int32_t need
 // One step towards `need` free device blocks: cached KV first (copied out
 // or dropped per the tiers; waiting turns' chunks after idle ones, but never
 // `keep`'s own), then the latest-arrived running sequence. False when
-// nothing more helps now (or copies already under way will do).
+// nothing more helps now (or copies already under way will do, or a spill
+// under way must make host room first).
 bool SchedulerCore::make_room_step(const Sequence& keep, std::int32_t need, std::int64_t now_ns,
                                    IterationPlan& plan) {
   const auto room = tiers_.make_device_room(now_ns, plan.transfers, freed_since_plan_, keep.spec.conversation);
+  if (room == KvTierCache::Room::waiting) return false;  // spills under way make room: ask again then
   if (room != KvTierCache::Room::none) {
-    // Enough now, or evict more unless copies under way will make up the rest.
+    // Enough now, or evict more unless copies under way will make up the rest
+    // (each spill makes host room for one more copy-out).
     const std::int32_t free = tiers_.device().free_blocks();
-    return free >= need || free + tiers_.pending_device_frees() < need;
+    const std::int32_t spills = room == KvTierCache::Room::spilling ? tiers_.spills_in_flight() : 0;
+    return free >= need || free + tiers_.pending_device_frees() + spills < need;
   }
   return preempt_latest(keep, now_ns, plan);
 }

@@ -52,6 +52,14 @@ class TurnStream {
   // The next piece of text, or nullopt once the turn has ended.
   boost::asio::awaitable<std::optional<TurnDelta>> next();
 
+  // A piece of text already queued, without suspending: nullopt when none
+  // is (or the turn has ended; ended() tells which). Lets a writer take
+  // every pending delta after next() and send them in one write.
+  std::optional<TurnDelta> try_next();
+
+  // Whether the turn's end has been received (result() is then final).
+  bool ended() const { return ended_; }
+
   // After next() returned nullopt: how the turn ended.
   const TurnResult& result() const { return result_; }
 
@@ -60,6 +68,9 @@ class TurnStream {
   }
 
  private:
+  // One received event: a delta is returned, an end is recorded.
+  std::optional<TurnDelta> take(boost::system::error_code ec, ClientEvent event);
+
   std::shared_ptr<ClientChannel> channel_;
   std::shared_ptr<CancelFlag> cancel_;
   TurnResult result_{TurnError{TurnErrorKind::internal, "the turn has not ended"}};

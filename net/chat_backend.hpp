@@ -10,6 +10,8 @@
 
 #include <functional>
 #include <optional>
+#include <span>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -34,8 +36,26 @@ struct GenerationResult {
   std::int32_t cached_tokens = 0;  // prompt tokens served from the KV cache
 };
 
-// Called for each delta; returning false cancels the generation (the client left).
-using DeltaSink = std::function<boost::asio::awaitable<bool>(const GenerationDelta&)>;
+// Called with the deltas ready to go out, in order: one, or several when the
+// engine got ahead of the writer (they go out in one socket write). Returning
+// false cancels the generation (the client left). A backend may call it with
+// one delta or with a span of them.
+class DeltaSink {
+ public:
+  using Batch = std::span<const GenerationDelta>;
+  using Write = std::function<boost::asio::awaitable<bool>(Batch)>;
+
+  template <class F>
+    requires std::is_invocable_r_v<boost::asio::awaitable<bool>, F&, Batch>
+  DeltaSink(F write) : write_(std::move(write)) {}  // NOLINT: implicit, so a lambda is a sink
+
+  // Each argument must outlive the returned awaitable (co_await it at once).
+  boost::asio::awaitable<bool> operator()(Batch deltas) const { return write_(deltas); }
+  boost::asio::awaitable<bool> operator()(const GenerationDelta& delta) const { return write_(Batch(&delta, 1)); }
+
+ private:
+  Write write_;
+};
 
 // A stored conversation as the API shows it.
 struct ConversationView {

@@ -40,6 +40,16 @@ ApiError api_error(const actors::TurnError& e) {
   return ApiError{500, "server_error", e.message, {}, {}};
 }
 
+GenerationDelta EngineBackend::generation_delta(actors::TurnDelta& d) const {
+  GenerationDelta delta{std::move(d.text), {}};
+  for (const auto& t : d.tokens) {
+    TokenLogprob lp{engine_.token_text(t.token), t.logprob, {}};
+    for (const auto& alt : t.top) lp.top.emplace_back(engine_.token_text(alt.token), alt.logprob);
+    delta.logprobs.push_back(std::move(lp));
+  }
+  return delta;
+}
+
 std::uint64_t EngineBackend::next_seed() {
   std::lock_guard lock(seeds_mutex_);
   return seeds_();
@@ -85,9 +95,12 @@ asio::awaitable<ApiResult<GenerationResult>> EngineBackend::generate(const ChatR
   auto last = start;
   bool first = true;
   bool listening = true;
-  for (;;) {
-    auto d = co_await stream->next();
-    if (!d) break;
+  // The deltas that go out in one write: the one awaited and every one queued
+  // behind it (the engine got ahead of the socket), each with its time.
+  std::vector<GenerationDelta> batch;
+  std::vector<std::int64_t> computed_ns;
+  std::int64_t taken_ns = 0;
+  auto take = [&](actors::TurnDelta& d) {
     if (options_.metrics) {
       const auto now = Clock::now();
       if (first) {
@@ -98,17 +111,27 @@ asio::awaitable<ApiResult<GenerationResult>> EngineBackend::generate(const ChatR
       last = now;
     }
     first = false;
-    if (!listening) continue;  // cancelled: drain to the turn's end
-    GenerationDelta delta{std::move(d->text), {}};
-    for (const auto& t : d->tokens) {
-      TokenLogprob lp{engine_.token_text(t.token), t.logprob, {}};
-      for (const auto& alt : t.top) lp.top.emplace_back(engine_.token_text(alt.token), alt.logprob);
-      delta.logprobs.push_back(std::move(lp));
-    }
-    const std::int64_t computed_ns = d->computed_ns;
-    const bool keep_going = co_await sink(delta);  // its own statement: GCC 12
-    if (options_.metrics && keep_going && computed_ns > 0) {
-      options_.metrics->frontend_latency(double(rt::steady_now_ns() - computed_ns) * 1e-9);
+    if (!listening) return;  // cancelled: drain to the turn's end
+    computed_ns.push_back(d.computed_ns);
+    batch.push_back(generation_delta(d));
+  };
+  for (;;) {
+    batch.clear();
+    computed_ns.clear();
+    auto d = co_await stream->next();
+    if (!d) break;
+    taken_ns = rt::steady_now_ns();
+    take(*d);
+    for (auto more = stream->try_next(); more; more = stream->try_next()) take(*more);
+    if (batch.empty()) continue;
+    const DeltaSink::Batch deltas(batch);
+    const bool keep_going = co_await sink(deltas);  // its own statement: GCC 12
+    if (options_.metrics && keep_going) {
+      // Every delta's own sample, taken at the write that carried it.
+      const std::int64_t written_ns = rt::steady_now_ns();
+      for (const std::int64_t c : computed_ns) {
+        if (c > 0) options_.metrics->frontend_latency(double(written_ns - c) * 1e-9, double(taken_ns - c) * 1e-9);
+      }
     }
     if (!keep_going) {
       listening = false;

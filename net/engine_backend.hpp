@@ -39,6 +39,7 @@ class EngineBackend final : public ChatBackend {
 
  private:
   std::uint64_t next_seed();
+  GenerationDelta generation_delta(actors::TurnDelta& delta) const;  // takes its text
 
   actors::Engine& engine_;
   EngineBackendOptions options_;

@@ -69,6 +69,19 @@ void ServerMetrics::frontend_latency(double seconds) {
   if (keep_frontend_samples_) frontend_samples_.push_back(seconds);
 }
 
+void ServerMetrics::frontend_latency(double seconds, double taken_seconds) {
+  std::lock_guard lock(mutex_);
+  frontend_.observe(seconds);
+  if (!keep_frontend_samples_) return;
+  frontend_samples_.push_back(seconds);
+  frontend_taken_samples_.push_back(taken_seconds);
+}
+
+std::vector<double> ServerMetrics::frontend_taken_samples() const {
+  std::lock_guard lock(mutex_);
+  return frontend_taken_samples_;
+}
+
 void ServerMetrics::keep_frontend_samples(bool keep) {
   std::lock_guard lock(mutex_);
   keep_frontend_samples_ = keep;

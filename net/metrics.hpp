@@ -58,11 +58,16 @@ class ServerMetrics {
   void batch(std::int32_t sequences, std::int32_t tokens);
   // From a token leaving the scheduler to its bytes written to the socket.
   void frontend_latency(double seconds);
+  // The same, and the part of it before the writer took the token (from the
+  // scheduler through the conversation to the turn's channel and the I/O
+  // thread's wake-up), kept with the samples: where the time goes.
+  void frontend_latency(double seconds, double taken_seconds);
   double frontend_latency_bound(double q) const;
   // Also keeps every front-end latency sample (off by default: the memory
   // grows with the run), for exact quantiles: bench/fe-latency, the soak test.
   void keep_frontend_samples(bool keep);
   std::vector<double> frontend_samples() const;  // seconds, in arrival order
+  std::vector<double> frontend_taken_samples() const;  // the parts before the writer, likewise
 
   std::string render(const EngineGauges& engine) const;
 
@@ -73,6 +78,7 @@ class ServerMetrics {
   Histogram ttft_, inter_token_, batch_sequences_, batch_tokens_, frontend_;
   bool keep_frontend_samples_ = false;
   std::vector<double> frontend_samples_;
+  std::vector<double> frontend_taken_samples_;
 };
 
 }  // namespace pensieve::net

@@ -83,9 +83,11 @@ asio::awaitable<void> complete_whole(Routes& r, const ChatRequest& req, Completi
   // Nothing is written until the end: watch the connection meanwhile, so a
   // client that leaves cancels its turn at the next delta, not after max_tokens.
   w.watch_for_disconnect();
-  auto result = co_await r.backend.generate(req, [&](const GenerationDelta& d) -> asio::awaitable<bool> {
-    text += d.text;
-    lps.insert(lps.end(), d.logprobs.begin(), d.logprobs.end());
+  auto result = co_await r.backend.generate(req, [&](DeltaSink::Batch deltas) -> asio::awaitable<bool> {
+    for (const GenerationDelta& d : deltas) {
+      text += d.text;
+      lps.insert(lps.end(), d.logprobs.begin(), d.logprobs.end());
+    }
     co_return !w.disconnected();
   });
   if (w.disconnected()) co_return;  // nobody to answer; the turn was cancelled
@@ -123,11 +125,15 @@ class SseReply {
     co_return !client_gone_;
   }
 
-  asio::awaitable<bool> delta(const GenerationDelta& d) {
+  // Several deltas: one `data:` event each, all in one write.
+  asio::awaitable<bool> deltas(DeltaSink::Batch ds) {
     const bool open = co_await start();
     if (!open) co_return false;
-    const std::string event = chunk_event(ids_, content_delta(d.text), logprobs_ ? &d : nullptr, nullptr);
-    const bool sent = co_await w_.write_chunk(event);
+    std::string events;
+    for (const GenerationDelta& d : ds) {
+      events += chunk_event(ids_, content_delta(d.text), logprobs_ ? &d : nullptr, nullptr);
+    }
+    const bool sent = co_await w_.write_chunk(events);
     client_gone_ = !sent;
     co_return sent;
   }
@@ -163,7 +169,7 @@ asio::awaitable<void> complete_streamed(Routes& r, const ChatRequest& req, Compl
                                         ResponseWriter& w) {
   SseReply reply(w, std::move(ids), req.logprobs);
   auto result = co_await r.backend.generate(
-      req, [&reply](const GenerationDelta& d) { return reply.delta(d); });
+      req, [&reply](DeltaSink::Batch ds) { return reply.deltas(ds); });
   if (reply.client_gone()) co_return;
   if (!result) {
     if (!reply.started()) co_return co_await send_error(w, result.error());

@@ -1,6 +1,8 @@
 #include "net/rpc_server.hpp"
 
-#include <capnp/ez-rpc.h>
+#include "net/rpc_connections.hpp"
+
+#include <kj/async-io.h>
 #include <kj/debug.h>
 
 #include <future>
@@ -40,9 +42,9 @@ void RpcServer::shutdown(std::chrono::milliseconds grace, std::function<void()> 
           if (stop_ == nullptr) return;
           auto timeout = timer_->afterDelay(grace.count() * kj::MILLISECONDS);
           // Once the last turn is delivered, its result() answer may still be
-          // on its way out: the connections get a moment to flush it before
-          // they are dropped (kj offers no flush of every connection).
-          auto flushed = drain_->drained().then([this] { return timer_->afterDelay(50 * kj::MILLISECONDS); });
+          // on its way out: the connections go once every answer queued is
+          // written to its socket.
+          auto flushed = drain_->drained().then([this] { return connections_->flushed(*timer_); });
           draining_ = flushed
                           .exclusiveJoin(kj::mv(timeout))
                           .then([this] {
@@ -79,21 +81,26 @@ void RpcServer::run(std::promise<Result<std::uint16_t>>& bound) {
   RpcDrain drain;  // outlives the connections, whose turns hold tickets on it
   try {
     RpcServiceOptions service_options{options_.tenant, options_.max_deltas_in_flight, options_.keys, false, &drain};
-    capnp::EzRpcServer server(kj::heap<RpcService>(engine_, executor_, service_options, tracker_, waker_),
-                              kj::StringPtr(options_.host.c_str()), options_.port);
+    auto io = kj::setupAsyncIo();
     KJ_DEFER(waker_->detach());  // after `wakes` below is gone, before the loop is
-    auto& wait_scope = server.getWaitScope();
-    timer_ = &server.getIoProvider().getTimer();
-    const auto port = std::uint16_t(server.getPort().wait(wait_scope));
+    auto& wait_scope = io.waitScope;
+    timer_ = &io.provider->getTimer();
+    auto address =
+        io.provider->getNetwork().parseAddress(kj::StringPtr(options_.host.c_str()), options_.port).wait(wait_scope);
+    auto listener = address->listen();
+    const auto port = std::uint16_t(listener->getPort());
+    RpcConnections connections(kj::heap<RpcService>(engine_, executor_, service_options, tracker_, waker_));
+    connections.listen(kj::mv(listener));
     auto stop = kj::newPromiseAndFulfiller<void>();
     stop_ = stop.fulfiller.get();
-    auto wakes = waker_->run(server.getLowLevelIoProvider()).eagerlyEvaluate([](kj::Exception&& e) {
+    auto wakes = waker_->run(*io.lowLevelProvider).eagerlyEvaluate([](kj::Exception&& e) {
       KJ_LOG(ERROR, "rpc loop waker failed", e);
     });
     {
       std::lock_guard lock(mutex_);
       running_ = true;
       drain_ = &drain;
+      connections_ = &connections;
     }
     reported = true;
     bound.set_value(port);
@@ -117,6 +124,7 @@ void RpcServer::run(std::promise<Result<std::uint16_t>>& bound) {
     std::lock_guard lock(mutex_);
     ended_ = true;
     drain_ = nullptr;
+    connections_ = nullptr;
     timer_ = nullptr;
     stopped = std::move(on_stopped_);
   }

@@ -13,6 +13,7 @@
 // turns in flight. stop() closes them all: turns in flight are cancelled;
 // shutdown(grace) first lets them finish.
 #include "actors/engine.hpp"
+#include "net/rpc_connections.hpp"
 #include "net/rpc_drain.hpp"
 #include "net/rpc_loop_waker.hpp"
 #include "net/rpc_service.hpp"
@@ -85,6 +86,7 @@ class RpcServer {
   std::function<void()> on_stopped_;             // guarded by mutex_
   kj::PromiseFulfiller<void>* stop_ = nullptr;  // the loop thread only: ends run()
   RpcDrain* drain_ = nullptr;                   // guarded by mutex_ (set while run() serves)
+  RpcConnections* connections_ = nullptr;       // likewise
   kj::Timer* timer_ = nullptr;                  // likewise
   kj::Promise<void> draining_ = nullptr;        // likewise: the grace period in progress
   std::thread thread_;

@@ -197,6 +197,8 @@ asio::awaitable<void> Session::pump_turn(std::shared_ptr<Session> self, Clock::t
     std::optional<actors::TurnDelta> delta = co_await self->turn_->next();
     if (!delta) break;
     if (!timing.ttft_s) timing.ttft_s = std::chrono::duration<double>(Clock::now() - start).count();
+    // Whatever else is queued goes out in the same message: one write.
+    for (auto more = self->turn_->try_next(); more; more = self->turn_->try_next()) delta->text += more->text;
     std::string text = ws_delta_json(delta->text);
     co_await self->post(std::move(text));
   }

@@ -39,6 +39,7 @@ struct Args {
   std::optional<std::string> out;
   bool tiers = false;  // the KV-tier comparison instead of stateful vs --no-state
   int repetitions = 2;
+  double disk_over_total = 2.0;  // the disk tier's budget / the conversations' total KV (0: no disk tier)
   std::string scratch_dir = "/tmp/pensieve-engine-bench/tiers";
   std::string note;
   std::string command;
@@ -49,7 +50,7 @@ const char* usage =
     "             [--data FILE.jsonl] [--conversations N] [--turns T] [--max-bytes B] [--max-tokens N]\n"
     "             [--think-time-s S] [--stagger-s S] [--threads N] [--batch-tokens N] [--kv-mb MB]\n"
     "             [--seed S] [--note TEXT] [--out FILE.json]\n"
-    "             [--tiers [--repetitions N] [--scratch-dir DIR]]\n"
+    "             [--tiers [--repetitions N] [--scratch-dir DIR] [--disk-over-total X]]\n"
     "Without --model, generates the BENCH.md M-100 shape (~100M parameters) into --model-dir.\n"
     "--tiers: cost-aware vs LRU (host + disk tiers) vs device only vs --no-state, the device\n"
     "holding a quarter of the conversations' KV, modes interleaved over N repetitions.\n";
@@ -91,6 +92,7 @@ std::optional<Args> parse(int argc, char** argv) {
     else if (f == "--note") a.note = *v;
     else if (f == "--repetitions") a.repetitions = std::stoi(*v);
     else if (f == "--scratch-dir") a.scratch_dir = *v;
+    else if (f == "--disk-over-total") a.disk_over_total = std::stod(*v);
     else if (f == "--out") a.out = *v;
     else {
       std::fprintf(stderr, "engine-bench: unknown flag %s\n", f.c_str());
@@ -197,6 +199,7 @@ int run_tiers(const Args& a, const std::vector<std::vector<std::string>>& convs,
   o.calibration_model_path = *calibration;
   o.scratch_dir = a.scratch_dir;
   o.repetitions = a.repetitions;
+  o.disk_over_total = a.disk_over_total;
   o.threads = a.threads;
   o.batch_tokens = a.batch_tokens;
   auto r = pb::run_tier_comparison(convs, a.replay, o);

@@ -103,7 +103,14 @@ Result<TierSizing> size_tiers(const std::vector<std::vector<std::string>>& conve
   const auto quarter = std::int64_t(std::ceil(double(s.total_blocks) / o.total_over_device));
   s.device_blocks = std::int32_t(std::max<std::int64_t>(quarter, s.largest_blocks * 5 / 4 + 2));
   s.host_blocks = std::max(1, std::int32_t(double(s.device_blocks) * o.host_over_device));
-  s.disk_bytes = 2 * s.total_blocks * std::int64_t(s.kv_bytes_per_token) * o.block_tokens + (std::int64_t(64) << 20);
+  // A disk slot is a chunk plus a header block, rounded to header blocks
+  // (DiskChunkStore); no slack, so a budget below the total forces drops.
+  const std::int64_t header = 4096;
+  const std::int64_t chunk_bytes = std::int64_t(s.kv_bytes_per_token) * o.block_tokens;
+  const std::int64_t slot_bytes = (header + chunk_bytes + header - 1) / header * header;
+  s.disk_bytes = o.disk_over_total <= 0
+                     ? 0
+                     : std::int64_t(std::ceil(o.disk_over_total * double(s.total_blocks))) * slot_bytes;
   return s;
 }
 
@@ -119,8 +126,10 @@ actors::EngineOptions mode_options(const Mode& m, const TierSizing& s, const Tie
   eo.kv_host_mb = 0;  // (c) and (d): device only, whatever the engine's default
   if (m.tiers) {
     eo.kv_host_blocks = s.host_blocks;
-    eo.kv_disk_dir = disk_dir.string();
-    eo.kv_disk_bytes = s.disk_bytes;
+    if (s.disk_bytes > 0) {
+      eo.kv_disk_dir = disk_dir.string();
+      eo.kv_disk_bytes = s.disk_bytes;
+    }
   }
   return eo;
 }
@@ -147,6 +156,13 @@ json::object run_json(const ModeRun& r) {
                       {"restore_bytes", r.swap.restore_bytes},
                       {"restore_ns", r.swap.restore_ns},
                       {"device_dropped", t.device_dropped},
+                      {"device_dropped_host_busy", t.device_dropped_host_busy},
+                      {"device_dropped_coldest", t.device_dropped_coldest},
+                      {"device_dropped_spilling", t.device_dropped_spilling},
+                      {"host_dropped", t.host_dropped},
+                      {"disk_dropped", t.disk_dropped},
+                      {"restores_given_up", t.restores_given_up},
+                      {"corrupt_chunks", t.corrupt_chunks},
                       {"evicted_conversations", t.evicted_conversations},
                       {"preemptions", r.result.scheduler.preemptions}};
 }
@@ -179,6 +195,7 @@ json::object sizing_json(const TierSizing& s, const TierBenchOptions& o) {
                       {"kv_device_blocks", s.device_blocks},
                       {"kv_host_blocks", s.host_blocks},
                       {"kv_disk_bytes", s.disk_bytes},
+                      {"disk_over_total", o.disk_over_total},
                       {"total_over_device", double(s.total_blocks) / double(s.device_blocks)}};
 }
 

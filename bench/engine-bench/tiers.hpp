@@ -26,6 +26,10 @@ struct TierBenchOptions {
   int repetitions = 2;
   double total_over_device = 4.0;  // conversations' total KV / device KV
   double host_over_device = 1.0;   // host tier of (a) and (b), relative to the device tier
+  // Disk tier of (a) and (b), relative to the conversations' total KV: 2
+  // holds everything (nothing needs dropping), below 1 - device - host
+  // forces drops, 0 is no disk tier.
+  double disk_over_total = 2.0;
   std::size_t threads = 2;
   std::int32_t batch_tokens = 512;
   std::int32_t block_tokens = 32;

@@ -7,9 +7,14 @@
 // noise floor (how late a sleeping thread wakes meanwhile); --out writes the
 // JSON (with this command line).
 //
-//   fe-latency --clients 200 --seconds 10 --out /tmp/fe.json
+// --compute-nice 0,10 runs one server per listed nice value of the compute
+// threads (EngineOptions::compute_nice), --rounds times in turn (0,10,0,10..),
+// so settings compare side by side under the same machine noise.
+//
+//   fe-latency --clients 200 --seconds 10 --compute-nice 0,10 --rounds 2 --out /tmp/fe.json
 #include "actors/engine.hpp"
 #include "bench/common/machine_info.hpp"
+#include "bench/fe-latency/report.hpp"
 #include "bench/fe-latency/stream_clients.hpp"
 #include "gpu/model/builtin_vocab.hpp"
 #include "gpu/model/model_loader.hpp"
@@ -33,6 +38,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,13 +58,33 @@ struct Args {
   int http_threads = int(std::min(4u, std::max(1u, std::thread::hardware_concurrency())));
   int engine_threads = 1;
   int max_tokens = 32;
+  int rounds = 1;
+  std::vector<int> compute_nice{0};
   std::optional<std::string> out;
   std::string command;
 };
 
 const char* usage =
-    "fe-latency [--clients N] [--seconds S] [--http-threads N] [--engine-threads N] [--max-tokens N] [--out FILE.json]\n"
-    "Defaults: 200 clients, 10 s, min(cores, 4) HTTP threads, 1 engine thread, 32 tokens per request.\n";
+    "fe-latency [--clients N] [--seconds S] [--http-threads N] [--engine-threads N] [--max-tokens "
+    "N]\n"
+    "           [--compute-nice N[,N...]] [--rounds R] [--out FILE.json]\n"
+    "Defaults: 200 clients, 10 s, min(cores, 4) HTTP threads, 1 engine thread, 32 tokens per "
+    "request,\n"
+    "compute nice 0, 1 round. Several nice values run in turn, R times each.\n";
+
+// "0,10,19" -> {0, 10, 19}; nullopt on anything but 0..19 values.
+std::optional<std::vector<int>> parse_nice_list(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 0 || v > 19) return std::nullopt;
+    out.push_back(int(v));
+  }
+  if (out.empty()) return std::nullopt;
+  return out;
+}
 
 std::optional<Args> parse(int argc, char** argv) {
   Args a;
@@ -73,9 +99,14 @@ std::optional<Args> parse(int argc, char** argv) {
                   : flag == "--http-threads"   ? &a.http_threads
                   : flag == "--engine-threads" ? &a.engine_threads
                   : flag == "--max-tokens"     ? &a.max_tokens
+                  : flag == "--rounds"         ? &a.rounds
                                                : nullptr;
     if (flag == "--out") {
       a.out = value;
+    } else if (flag == "--compute-nice") {
+      auto list = parse_nice_list(value);
+      if (!list) return std::nullopt;
+      a.compute_nice = std::move(*list);
     } else if (target) {
       *target = std::atoi(value.c_str());
       if (*target < 1) return std::nullopt;
@@ -89,7 +120,8 @@ std::optional<Args> parse(int argc, char** argv) {
 // The soak test's shape: 1 layer, dim 32, the built-in vocabulary, so the
 // scheduler is fast and the front end is what is measured.
 Result<model::ModelWeights> one_layer_model() {
-  const auto dir = std::filesystem::temp_directory_path() / ("pensieve-fe-latency-" + std::to_string(::getpid()));
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("pensieve-fe-latency-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   model::TestModelOptions o;
   o.n_layers = 1;
@@ -109,12 +141,6 @@ Result<model::ModelWeights> one_layer_model() {
   return weights;
 }
 
-double quantile(const std::vector<double>& sorted, double q) {
-  if (sorted.empty()) return 0;
-  const auto i = std::size_t(q * double(sorted.size() - 1) + 0.5);
-  return sorted[std::min(i, sorted.size() - 1)];
-}
-
 // The machine's own noise floor, measured alongside: how late a thread that
 // sleeps until a deadline (every ms) wakes up. On a quiet machine this is
 // tens of microseconds; on a loaded one it is what any thread hop pays.
@@ -125,15 +151,15 @@ class WakeupProbe {
           while (!stop_.load(std::memory_order_relaxed)) {
             const auto target = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
             std::this_thread::sleep_until(target);
-            late_s_.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - target).count());
+            late_s_.push_back(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - target).count());
           }
         }) {}
-  // Stops the probe; its samples, sorted.
+  // Stops the probe; its samples.
   std::vector<double> finish() {
     stop_ = true;
     thread_.join();
-    std::sort(late_s_.begin(), late_s_.end());
-    return late_s_;
+    return std::move(late_s_);
   }
 
  private:
@@ -145,59 +171,55 @@ class WakeupProbe {
 double cpu_seconds() {
   rusage u{};
   ::getrusage(RUSAGE_SELF, &u);
-  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
-// What one run measured.
-struct Run {
-  bench::StreamLoad load;
-  std::vector<double> samples;  // front-end latency, seconds
-  std::vector<double> wakeup;   // the probe's lateness, seconds, sorted
-  double cpu_s = 0, wall_s = 0;
-  std::string load_before, load_after;
-};
+// One server (engine + HTTP threads) with the compute threads at `nice`,
+// loaded by the clients for --seconds.
+Result<bench::FeRun> run_once(const Args& args, int nice, int round) {
+  auto weights = one_layer_model();
+  if (!weights) return weights.error();
+  // Before the engine, which completes operations on its contexts.
+  net::HttpServerGroup servers(args.http_threads);
+  net::ServerMetrics metrics;
+  metrics.keep_frontend_samples(true);
+  actors::EngineOptions eo;
+  eo.n_threads = std::size_t(args.engine_threads);
+  eo.compute_nice = nice;
+  eo.kv_cache_mb = 64;
+  eo.max_running = 256;
+  eo.max_batch_tokens = 2048;
+  auto engine = actors::Engine::create(std::move(*weights), eo);
+  if (!engine) return engine.error();
+  net::EngineBackend backend(**engine, {std::chrono::minutes(5), &metrics});
+  net::RouteOptions routes;
+  routes.metrics = &metrics;
+  if (auto r = servers.listen("127.0.0.1", 0, net::make_openai_routes(backend, routes), {}); !r)
+    return r.error();
 
-// Prints the run; writes its JSON to --out.
-void report(const Args& args, Run& run) {
-  auto& samples = run.samples;
-  std::sort(samples.begin(), samples.end());
-  const double p50 = quantile(samples, 0.5), p99 = quantile(samples, 0.99), p999 = quantile(samples, 0.999);
-  const double max = samples.empty() ? 0 : samples.back();
-  const double wake50 = quantile(run.wakeup, 0.5), wake99 = quantile(run.wakeup, 0.99);
-  std::printf("fe-latency: %d clients, %d s, %d HTTP threads: %llu requests (%llu failed), %zu tokens\n",
-              args.clients, args.seconds, args.http_threads, static_cast<unsigned long long>(run.load.ok),
-              static_cast<unsigned long long>(run.load.failed), samples.size());
-  std::printf("front-end added latency: p50 %.3f ms, p99 %.3f ms, p999 %.3f ms, max %.3f ms\n", p50 * 1e3, p99 * 1e3,
-              p999 * 1e3, max * 1e3);
-  std::printf("process CPU %.1f s over %.1f s wall; load average before %s, after %s\n", run.cpu_s, run.wall_s,
-              run.load_before.c_str(), run.load_after.c_str());
-  std::printf("machine noise floor: a sleeping thread wakes late by p50 %.3f ms, p99 %.3f ms\n", wake50 * 1e3,
-              wake99 * 1e3);
-  if (!run.load.first_error.empty()) std::printf("first error: %s\n", run.load.first_error.c_str());
-  if (!args.out) return;
-  const auto machine = bench::machine_info();
-  json::object o{{"command", args.command},
-                 {"clients", args.clients},
-                 {"seconds", args.seconds},
-                 {"http_threads", args.http_threads},
-                 {"engine_threads", args.engine_threads},
-                 {"max_tokens", args.max_tokens},
-                 {"requests_ok", run.load.ok},
-                 {"requests_failed", run.load.failed},
-                 {"tokens", samples.size()},
-                 {"p50_ms", p50 * 1e3},
-                 {"p99_ms", p99 * 1e3},
-                 {"p999_ms", p999 * 1e3},
-                 {"max_ms", max * 1e3},
-                 {"process_cpu_s", run.cpu_s},
-                 {"wall_s", run.wall_s},
-                 {"wakeup_late_p50_ms", wake50 * 1e3},
-                 {"wakeup_late_p99_ms", wake99 * 1e3},
-                 {"load_average_before", run.load_before},
-                 {"load_average_after", run.load_after},
-                 {"hardware_threads", machine.hardware_threads},
-                 {"cpu_model", machine.cpu_model}};
-  std::ofstream(*args.out) << json::serialize(o) << "\n";
+  bench::FeRun run;
+  run.compute_nice = nice;
+  run.round = round;
+  run.load_before = bench::load_average();
+  const double cpu_before = cpu_seconds();
+  WakeupProbe probe;
+  const auto started = std::chrono::steady_clock::now();
+  run.load = bench::run_stream_clients(servers.port(), args.clients,
+                                       std::chrono::seconds(args.seconds), args.max_tokens);
+  run.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  run.cpu_s = cpu_seconds() - cpu_before;
+  run.load_after = bench::load_average();
+  run.wakeup_late_s = probe.finish();
+  asio::io_context home;
+  asio::co_spawn(home, servers.stop(std::chrono::milliseconds(0)), asio::detached);
+  home.run();
+  servers.join();
+  run.completion_tokens =
+      std::int64_t(run.load.ok) * args.max_tokens;  // ignore_eos: every reply is max_tokens long
+  run.samples_s = metrics.frontend_samples();
+  run.taken_s = metrics.frontend_taken_samples();
+  return run;
 }
 
 }  // namespace
@@ -208,49 +230,37 @@ int main(int argc, char** argv) {
     std::fputs(usage, stderr);
     return 2;
   }
-  auto weights = one_layer_model();
-  if (!weights) {
-    std::fprintf(stderr, "fe-latency: %s\n", weights.error().message.c_str());
-    return 1;
+  std::vector<bench::FeRun> runs;
+  for (int round = 1; round <= args->rounds; ++round) {
+    for (int nice : args->compute_nice) {
+      auto run = run_once(*args, nice, round);
+      if (!run) {
+        std::fprintf(stderr, "fe-latency: %s\n", run.error().message.c_str());
+        return 1;
+      }
+      runs.push_back(std::move(*run));
+    }
   }
-  // Before the engine, which completes operations on its contexts.
-  net::HttpServerGroup servers(args->http_threads);
-  net::ServerMetrics metrics;
-  metrics.keep_frontend_samples(true);
-  actors::EngineOptions eo;
-  eo.n_threads = std::size_t(args->engine_threads);
-  eo.kv_cache_mb = 64;
-  eo.max_running = 256;
-  eo.max_batch_tokens = 2048;
-  auto engine = actors::Engine::create(std::move(*weights), eo);
-  if (!engine) {
-    std::fprintf(stderr, "fe-latency: %s\n", engine.error().message.c_str());
-    return 1;
+  std::printf(
+      "fe-latency: %d clients, %d s per run, %d HTTP threads, %d engine threads, %d tokens per "
+      "request\n",
+      args->clients, args->seconds, args->http_threads, args->engine_threads, args->max_tokens);
+  bench::print_runs(runs, args->compute_nice);
+  bool ok = true;
+  for (const auto& r : runs) ok = ok && r.load.failed == 0 && !r.samples_s.empty();
+  if (args->out) {
+    const auto machine = bench::machine_info();
+    json::object o = bench::runs_json(runs, args->compute_nice);
+    o["command"] = args->command;
+    o["clients"] = args->clients;
+    o["seconds"] = args->seconds;
+    o["http_threads"] = args->http_threads;
+    o["engine_threads"] = args->engine_threads;
+    o["max_tokens"] = args->max_tokens;
+    o["rounds"] = args->rounds;
+    o["hardware_threads"] = machine.hardware_threads;
+    o["cpu_model"] = machine.cpu_model;
+    std::ofstream(*args->out) << json::serialize(o) << "\n";
   }
-  net::EngineBackend backend(**engine, {std::chrono::minutes(5), &metrics});
-  net::RouteOptions routes;
-  routes.metrics = &metrics;
-  if (auto r = servers.listen("127.0.0.1", 0, net::make_openai_routes(backend, routes), {}); !r) {
-    std::fprintf(stderr, "fe-latency: %s\n", r.error().message.c_str());
-    return 1;
-  }
-
-  const std::string load_before = bench::load_average();
-  const double cpu_before = cpu_seconds();
-  WakeupProbe probe;
-  const auto started = std::chrono::steady_clock::now();
-  const bench::StreamLoad load =
-      bench::run_stream_clients(servers.port(), args->clients, std::chrono::seconds(args->seconds), args->max_tokens);
-  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  const double cpu_s = cpu_seconds() - cpu_before;
-  const std::string load_after = bench::load_average();
-  const std::vector<double> wakeup = probe.finish();
-  asio::io_context home;
-  asio::co_spawn(home, servers.stop(std::chrono::milliseconds(0)), asio::detached);
-  home.run();
-  servers.join();
-
-  Run run{load, metrics.frontend_samples(), wakeup, cpu_s, wall_s, load_before, load_after};
-  report(*args, run);
-  return load.failed == 0 && !run.samples.empty() ? 0 : 1;
+  return ok ? 0 : 1;
 }

@@ -56,7 +56,11 @@ class FakeSwapEngine {
   }
 
   // Completes every transfer in flight, copying now.
-  TransfersDone report_all() {
+  TransfersDone report_all() { return report(true); }
+
+  // Completes the swap-outs and spills in flight; restores stay in flight
+  // unless `restores`.
+  TransfersDone report(bool restores) {
     TransfersDone done;
     for (const auto& c : swap_outs_) {
       host_[c.host.value] = device_[c.device.value];
@@ -67,7 +71,7 @@ class FakeSwapEngine {
       disk_tokens_[c.disk.value] = c.tokens;
       done.spill.push_back(c);
     }
-    for (const auto& c : restores_) {
+    for (const auto& c : restores ? restores_ : std::vector<HostDiskCopy>{}) {
       const bool bad = corrupt_disk.count(c.disk.value) > 0 || disk_tokens_[c.disk.value] != c.tokens;
       if (bad) {
         done.corrupt.push_back(c);
@@ -78,7 +82,7 @@ class FakeSwapEngine {
     }
     swap_outs_.clear();
     spills_.clear();
-    restores_.clear();
+    if (restores) restores_.clear();
     return done;
   }
 

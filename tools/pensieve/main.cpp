@@ -90,6 +90,7 @@ int serve(const server::Options& o) {
   }
   actors::EngineOptions engine_options;
   engine_options.n_threads = std::size_t(o.threads);
+  engine_options.compute_nice = o.compute_nice;
   engine_options.backend = o.backend == "cuda" ? pensieve::backend::BackendKind::cuda : pensieve::backend::BackendKind::cpu;
   engine_options.tp = o.tp;
   engine_options.chat_template = o.chat_template.value_or("");

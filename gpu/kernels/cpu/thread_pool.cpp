@@ -1,5 +1,7 @@
 #include "gpu/kernels/cpu/thread_pool.hpp"
 
+#include "runtime/thread_priority.hpp"
+
 #include <algorithm>
 #include <cassert>
 
@@ -58,6 +60,7 @@ void ThreadPool::worker_loop(std::size_t index) {
                    [&] { return generation_.load(std::memory_order_acquire) != seen; });
     seen = generation_.load(std::memory_order_acquire);
     if (stopping_.load(std::memory_order_acquire)) return;
+    rt::lower_this_thread_priority(owner_nice_);
     run_share(index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       // The owner may be asleep on generation_'s neighbour; pending_ is polled.
@@ -88,6 +91,7 @@ void ThreadPool::parallel_for(std::size_t n_items, const Body& body, std::size_t
   n_items_ = n_items;
   grain_ = grain;
   n_active_ = active;
+  owner_nice_ = rt::this_thread_nice();
   pending_.store(n_threads_ - 1, std::memory_order_release);
   generation_.fetch_add(1, std::memory_order_acq_rel);
   generation_.notify_all();

@@ -5,6 +5,9 @@
 // The split is static (item ranges per thread), so which thread computes an
 // item never changes what the item computes: kernels keep each output
 // element's reduction inside one call of the body.
+// Workers follow the owner's CPU priority: a loop started by a thread with a
+// higher nice value (rt::lower_this_thread_priority, --compute-nice) lowers
+// each worker to it first, so the whole pass yields to token delivery.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -58,6 +61,7 @@ class ThreadPool {
   std::size_t n_items_ = 0;
   std::size_t grain_ = 1;
   std::size_t n_active_ = 0;
+  int owner_nice_ = 0;  // the owner's nice value for this loop; published by generation_
   std::atomic<std::uint64_t> generation_{0};
   std::atomic<std::size_t> pending_{0};
   std::atomic<bool> stopping_{false};

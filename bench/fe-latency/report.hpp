@@ -1,0 +1,38 @@
+#pragma once
+// What one fe-latency run measured, and how it is printed and written as
+// JSON (one object per run plus one per compute-nice setting over all its
+// rounds, so settings measured side by side compare in one file).
+#include "bench/fe-latency/stream_clients.hpp"
+
+#include <boost/json/object.hpp>
+
+#include <string>
+#include <vector>
+
+namespace pensieve::bench {
+
+struct FeRun {
+  int compute_nice = 0;
+  int round = 0;
+  StreamLoad load;
+  std::int64_t completion_tokens = 0;  // of the requests that completed
+  std::vector<double> samples_s;       // front-end latency of every delta
+  std::vector<double> taken_s;         // its part until the writer took the delta
+  std::vector<double> wakeup_late_s;   // the noise-floor probe's lateness
+  double cpu_s = 0, wall_s = 0;
+  std::string load_before, load_after;
+};
+
+// Exact quantiles of the samples (sorted in place).
+struct Quantiles {
+  double p50 = 0, p99 = 0, p999 = 0, max = 0;
+};
+Quantiles quantiles(std::vector<double>& samples);
+
+// Prints one line per run, then one per setting (every round pooled).
+void print_runs(std::vector<FeRun>& runs, const std::vector<int>& settings);
+
+// The runs and the per-setting summary as JSON.
+boost::json::object runs_json(std::vector<FeRun>& runs, const std::vector<int>& settings);
+
+}  // namespace pensieve::bench
