@@ -215,13 +215,24 @@ asio::awaitable<EngineGauges> EngineBackend::gauges() {
   g.hit_tokens_disk = t.hit_tokens_disk;
   g.recomputed_tokens = t.recomputed_tokens;
   g.corrupt_chunks = std::int64_t(t.corrupt_chunks);
+  // Drops by why, so the reasons of one tier add up to its evictions: a
+  // device chunk dropped with no lower tier (device only), or because every
+  // host slot was busy, or it was colder than every host chunk, or while a
+  // spill that would have made room was still running; a disk copy dropped
+  // because no host slot was free for its restore, or for any other reason.
+  const std::uint64_t device_dropped_tiered =
+      t.device_dropped_host_busy + t.device_dropped_coldest + t.device_dropped_spilling;
   g.evictions = {
       {"tier=\"device\",reason=\"reclaimed\"", std::int64_t(t.device_reclaimed)},
       {"tier=\"device\",reason=\"to_host\"", std::int64_t(t.device_evicted_to_host)},
-      {"tier=\"device\",reason=\"dropped\"", std::int64_t(t.device_dropped)},
+      {"tier=\"device\",reason=\"dropped_no_lower_tier\"", std::int64_t(t.device_dropped - device_dropped_tiered)},
+      {"tier=\"device\",reason=\"dropped_host_busy\"", std::int64_t(t.device_dropped_host_busy)},
+      {"tier=\"device\",reason=\"dropped_coldest\"", std::int64_t(t.device_dropped_coldest)},
+      {"tier=\"device\",reason=\"dropped_while_spilling\"", std::int64_t(t.device_dropped_spilling)},
       {"tier=\"host\",reason=\"reclaimed\"", std::int64_t(t.host_reclaimed)},
       {"tier=\"host\",reason=\"dropped\"", std::int64_t(t.host_dropped)},
-      {"tier=\"disk\",reason=\"dropped\"", std::int64_t(t.disk_dropped)},
+      {"tier=\"disk\",reason=\"dropped\"", std::int64_t(t.disk_dropped - t.restores_given_up)},
+      {"tier=\"disk\",reason=\"restore_given_up\"", std::int64_t(t.restores_given_up)},
   };
   const actors::SwapStats w = co_await engine_.swap_stats();
   g.swap_in_bytes = w.swap_in_bytes;

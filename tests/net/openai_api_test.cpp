@@ -205,6 +205,11 @@ TEST_CASE("GET /metrics reports requests, tokens, latencies, batches and KV bloc
   CHECK_THAT(t, Catch::Contains("pensieve_inter_token_seconds_count"));
   CHECK_THAT(t, Catch::Contains("pensieve_batch_sequences_count"));
   CHECK_THAT(t, Catch::Contains("pensieve_kv_blocks{tier=\"device\",state=\"free\"}"));
+  // Drops by reason; nothing was evicted by two short turns.
+  for (const char* reason : {"dropped_no_lower_tier", "dropped_host_busy", "dropped_coldest", "dropped_while_spilling"}) {
+    CHECK_THAT(t, Catch::Contains(std::string("pensieve_kv_evictions_total{tier=\"device\",reason=\"") + reason + "\"} 0\n"));
+  }
+  CHECK_THAT(t, Catch::Contains("pensieve_kv_evictions_total{tier=\"disk\",reason=\"restore_given_up\"} 0\n"));
   CHECK_THAT(t, Catch::Contains("pensieve_queue_running 0"));
   CHECK_THAT(t, Catch::Contains("pensieve_cached_conversations 1"));
   // The second turn reused the first's KV: cached prompt tokens were counted.
