@@ -152,6 +152,10 @@ asio::awaitable<void> Scheduler::State::loop() {
       core.complete(plan, outcome->samples, now_ns(), events);
     }
     dispatch(events);
+    // Let the conversations pass this iteration's tokens on before planning
+    // the next one: they share this thread, and each token's delivery
+    // otherwise waits for the whole plan.
+    co_await asio::post(wake.get_executor(), asio::use_awaitable);
     if (config.tracer && config.tracer->enabled()) {
       char detail[64];
       std::snprintf(detail, sizeof detail, "seqs=%zu prefill=%d decode=%d", plan.sequences.size(),
