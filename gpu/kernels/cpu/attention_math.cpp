@@ -88,28 +88,6 @@ inline float dot(const float* a, const float* b, std::int32_t n) {
   return reduce16(acc);
 }
 
-// state[1] = sum of p[j] and state[2..] = sum of p[j] * v[j], both in
-// ascending j with the same fma per element as axpy (the same bits), for
-// head_dim = 16 * C. The sums stay in registers: through memory, each key's
-// update waited for the previous key's store (~10 cycles a key, not 4), and
-// summing l in its own loop added another chain of n_keys adds.
-template <int C>
-inline void weigh_values(const float* p, const float* const* v, std::int32_t n_keys, float* state) {
-  __m512 acc[C];
-  PENSIEVE_ATT_UNROLL
-  for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
-  float l = 0.0f;
-  for (std::int32_t j = 0; j < n_keys; ++j) {
-    const __m512 pj = _mm512_set1_ps(p[j]);
-    PENSIEVE_ATT_UNROLL
-    for (int c = 0; c < C; ++c) acc[c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(v[j] + 16 * c), acc[c]);
-    l += p[j];
-  }
-  state[1] = l;
-  PENSIEVE_ATT_UNROLL
-  for (int c = 0; c < C; ++c) _mm512_storeu_ps(state + 2 + 16 * c, acc[c]);
-}
-
 inline void axpy(float a, const float* x, float* y, std::int32_t n) {
   const __m512 va = _mm512_set1_ps(a);
   std::int32_t d = 0;
@@ -154,14 +132,6 @@ void attention_tile_state(const float* q, const float* const* k, const float* co
   for (std::int32_t j = 0; j < n_keys; ++j) scores[j] -= m;
   exp_nonpositive(scores, n_keys);
   state[0] = m;
-#if defined(__AVX512F__)
-  switch (head_dim) {
-    case 32: return weigh_values<2>(scores, v, n_keys, state);
-    case 64: return weigh_values<4>(scores, v, n_keys, state);
-    case 128: return weigh_values<8>(scores, v, n_keys, state);
-    default: break;
-  }
-#endif
   float l = 0.0f;
   for (std::int32_t j = 0; j < n_keys; ++j) l += scores[j];
   float* acc = state + 2;

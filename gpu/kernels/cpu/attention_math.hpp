@@ -19,6 +19,8 @@ inline constexpr std::int32_t attention_state_floats(std::int32_t head_dim) {
 
 // The state of query `q` over keys k[0..n_keys) and values v[0..n_keys)
 // (each a pointer to head_dim floats); n_keys >= 1. `scores` holds n_keys floats.
+// The plain one-query loop: the definition attention_tile_states() keeps bit
+// for bit, and its path for head sizes other than 32, 64 and 128.
 void attention_tile_state(const float* q, const float* const* k, const float* const* v,
                           std::int32_t n_keys, std::int32_t head_dim, float scale, float* scores,
                           float* state);
