@@ -222,6 +222,12 @@ void prefill_args(benchmark::internal::Benchmark* b) {
       b->Args({dtype, 2816, 1024, 1, kernel});
       b->Args({dtype, 1024, 2816, 1, kernel});
     }
+  // M-tiny's shapes: K = 256 (and 688), where each output's horizontal sum
+  // is a large part of the tile's work.
+  for (int kernel : {0, 1}) {
+    b->Args({int(DType::f32), 688, 256, 1, kernel});
+    b->Args({int(DType::f32), 256, 688, 1, kernel});
+  }
 }
 BENCHMARK(BM_MatmulPrefill)->Apply(prefill_args)->Unit(benchmark::kMillisecond);
 

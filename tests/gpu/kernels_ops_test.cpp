@@ -1,5 +1,6 @@
 // RMSNorm, RoPE, attention and the thread pool against plain references.
 #include "gpu/kernels/cpu/attention.hpp"
+#include "gpu/kernels/cpu/elementwise.hpp"
 #include "gpu/kernels/cpu/rms_norm.hpp"
 #include "gpu/kernels/cpu/rope.hpp"
 #include "gpu/kernels/cpu/thread_pool.hpp"
@@ -180,4 +181,43 @@ TEST_CASE("attention output has the same bits whether queries come at once, in c
                                          c.span(8, 37, chunked)};
   kc::attention(c.p, parts, pool3);
   CHECK(std::memcmp(at_once.data(), chunked.data(), at_once.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("silu_mul is g * sigmoid(g) * u within a few ulp, with no overflow at large |g|",
+          "[kernels]") {
+  // 37 columns: two 16-wide vector blocks and a scalar tail per row.
+  const std::int64_t rows = 3, cols = 37;
+  std::vector<float> gate(std::size_t(rows * cols)), up(gate.size());
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> wide(-120.0f, 120.0f), narrow(-6.0f, 6.0f);
+  for (std::size_t i = 0; i < gate.size(); ++i) {
+    gate[i] = i % 3 == 0 ? wide(rng) : narrow(rng);
+    up[i] = narrow(rng);
+  }
+  gate[5] = 0.0f;
+  gate[6] = -0.0f;
+  gate[40] = 89.0f;    // exp(89) overflows a float
+  gate[41] = -104.0f;  // sigmoid underflows
+  const std::vector<float> g0 = gate;
+  kc::ThreadPool pool(2, 0);
+  kc::silu_mul({gate.data(), rows, cols, cols}, {up.data(), rows, cols, cols}, pool);
+  for (std::size_t i = 0; i < gate.size(); ++i) {
+    const double g = g0[i], want = g / (1.0 + std::exp(-g)) * double(up[i]);
+    INFO("element " << i << ", g = " << g);
+    REQUIRE(std::isfinite(gate[i]));
+    // Below g = -87 the sigmoid stays at exp(-87) ~ 1.6e-38 (exp_approx.hpp's
+    // floor), so results there are ~1e-36 instead of denormal or zero.
+    CHECK(std::abs(double(gate[i]) - want) <= 4e-7 * std::abs(want) + 1e-35);
+  }
+  // The vector body and the scalar tail compute the same function.
+  std::vector<float> shifted_gate(static_cast<std::size_t>(cols)), shifted_up(shifted_gate.size());
+  for (std::int64_t j = 0; j < cols; ++j) {
+    shifted_gate[std::size_t(j)] = g0[std::size_t((j + 32) % cols)];
+    shifted_up[std::size_t(j)] = up[std::size_t((j + 32) % cols)];
+  }
+  kc::silu_mul({shifted_gate.data(), 1, cols, cols}, {shifted_up.data(), 1, cols, cols}, pool);
+  for (std::int64_t j = 0; j < cols; ++j) {
+    INFO("column " << j);
+    CHECK(shifted_gate[std::size_t(j)] == gate[std::size_t((j + 32) % cols)]);
+  }
 }

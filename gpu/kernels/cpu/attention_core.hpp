@@ -29,10 +29,16 @@ struct AttentionCoreArgs {
 
 namespace detail {
 
+// Rows of one sequence that see the same keys of a tile (all of it) share a
+// pass over its K and V: twice the independent sums per key, which the value
+// loop's FMA latency needs (one row of a 2-head group keeps 4 chains busy).
+inline constexpr std::size_t rows_per_pass = 2;
+
 inline void size_scratch(AttentionScratch& s, std::int32_t tile, std::int32_t head_dim,
                          std::int32_t group, std::int64_t pairs) {
   const auto state = static_cast<std::size_t>(attention_state_floats(head_dim));
-  const auto heads = static_cast<std::size_t>(group);
+  // Up to rows_per_pass rows' query heads go through one tile pass.
+  const auto heads = static_cast<std::size_t>(group) * rows_per_pass;
   s.scores.resize(static_cast<std::size_t>(tile) * heads);
   s.tile_state.resize(state * heads);
   s.group_q.resize(heads);
@@ -61,35 +67,47 @@ void run_item(const AttentionCoreArgs& a, const AttentionPlan& plan, const Atten
     const std::int32_t k1 = std::min(k0 + tile, kv_end);
     src.rows(item.seq, kv_head, k0, k1, s.keys.data(), s.values.data(), s.converted.data());
     const std::int32_t t = k0 / tile;
-    for (std::int32_t r = item.row_begin; r <= last_row; ++r) {
+    for (std::int32_t r = item.row_begin; r <= last_row;) {
       const std::int32_t n_keys = std::min(k1, first_pos + r + 1) - k0;
-      if (n_keys <= 0) continue;
-      // The group's query heads share this KV head's keys: one pass for all.
-      for (std::int32_t g = 0; g < group; ++g) {
-        const std::int32_t qh = kv_head * group + g;
-        s.group_q[std::size_t(g)] = a.q + (std::int64_t(q0 + r) * a.n_heads + qh) * hd;
-        float* target;
-        if (merge != nullptr) {
-          target =
-              partial + ((merge->tile_base * a.n_heads) + std::int64_t(qh) * merge->num_tiles + t) *
-                            state_floats;
-        } else if (k0 == item.kv_begin) {
-          target =
-              s.row_states.data() + (std::int64_t(r - item.row_begin) * group + g) * state_floats;
-        } else {
-          target = s.tile_state.data() + std::int64_t(g) * state_floats;
-        }
-        s.group_states[std::size_t(g)] = target;
+      if (n_keys <= 0) {
+        ++r;
+        continue;
       }
-      attention_tile_states(s.group_q.data(), group, s.keys.data(), s.values.data(), n_keys, hd,
-                            a.scale, s.scores.data(), s.group_states.data());
-      if (merge == nullptr && k0 != item.kv_begin) {
+      // (A split row's partial states have one slot per tile: never paired.)
+      const std::int32_t rows =
+          merge == nullptr && r < last_row && std::min(k1, first_pos + r + 2) - k0 == n_keys ? 2 : 1;
+      // The group's query heads (of `rows` rows) share this KV head's keys: one pass for all.
+      for (std::int32_t i = 0; i < rows; ++i) {
         for (std::int32_t g = 0; g < group; ++g) {
-          attention_fold(
-              s.row_states.data() + (std::int64_t(r - item.row_begin) * group + g) * state_floats,
-              s.group_states[std::size_t(g)], hd);
+          const std::int32_t qh = kv_head * group + g, slot = i * group + g;
+          const std::int64_t row_state =
+              (std::int64_t(r + i - item.row_begin) * group + g) * state_floats;
+          s.group_q[std::size_t(slot)] = a.q + (std::int64_t(q0 + r + i) * a.n_heads + qh) * hd;
+          float* target;
+          if (merge != nullptr) {
+            target = partial +
+                     ((merge->tile_base * a.n_heads) + std::int64_t(qh) * merge->num_tiles + t) *
+                         state_floats;
+          } else if (k0 == item.kv_begin) {
+            target = s.row_states.data() + row_state;
+          } else {
+            target = s.tile_state.data() + std::int64_t(slot) * state_floats;
+          }
+          s.group_states[std::size_t(slot)] = target;
         }
       }
+      attention_tile_states(s.group_q.data(), rows * group, s.keys.data(), s.values.data(), n_keys,
+                            hd, a.scale, s.scores.data(), s.group_states.data());
+      if (merge == nullptr && k0 != item.kv_begin) {
+        for (std::int32_t i = 0; i < rows; ++i) {
+          for (std::int32_t g = 0; g < group; ++g) {
+            attention_fold(
+                s.row_states.data() + (std::int64_t(r + i - item.row_begin) * group + g) * state_floats,
+                s.group_states[std::size_t(i * group + g)], hd);
+          }
+        }
+      }
+      r += rows;
     }
   }
   if (merge != nullptr) return;

@@ -1,11 +1,15 @@
 #include "gpu/kernels/cpu/attention_math.hpp"
 
+#include "gpu/kernels/cpu/exp_approx.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
+
+#include "gpu/kernels/cpu/lane_sums.hpp"
 // GCC 12 reports its own _mm512_undefined_* placeholders as maybe-uninitialized.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
@@ -22,49 +26,9 @@ constexpr int kLanes = 16;
 // completely, or GCC keeps the arrays on the stack and every key's update
 // waits for the previous key's store.
 #define PENSIEVE_ATT_UNROLL _Pragma("GCC unroll 16")
-constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
-constexpr float kP0 = 1.9875691500e-4f, kP1 = 1.3981999507e-3f, kP2 = 8.3334519073e-3f,
-                kP3 = 4.1665795894e-2f, kP4 = 1.6666665459e-1f, kP5 = 5.0000001201e-1f;
-
-// Cephes expf: exp(x) = 2^k * exp(r), |r| <= ln2/2, degree-6 polynomial.
-inline float exp_one(float x) {
-  const float v = std::max(x, -87.0f);
-  const float k = std::floor(std::fma(v, kLog2e, 0.5f));
-  float r = std::fma(k, -kLn2Hi, v);
-  r = std::fma(k, -kLn2Lo, r);
-  float p = kP0;
-  p = std::fma(p, r, kP1);
-  p = std::fma(p, r, kP2);
-  p = std::fma(p, r, kP3);
-  p = std::fma(p, r, kP4);
-  p = std::fma(p, r, kP5);
-  p = std::fma(p, r * r, r + 1.0f);
-  const auto bits = static_cast<std::uint32_t>(static_cast<std::int32_t>(k) + 127) << 23;
-  return p * std::bit_cast<float>(bits);
-}
-
 #if defined(__AVX512F__)
 inline __mmask16 tail_mask(std::int32_t n) {
   return static_cast<__mmask16>((1u << n) - 1u);
-}
-
-inline __m512 exp16(__m512 x) {
-  const __m512 v = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-  const __m512 k =
-      _mm512_roundscale_ps(_mm512_fmadd_ps(v, _mm512_set1_ps(kLog2e), _mm512_set1_ps(0.5f)),
-                           _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fmadd_ps(k, _mm512_set1_ps(-kLn2Hi), v);
-  r = _mm512_fmadd_ps(k, _mm512_set1_ps(-kLn2Lo), r);
-  __m512 p = _mm512_set1_ps(kP0);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP1));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP2));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP3));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP4));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP5));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  const __m512i e =
-      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
-  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
 }
 
 // lanes[l] + lanes[l + 8], then + 4, + 2, + 1: the scalar path's tree.
@@ -121,6 +85,43 @@ void exp_nonpositive(float* x, std::int32_t n) {
   for (; i < n; ++i) x[i] = exp_one(x[i]);
 }
 
+namespace {
+
+// x[j] <- exp(x[j] - m) and returns their sum: x[j] added into lane j % 16
+// in ascending j, the lanes then reduced in the dot products' tree. (A
+// running scalar sum made every key wait for the previous key's add.)
+float exp_shifted_sum(float* x, std::int32_t n, float m) {
+#if defined(__AVX512F__)
+  const __m512 vm = _mm512_set1_ps(m);
+  __m512 lanes = _mm512_setzero_ps();
+  std::int32_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j), vm));
+    _mm512_storeu_ps(x + j, e);
+    lanes = _mm512_add_ps(lanes, e);
+  }
+  if (j < n) {
+    const __mmask16 t = tail_mask(n - j);
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(t, x + j), vm));
+    _mm512_mask_storeu_ps(x + j, t, e);
+    lanes = _mm512_mask_add_ps(lanes, t, lanes, e);
+  }
+  return reduce16(lanes);
+#else
+  float lanes[kLanes] = {};
+  for (std::int32_t j = 0; j < n; ++j) {
+    x[j] = exp_one(x[j] - m);
+    lanes[j % kLanes] += x[j];
+  }
+  for (int width = kLanes / 2; width >= 1; width /= 2) {
+    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  }
+  return lanes[0];
+#endif
+}
+
+}  // namespace
+
 void attention_tile_state(const float* q, const float* const* k, const float* const* v,
                           std::int32_t n_keys, std::int32_t head_dim, float scale, float* scores,
                           float* state) {
@@ -129,11 +130,8 @@ void attention_tile_state(const float* q, const float* const* k, const float* co
     scores[j] = dot(q, k[j], head_dim) * scale;
     m = std::max(m, scores[j]);
   }
-  for (std::int32_t j = 0; j < n_keys; ++j) scores[j] -= m;
-  exp_nonpositive(scores, n_keys);
+  const float l = exp_shifted_sum(scores, n_keys, m);
   state[0] = m;
-  float l = 0.0f;
-  for (std::int32_t j = 0; j < n_keys; ++j) l += scores[j];
   float* acc = state + 2;
   std::fill(acc, acc + head_dim, 0.0f);
   for (std::int32_t j = 0; j < n_keys; ++j) axpy(scores[j], v[j], acc, head_dim);
@@ -143,51 +141,60 @@ void attention_tile_state(const float* q, const float* const* k, const float* co
 #if defined(__AVX512F__)
 namespace {
 
-// G queries of head_dim 16 * C at once; G * C <= 16 keeps the queries and
-// then the value sums in registers. Per query, every operation is the one
-// attention_tile_state() does, in the same order.
+// The scores of query q (head_dim 16 * C) against keys k[0..n_keys), scaled,
+// into scores; returns their maximum. Eight keys' dot products are reduced
+// at once (lane_sums.hpp): the same lane sums and tree as dot(), so the same
+// bits as one key at a time.
+template <int C>
+float tile_scores(const float* q, const float* const* k, std::int32_t n_keys, float scale,
+                  float* scores) {
+  __m512 qv[C];
+  PENSIEVE_ATT_UNROLL
+  for (int c = 0; c < C; ++c) qv[c] = _mm512_loadu_ps(q + 16 * c);
+  const __m512 vscale = _mm512_set1_ps(scale);
+  // max_ps(s, m) keeps m where s is NaN, as std::max(m, s) does below.
+  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  std::int32_t j = 0;
+  for (; j + 8 <= n_keys; j += 8) {
+    __m512 acc[8];
+    PENSIEVE_ATT_UNROLL
+    for (int i = 0; i < 8; ++i) {
+      acc[i] = _mm512_setzero_ps();
+      PENSIEVE_ATT_UNROLL
+      for (int c = 0; c < C; ++c) acc[i] = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(k[j + i] + 16 * c), acc[i]);
+    }
+    const __m512 sc = _mm512_mul_ps(hsum16_many<8>(acc), vscale);
+    _mm512_mask_storeu_ps(scores + j, 0xff, sc);
+    vmax = _mm512_mask_max_ps(vmax, 0xff, sc, vmax);
+  }
+  float m = _mm512_reduce_max_ps(vmax);
+  for (; j < n_keys; ++j) {
+    __m512 acc = _mm512_setzero_ps();
+    PENSIEVE_ATT_UNROLL
+    for (int c = 0; c < C; ++c) acc = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(k[j] + 16 * c), acc);
+    scores[j] = reduce16(acc) * scale;
+    m = std::max(m, scores[j]);
+  }
+  return m;
+}
+
+// G queries of head_dim 16 * C at once; G * C <= 16 keeps the value sums in
+// registers. Per query, every operation is the one attention_tile_state()
+// does, in the same order.
 template <int C, int G>
 void tile_states_group(const float* const* q, const float* const* k, const float* const* v,
                        std::int32_t n_keys, float scale, float* scores, float* const* states) {
   static_assert(G * C <= 16);
-  float m[G];
-  {
-    __m512 qv[G][C];
-    PENSIEVE_ATT_UNROLL
-    for (int g = 0; g < G; ++g) {
-      m[g] = -INFINITY;
-      PENSIEVE_ATT_UNROLL
-      for (int c = 0; c < C; ++c) qv[g][c] = _mm512_loadu_ps(q[g] + 16 * c);
-    }
-    for (std::int32_t j = 0; j < n_keys; ++j) {
-      __m512 acc[G];
-      PENSIEVE_ATT_UNROLL
-      for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
-      PENSIEVE_ATT_UNROLL
-      for (int c = 0; c < C; ++c) {
-        const __m512 kv = _mm512_loadu_ps(k[j] + 16 * c);
-        PENSIEVE_ATT_UNROLL
-        for (int g = 0; g < G; ++g) acc[g] = _mm512_fmadd_ps(qv[g][c], kv, acc[g]);
-      }
-      PENSIEVE_ATT_UNROLL
-      for (int g = 0; g < G; ++g) {
-        const float sc = reduce16(acc[g]) * scale;
-        scores[std::int64_t(g) * n_keys + j] = sc;
-        m[g] = std::max(m[g], sc);
-      }
-    }
-  }
+  float m[G], l[G];
   PENSIEVE_ATT_UNROLL
   for (int g = 0; g < G; ++g) {
     float* sg = scores + std::int64_t(g) * n_keys;
-    for (std::int32_t j = 0; j < n_keys; ++j) sg[j] -= m[g];
-    exp_nonpositive(sg, n_keys);
+    m[g] = tile_scores<C>(q[g], k, n_keys, scale, sg);
+    l[g] = exp_shifted_sum(sg, n_keys, m[g]);
   }
   __m512 acc[G][C];
-  float l[G];
   PENSIEVE_ATT_UNROLL
   for (int g = 0; g < G; ++g) {
-    l[g] = 0.0f;
     PENSIEVE_ATT_UNROLL
     for (int c = 0; c < C; ++c) acc[g][c] = _mm512_setzero_ps();
   }
@@ -201,8 +208,6 @@ void tile_states_group(const float* const* q, const float* const* k, const float
       PENSIEVE_ATT_UNROLL
       for (int g = 0; g < G; ++g) acc[g][c] = _mm512_fmadd_ps(p[g], vv, acc[g][c]);
     }
-    PENSIEVE_ATT_UNROLL
-    for (int g = 0; g < G; ++g) l[g] += scores[std::int64_t(g) * n_keys + j];
   }
   PENSIEVE_ATT_UNROLL
   for (int g = 0; g < G; ++g) {
@@ -261,7 +266,15 @@ void attention_fold(float* state, const float* next, std::int32_t head_dim) {
   state[1] = std::fma(state[1], a, next[1] * b);
   float* acc = state + 2;
   const float* nacc = next + 2;
-  for (std::int32_t d = 0; d < head_dim; ++d) acc[d] = std::fma(acc[d], a, nacc[d] * b);
+  std::int32_t d = 0;
+#if defined(__AVX512F__)
+  const __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
+  for (; d + kLanes <= head_dim; d += kLanes) {
+    _mm512_storeu_ps(acc + d, _mm512_fmadd_ps(_mm512_loadu_ps(acc + d), va,
+                                              _mm512_mul_ps(_mm512_loadu_ps(nacc + d), vb)));
+  }
+#endif
+  for (; d < head_dim; ++d) acc[d] = std::fma(acc[d], a, nacc[d] * b);
 }
 
 void attention_finish(const float* state, std::int32_t head_dim, float* out) {

@@ -7,6 +7,7 @@
 // dot_tile_fixed feeds it, so a row's bits are the same whichever path
 // (decode or batched) and whichever tile computed it.
 #include "gpu/kernels/cpu/dot_tile.hpp"
+#include "gpu/kernels/cpu/lane_sums.hpp"
 
 #if defined(PENSIEVE_DOT_AVX512)
 
@@ -36,6 +37,28 @@ inline void dequant_panel_row(const std::byte* row, std::int64_t k0, std::int64_
     const __mmask16 m = __mmask16((1u << (k1 - k)) - 1u);
     _mm512_storeu_ps(panel + (k - k0), L::load_tail(row, k, m));
   }
+}
+
+// y[r * y_stride + c] = hsum16(acc[r][c]), the sums taken 16 and 8 at a
+// time (lane_sums.hpp): one at a time they cost a third of a K = 256 tile.
+template <int R, int C>
+inline void store_tile_sums(const __m512 (&acc)[R][C], float* y, std::int64_t y_stride) {
+  constexpr int n = R * C;
+  const __m512* flat = &acc[0][0];
+  alignas(64) float sums[(n + 15) / 16 * 16];
+  int i = 0;
+  PENSIEVE_UNROLL
+  for (; i + 16 <= n; i += 16) _mm512_store_ps(sums + i, hsum16_many<16>(flat + i));
+  if constexpr (n % 16 >= 8) {
+    _mm512_mask_storeu_ps(sums + i, 0xff, hsum16_many<8>(flat + i));
+    i += 8;
+  }
+  PENSIEVE_UNROLL
+  for (; i < n; ++i) sums[i] = hsum16(flat[i]);
+  PENSIEVE_UNROLL
+  for (int r = 0; r < R; ++r)
+    PENSIEVE_UNROLL
+    for (int c = 0; c < C; ++c) y[r * y_stride + c] = sums[r * C + c];
 }
 
 // Accumulators of an R x C tile over k in [0, n) of x (rows x_stride apart)
@@ -80,10 +103,7 @@ inline void gemm_tile(const float* x, std::int64_t x_stride, const float* w, std
     }
   }
   if (last) {
-    PENSIEVE_UNROLL
-    for (int r = 0; r < R; ++r)
-      PENSIEVE_UNROLL
-      for (int c = 0; c < C; ++c) y[r * y_stride + c] = hsum16(acc[r][c]);
+    store_tile_sums<R, C>(acc, y, y_stride);
   } else {
     PENSIEVE_UNROLL
     for (int r = 0; r < R; ++r)
