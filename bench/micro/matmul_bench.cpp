@@ -231,6 +231,29 @@ void prefill_args(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_MatmulPrefill)->Apply(prefill_args)->Unit(benchmark::kMillisecond);
 
+// args: dtype, tokens. A decode batch of a few sequences (M-100's 2048 x
+// 768 gate/up shape, weights in the L3 so the rate is compute, not DRAM):
+// where the batched path's panel conversion stops paying for itself.
+void BM_MatmulSmallBatch(benchmark::State& state) {
+  const auto dtype = DType(state.range(0));
+  const std::int64_t rows = 2048, cols = 768, tokens = state.range(1);
+  WeightRing ring(dtype, rows, cols, 1);
+  kc::ThreadPool pool(1);
+  auto x = random_rows(tokens * cols);
+  std::vector<float> y(std::size_t(tokens * rows)), scratch;
+  for (auto _ : state) {
+    run_kernel(0, kc::ConstRowsView(x.data(), tokens, cols, cols), ring.view(0),
+               kc::RowsView{y.data(), tokens, rows, rows}, pool, scratch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * double(tokens * rows * cols) * double(state.iterations()) * 1e-9,
+      benchmark::Counter::kIsRate);
+  state.SetLabel(pensieve::model::dtype_name(dtype));
+}
+BENCHMARK(BM_MatmulSmallBatch)
+    ->ArgsProduct({{int(DType::f32), int(DType::f16)}, {2, 3, 4, 6, 8, 12, 16, 24, 32}});
+
 void BM_MatmulPrefill2Threads(benchmark::State& state) { BM_MatmulPrefill(state); }
 BENCHMARK(BM_MatmulPrefill2Threads)
     ->Args({int(DType::f32), 2816, 1024, 2, 0})

@@ -83,20 +83,25 @@ const DType dequantised_types[] = {DType::f32, DType::f16, DType::bf16, DType::q
 
 }  // namespace
 
-TEST_CASE("a matmul row has the same bits alone and in a batch of 7, with any thread count",
+TEST_CASE("a matmul row has the same bits alone and in a batch of 4, 5 or 7, with any thread count",
           "[kernels]") {
+  // 4 and 5 tokens read the weights row by row as one token does; 7 goes
+  // through the blocked F32 panel.
   for (DType t : all_types) {
     const bool blocked = t == DType::q8_0 || t == DType::q4_0;
     const std::int64_t in = blocked ? 96 : 101, out = 1501;  // big enough to use the threads
     RandomWeight w(t, out, in, 7);
-    const auto batch_x = random_rows(7, in, 11);
-    const auto batch_y = run(w.view, batch_x, 7, 3);
-    for (std::int64_t r = 0; r < 7; ++r) {
-      const std::vector<float> one(batch_x.begin() + r * in, batch_x.begin() + (r + 1) * in);
-      for (std::size_t threads : {1u, 2u}) {
-        const auto alone = run(w.view, one, 1, threads);
-        INFO("dtype " << pensieve::model::dtype_name(t) << " row " << r << " threads " << threads);
-        CHECK(same_bits(alone.data(), batch_y.data() + r * out, std::size_t(out)));
+    for (std::int64_t n_tokens : {4, 5, 7}) {
+      const auto batch_x = random_rows(n_tokens, in, 11);
+      const auto batch_y = run(w.view, batch_x, n_tokens, 3);
+      for (std::int64_t r = 0; r < n_tokens; ++r) {
+        const std::vector<float> one(batch_x.begin() + r * in, batch_x.begin() + (r + 1) * in);
+        for (std::size_t threads : {1u, 2u}) {
+          const auto alone = run(w.view, one, 1, threads);
+          INFO("dtype " << pensieve::model::dtype_name(t) << " batch " << n_tokens << " row " << r
+                        << " threads " << threads);
+          CHECK(same_bits(alone.data(), batch_y.data() + r * out, std::size_t(out)));
+        }
       }
     }
   }
