@@ -7,7 +7,10 @@
 #include <boost/asio/use_future.hpp>
 #include <boost/json.hpp>
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -48,7 +51,17 @@ struct ModeRun {
   ReplayResult result;
   ReplaySummary summary;
   actors::SwapStats swap;
+  double cpu_s = 0;  // the process's user + system CPU time during the replay
 };
+
+double process_cpu_s() {
+  rusage u{};
+  const int rc = getrusage(RUSAGE_SELF, &u);
+  assert(rc == 0 && "getrusage(RUSAGE_SELF) cannot fail");
+  (void)rc;
+  auto seconds = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
+  return seconds(u.ru_utime) + seconds(u.ru_stime);
+}
 
 Result<ModeRun> run_mode(const std::string& model_path, const actors::EngineOptions& eo,
                          const std::vector<std::vector<std::string>>& conversations, const ReplayOptions& ro) {
@@ -58,7 +71,9 @@ Result<ModeRun> run_mode(const std::string& model_path, const actors::EngineOpti
   auto engine = actors::Engine::create(std::move(*weights), eo);
   if (!engine) return engine.error();
   ModeRun run;
+  const double cpu0 = process_cpu_s();
   run.result = replay(io, **engine, conversations, ro);
+  run.cpu_s = process_cpu_s() - cpu0;
   run.summary = summarize(run.result);
   io.restart();
   auto swap = asio::co_spawn(io, (*engine)->swap_stats(), asio::use_future);
@@ -138,7 +153,11 @@ json::object run_json(const ModeRun& r) {
   const auto& t = r.result.scheduler.tiers;
   std::int64_t recorded = 0;  // streamed text, which the modes' comparison covers
   for (const auto& turn : r.result.turns) recorded += std::int64_t(turn.text.size());
+  // CPU seconds per second of the replay: how much of the machine a mode
+  // kept busy (idle while waiting for copies shows up as a lower figure).
   return json::object{{"makespan_s", r.result.makespan_s},
+                      {"cpu_s", r.cpu_s},
+                      {"cpu_s_per_s", r.result.makespan_s > 0 ? r.cpu_s / r.result.makespan_s : 0.0},
                       {"output_bytes_recorded", recorded},
                       {"output_tokens_per_s", r.summary.output_tokens_per_s},
                       {"ttft_p50_s", r.summary.ttft_p50_s},

@@ -83,15 +83,15 @@ const DType dequantised_types[] = {DType::f32, DType::f16, DType::bf16, DType::q
 
 }  // namespace
 
-TEST_CASE("a matmul row has the same bits alone and in a batch of 4, 5 or 7, with any thread count",
+TEST_CASE("a matmul row has the same bits alone and in batches of 2 to 33 tokens, with any thread count",
           "[kernels]") {
-  // 4 and 5 tokens read the weights row by row as one token does; 7 goes
-  // through the blocked F32 panel.
+  // Up to 8 tokens (32 for halves) read the weights row by row, two tokens
+  // a pass, as one token does; more go through the blocked F32 panel.
   for (DType t : all_types) {
     const bool blocked = t == DType::q8_0 || t == DType::q4_0;
     const std::int64_t in = blocked ? 96 : 101, out = 1501;  // big enough to use the threads
     RandomWeight w(t, out, in, 7);
-    for (std::int64_t n_tokens : {4, 5, 7}) {
+    for (std::int64_t n_tokens : {2, 3, 4, 5, 9, 33}) {
       const auto batch_x = random_rows(n_tokens, in, 11);
       const auto batch_y = run(w.view, batch_x, n_tokens, 3);
       for (std::int64_t r = 0; r < n_tokens; ++r) {

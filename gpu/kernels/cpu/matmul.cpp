@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <type_traits>
 #include <vector>
 
 namespace pensieve::kernels::cpu {
@@ -19,32 +20,38 @@ namespace {
 // Output rows per scheduling unit (a multiple of every row tile).
 constexpr std::size_t row_grain = 16;
 
-// Up to this many tokens the weights are read straight from their rows; from
-// here on the blocked path converts them to an F32 panel shared by the
-// tokens. A few sequences' decode step is the case between: at 4 tokens the
-// panel cost half the rate (BM_MatmulSmallBatch, one thread, 2048 x 768:
-// F32 31 -> 66, F16 35 -> 59 GFLOP/s); at 6 the two paths tie, at 12 and
-// more the panel wins.
-constexpr std::int64_t decode_max_tokens = 5;
+// Up to this many tokens the weights are read straight from their rows, two
+// tokens per pass over 8 rows (the later passes find the rows in the L1);
+// beyond it the blocked path converts them once into an F32 panel shared by
+// all tokens. A decode step of a few sequences is the case between.
+// BM_MatmulSmallBatch (one thread, 2048 x 768, weights in the L3), row
+// passes vs panel: F16 at 4 tokens 92 vs 35 GFLOP/s, at 8 93 vs 63, at 32
+// 93 vs 85 (converting a half in registers is cheap; re-reading it from the
+// L1 is too); F32 at 4 72 vs 31, at 8 58 vs 56, at 12 58 vs 69.
+template <class Loader>
+constexpr std::int64_t decode_max_tokens() {
+  if constexpr (std::is_same_v<Loader, LoadF16> || std::is_same_v<Loader, LoadBF16>) return 32;
+  return 8;
+}
 
-// Decode (up to decode_max_tokens): each tile runs over the whole row at once;
-// the activations are tiny and the weights stream from memory once. One
-// token takes 8 weight rows per tile (8 independent FMA chains keep loads in
-// flight, and the tile prefetches the next 8 rows); 2-3 tokens take 4 (their
-// register budget).
+#if defined(PENSIEVE_DOT_AVX512)
 template <class Loader>
 void run_rows_decode(const ConstRowsView& x, const WeightView& w, const RowsView& y,
                      std::int64_t o0, std::int64_t o1) {
+  constexpr int C = gemv_tile_rows;
   std::int64_t o = o0;
-  if (x.rows == 1) {
-    for (; o + 8 <= o1; o += 8) {
-#if defined(PENSIEVE_DOT_AVX512)
-      gemv_tile8<Loader>(x.row(0), w.row(o), w.row_bytes, w.cols, y.row(0) + o, w.row(o + 8),
-                         w.row(std::min(o1, o + 16)));
-#else
-      dot_tile_fixed<Loader, 1, 8>(x.row(0), x.stride, w.row(o), w.row_bytes, w.cols, y.row(0) + o,
-                                   y.stride);
-#endif
+  for (; o + C <= o1; o += C) {
+    const std::byte* pf = w.row(o + C);
+    const std::byte* pf_end = w.row(std::min(o1, o + 2 * C));
+    for (std::int64_t t = 0; t < x.rows; t += 2) {
+      if (t > 0) pf_end = pf;  // the first pair fetched them
+      if (x.rows - t >= 2) {
+        gemv_tile<Loader, 2, C>(x.row(t), x.stride, w.row(o), w.row_bytes, w.cols, y.row(t) + o, y.stride,
+                                pf, pf_end);
+      } else {
+        gemv_tile<Loader, 1, C>(x.row(t), x.stride, w.row(o), w.row_bytes, w.cols, y.row(t) + o, y.stride,
+                                pf, pf_end);
+      }
     }
   }
   for (; o < o1; o += 4) {
@@ -56,6 +63,26 @@ void run_rows_decode(const ConstRowsView& x, const WeightView& w, const RowsView
     }
   }
 }
+#else
+template <class Loader>
+void run_rows_decode(const ConstRowsView& x, const WeightView& w, const RowsView& y,
+                     std::int64_t o0, std::int64_t o1) {
+  std::int64_t o = o0;
+  if (x.rows == 1) {
+    for (; o + 8 <= o1; o += 8)
+      dot_tile_fixed<Loader, 1, 8>(x.row(0), x.stride, w.row(o), w.row_bytes, w.cols, y.row(0) + o,
+                                   y.stride);
+  }
+  for (; o < o1; o += 4) {
+    const int n_out = int(std::min<std::int64_t>(4, o1 - o));
+    for (std::int64_t t = 0; t < x.rows; t += 4) {
+      const int n_tok = int(std::min<std::int64_t>(4, x.rows - t));
+      dot_tile<Loader>(n_tok, n_out, x.row(t), x.stride, w.row(o), w.row_bytes, w.cols,
+                       y.row(t) + o, y.stride);
+    }
+  }
+}
+#endif
 
 #if defined(PENSIEVE_DOT_AVX512)
 
@@ -158,7 +185,7 @@ void run_rows_blocked(const ConstRowsView& x, const WeightView& w, const RowsVie
 template <class Loader>
 void run_rows(const ConstRowsView& x, const WeightView& w, const RowsView& y, std::int64_t o0,
               std::int64_t o1, std::vector<float>& buf) {
-  if (x.rows <= decode_max_tokens) return run_rows_decode<Loader>(x, w, y, o0, o1);
+  if (x.rows <= decode_max_tokens<Loader>()) return run_rows_decode<Loader>(x, w, y, o0, o1);
   run_rows_blocked<Loader>(x, w, y, o0, o1, buf);
 }
 
