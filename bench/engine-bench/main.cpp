@@ -40,6 +40,8 @@ struct Args {
   bool tiers = false;  // the KV-tier comparison instead of stateful vs --no-state
   int repetitions = 2;
   double disk_over_total = 2.0;  // the disk tier's budget / the conversations' total KV (0: no disk tier)
+  double swap_out_watermark = 0.25, decode_reserve = 0.10;
+  std::string modes = "abcd";
   std::string scratch_dir = "/tmp/pensieve-engine-bench/tiers";
   std::string note;
   std::string command;
@@ -50,7 +52,8 @@ const char* usage =
     "             [--data FILE.jsonl] [--conversations N] [--turns T] [--max-bytes B] [--max-tokens N]\n"
     "             [--think-time-s S] [--stagger-s S] [--threads N] [--batch-tokens N] [--kv-mb MB]\n"
     "             [--seed S] [--note TEXT] [--out FILE.json]\n"
-    "             [--tiers [--repetitions N] [--scratch-dir DIR] [--disk-over-total X]]\n"
+    "             [--tiers [--repetitions N] [--scratch-dir DIR] [--disk-over-total X]\n"
+    "                      [--swap-out-watermark F] [--decode-reserve F] [--modes abcd]]\n"
     "Without --model, generates the BENCH.md M-100 shape (~100M parameters) into --model-dir.\n"
     "--tiers: cost-aware vs LRU (host + disk tiers) vs device only vs --no-state, the device\n"
     "holding a quarter of the conversations' KV, modes interleaved over N repetitions.\n";
@@ -93,6 +96,15 @@ std::optional<Args> parse(int argc, char** argv) {
     else if (f == "--repetitions") a.repetitions = std::stoi(*v);
     else if (f == "--scratch-dir") a.scratch_dir = *v;
     else if (f == "--disk-over-total") a.disk_over_total = std::stod(*v);
+    else if (f == "--swap-out-watermark") a.swap_out_watermark = std::stod(*v);
+    else if (f == "--decode-reserve") a.decode_reserve = std::stod(*v);
+    else if (f == "--modes") {
+      a.modes = *v;
+      if (a.modes.empty() || a.modes.find_first_not_of("abcd") != std::string::npos) {
+        std::fprintf(stderr, "engine-bench: --modes takes letters of abcd, not \"%s\"\n", v->c_str());
+        return std::nullopt;
+      }
+    }
     else if (f == "--out") a.out = *v;
     else {
       std::fprintf(stderr, "engine-bench: unknown flag %s\n", f.c_str());
@@ -200,6 +212,9 @@ int run_tiers(const Args& a, const std::vector<std::vector<std::string>>& convs,
   o.scratch_dir = a.scratch_dir;
   o.repetitions = a.repetitions;
   o.disk_over_total = a.disk_over_total;
+  o.swap_out_watermark = a.swap_out_watermark;
+  o.decode_reserve = a.decode_reserve;
+  o.modes = a.modes;
   o.threads = a.threads;
   o.batch_tokens = a.batch_tokens;
   auto r = pb::run_tier_comparison(convs, a.replay, o);
@@ -207,15 +222,17 @@ int run_tiers(const Args& a, const std::vector<std::vector<std::string>>& convs,
     std::fprintf(stderr, "engine-bench: %s\n", r.error().message.c_str());
     return 1;
   }
-  std::printf("%-24s %12s %10s %12s %10s %10s %10s\n", "mode (medians)", "out tok/s", "TTFT p50", "recomputed",
-              "hit dev", "hit host", "hit disk");
+  std::printf("%-24s %12s %10s %12s %10s %10s %10s %9s\n", "mode (medians)", "out tok/s", "TTFT p50", "recomputed",
+              "hit dev", "hit host", "hit disk", "dec/iter");
   for (const auto& [name, m] : r->at("modes").as_object()) {
-    std::printf("%-24s %12.2f %9.2fs %12.0f %10lld %10lld %10lld\n", std::string(name).c_str(),
+    const auto& last = m.at("repetitions").as_array().back();
+    std::printf("%-24s %12.2f %9.2fs %12.0f %10lld %10lld %10lld %9.2f\n", std::string(name).c_str(),
                 m.at("median_output_tokens_per_s").to_number<double>(), m.at("median_ttft_p50_s").to_number<double>(),
                 m.at("median_recomputed_tokens").to_number<double>(),
                 static_cast<long long>(m.at("hit_tokens_device").to_number<std::int64_t>()),
                 static_cast<long long>(m.at("hit_tokens_host").to_number<std::int64_t>()),
-                static_cast<long long>(m.at("hit_tokens_disk").to_number<std::int64_t>()));
+                static_cast<long long>(m.at("hit_tokens_disk").to_number<std::int64_t>()),
+                last.at("decode_tokens_per_iteration").to_number<double>());
   }
   std::printf("a/c throughput x%.2f, a/d x%.2f, recomputed a %.0f vs b %.0f, identical greedy tokens: %s\n",
               r->at("throughput_a_over_c").to_number<double>(), r->at("throughput_a_over_d").to_number<double>(),

@@ -30,6 +30,10 @@ struct TierBenchOptions {
   // holds everything (nothing needs dropping), below 1 - device - host
   // forces drops, 0 is no disk tier.
   double disk_over_total = 2.0;
+  // Pensieve's settings (issue 7), flags so that a change is measured first.
+  double swap_out_watermark = 0.25;
+  double decode_reserve = 0.10;
+  std::string modes = "abcd";  // which of the four to run (letters), for diagnosis
   std::size_t threads = 2;
   std::int32_t batch_tokens = 512;
   std::int32_t block_tokens = 32;
