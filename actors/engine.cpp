@@ -191,8 +191,9 @@ Engine::~Engine() { impl_->shutdown(); }
 Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, EngineOptions options) {
   if (!weights.tokenizer) return fail("the model has no tokenizer; a chat server needs one");
   if (options.max_batch_tokens <= 0 || options.max_running <= 0 || options.max_queued_turns <= 0 ||
-      options.kv_block_tokens <= 0 || options.kv_cache_mb <= 0) {
-    return fail("engine options: batch tokens, running and queued turns, block tokens and KV size must be positive");
+      options.kv_block_tokens <= 0 || options.kv_cache_mb <= 0 || options.scheduler_mailbox_messages <= 0) {
+    return fail("engine options: batch tokens, running and queued turns, block tokens, KV size and the "
+                "scheduler's mailbox must be positive");
   }
   auto tokenizer = model::Tokenizer::from_data(*weights.tokenizer);
   if (!tokenizer) return tokenizer.error();
@@ -259,6 +260,7 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   sc.limits.keep_kv = m.options.stateful;
   sc.tracer = m.options.tracer;
   sc.on_iteration = m.options.on_iteration;
+  sc.mailbox_messages = std::size_t(m.options.scheduler_mailbox_messages);
   m.scheduler.emplace(m.group, m.control.executor(), std::move(sc), m.worker);
   m.services = TurnServices{&m.tokenizer, &m.chat, m.scheduler->ref(), m.max_context, &m.next_turn};
   m.services.journal = m.journal.get();

@@ -63,6 +63,9 @@ struct EngineOptions {
   std::int32_t max_batch_tokens = 512;
   std::int32_t max_running = 64;
   std::int32_t max_queued_turns = 256;  // turns waiting or running; beyond: overloaded
+  // The scheduler's inbox (admissions, deletes, stats, transfer reports);
+  // a full one makes senders wait. Small only in tests of that back-pressure.
+  std::int32_t scheduler_mailbox_messages = 1024;
   std::int32_t kv_block_tokens = 32;
   std::int64_t kv_cache_mb = 512;       // the device tier, per tensor-parallel rank
   // Compute backend (--backend) and tensor-parallel ranks (--tp; the model's

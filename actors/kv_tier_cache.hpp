@@ -20,6 +20,8 @@
 //
 // Owns the device block allocator too (the GPU worker owns the memory).
 // Owned by SchedulerCore; used on the scheduler actor's thread only.
+// (kv_tier_cache.cpp: entries, slots, moves and returning turns;
+// kv_tier_room.cpp: which chunk leaves a tier, and ahead-of-time moves.)
 #include "actors/eviction_policy.hpp"
 #include "actors/ids.hpp"
 #include "actors/kv_transfers.hpp"

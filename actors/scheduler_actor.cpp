@@ -217,7 +217,7 @@ Scheduler::Scheduler(rt::TaskGroup& group, const asio::any_io_executor& executor
                      rt::ActorRef<GpuWorkerMsg> worker)
     : state_(std::make_shared<State>(executor, std::move(config), std::move(worker))) {
   ref_ = rt::spawn_actor<SchedulerMsg>(group, executor, SchedulerHandler{state_},
-                                       {.name = "scheduler", .mailbox_capacity = 1024, .tracer = state_->config.tracer});
+                                       {.name = "scheduler", .mailbox_capacity = state_->config.mailbox_messages, .tracer = state_->config.tracer});
   group.spawn(executor, [](std::shared_ptr<State> s) -> asio::awaitable<void> { co_await s->loop(); }(state_));
 }
 

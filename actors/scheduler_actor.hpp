@@ -44,6 +44,9 @@ struct SchedulerConfig {
   rt::ActorRef<SwapEngineMsg> swap;
   // Called after every iteration on the scheduler's thread (stats, tests).
   std::function<void(const IterationRecord&)> on_iteration;
+  // The inbox's capacity: turns, drops, stats queries and transfer reports
+  // beyond it wait for room (senders that cannot wait must not lose them).
+  std::size_t mailbox_messages = 1024;
 };
 
 class Scheduler {

@@ -92,6 +92,15 @@ struct ConversationRecord {
   std::vector<std::int32_t> history;  // the conversation's tokens at the end
 };
 
+// Runs `task` on `io` (on this thread) to its end; its result.
+template <class T>
+T run(asio::io_context& io, asio::awaitable<T> task) {
+  auto f = asio::co_spawn(io, std::move(task), asio::use_future);
+  io.restart();
+  io.run();
+  return f.get();
+}
+
 inline model::SamplingParams greedy(std::int32_t max_tokens) {
   model::SamplingParams p;
   p.temperature = 0.0f;

@@ -23,14 +23,6 @@ std::unique_ptr<actors::Engine> make_engine(const std::string& history_dir) {
   return std::move(*e);
 }
 
-template <class T>
-T run(asio::io_context& io, asio::awaitable<T> task) {
-  auto f = asio::co_spawn(io, std::move(task), asio::use_future);
-  io.restart();
-  io.run();
-  return f.get();
-}
-
 // One greedy turn; its sampled tokens.
 asio::awaitable<std::vector<std::int32_t>> turn(actors::Engine& e, std::string id, std::string text) {
   std::vector<std::int32_t> tokens;

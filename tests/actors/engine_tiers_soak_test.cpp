@@ -1,9 +1,10 @@
 // A tiered soak: concurrent sessions open conversations, play a few turns
 // each (some cancelled mid-reply), and drop conversations (some while a
-// turn still runs), for PENSIEVE_TIERS_SOAK_S seconds per eviction policy
-// (default 2), through the real Engine on a generated model whose device,
-// host and disk budgets are so small that every tier and every eviction
-// path runs. Then:
+// turn still runs), for PENSIEVE_TIERS_SOAK_S seconds per run (default 2;
+// three runs: each eviction policy, then cost-aware again with a scheduler
+// inbox of 2 messages), through the real Engine on a generated model whose
+// device, host and disk budgets are so small that every tier and every
+// eviction path runs. Then:
 //  - no hang: a watchdog fails the test when no turn ends for
 //    PENSIEVE_TIERS_STALL_S seconds (default 60), with the engine's state;
 //  - every turn that finished gave the tokens the same conversation gives
@@ -252,8 +253,10 @@ asio::awaitable<void> run_soak(actors::Engine& engine, SoakResult& r, double sec
   co_await settle(engine, r);
 }
 
-actors::EngineOptions tiny_tiers(const testing::TempDir& disk, actors::EvictionPolicyKind policy) {
+actors::EngineOptions tiny_tiers(const testing::TempDir& disk, actors::EvictionPolicyKind policy,
+                                 std::int32_t scheduler_mailbox_messages) {
   actors::EngineOptions o;
+  o.scheduler_mailbox_messages = scheduler_mailbox_messages;
   o.n_threads = 1;
   o.kv_block_tokens = 16;
   o.kv_device_blocks = 32;  // one long conversation (512 tokens) fits; a few at once do not
@@ -310,14 +313,18 @@ std::vector<std::vector<std::vector<std::int32_t>>> replay_no_state(const std::v
 
 TEST_CASE("a tiered soak with cancels and drops never hangs, matches --no-state and leaks nothing",
           "[engine][tiers][soak]") {
-  const auto policy = GENERATE(actors::EvictionPolicyKind::cost_aware, actors::EvictionPolicyKind::lru);
-  INFO("policy " << (policy == actors::EvictionPolicyKind::lru ? "lru" : "cost-aware"));
+  // The last run's scheduler inbox holds 2 messages: turns, deletes and the
+  // swap engine's reports keep meeting it full (and must wait, never vanish).
+  using Policy = actors::EvictionPolicyKind;
+  const auto [policy, mailbox_messages] =
+      GENERATE(table<Policy, std::int32_t>({{Policy::cost_aware, 1024}, {Policy::lru, 1024}, {Policy::cost_aware, 2}}));
+  INFO("policy " << (policy == Policy::lru ? "lru" : "cost-aware") << ", scheduler inbox " << mailbox_messages);
   const double seconds = env_seconds("PENSIEVE_TIERS_SOAK_S", 2);
   testing::TempDir disk("tiers-soak");
   SoakResult r;
   {
     asio::io_context io;  // outlives the engine, which completes operations on it
-    auto engine = actors::Engine::create(soak_model(), tiny_tiers(disk, policy));
+    auto engine = actors::Engine::create(soak_model(), tiny_tiers(disk, policy, mailbox_messages));
     REQUIRE(engine.has_value());
     asio::co_spawn(io, run_soak(**engine, r, seconds, io), rethrow);
     io.run();
@@ -333,8 +340,8 @@ TEST_CASE("a tiered soak with cancels and drops never hangs, matches --no-state 
       cancelled += t.cancelled ? 1 : 0;
     }
   }
-  std::printf("tiers soak (%s, %.0f s): %zu conversations, %zu turns (%zu cancelled); %s\n",
-              policy == actors::EvictionPolicyKind::lru ? "lru" : "cost-aware", seconds, r.state.sessions.size(),
+  std::printf("tiers soak (%s, inbox %d, %.0f s): %zu conversations, %zu turns (%zu cancelled); %s\n",
+              policy == Policy::lru ? "lru" : "cost-aware", int(mailbox_messages), seconds, r.state.sessions.size(),
               turns, cancelled, describe(s, w).c_str());
   INFO(describe(s, w));
   // Nothing failed; nothing is held once every conversation is gone.

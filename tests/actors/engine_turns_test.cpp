@@ -24,14 +24,6 @@ std::unique_ptr<actors::Engine> make_engine(bool stateful, std::int32_t max_queu
   return std::move(*e);
 }
 
-template <class T>
-T run(asio::io_context& io, asio::awaitable<T> task) {
-  auto f = asio::co_spawn(io, std::move(task), asio::use_future);
-  io.restart();
-  io.run();
-  return f.get();
-}
-
 // Greedy continuation of `prefix` with the contiguous-cache forward pass: the
 // oracle that knows nothing of the engine, its KV reuse or its batches.
 std::vector<std::int32_t> greedy_oracle(const std::vector<std::int32_t>& prefix, std::size_t steps) {
