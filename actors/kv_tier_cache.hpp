@@ -156,8 +156,10 @@ class KvTierCache {
                         std::optional<ConversationId> spare = std::nullopt);
   std::int32_t pending_device_frees() const;
   std::int32_t spills_in_flight() const { return std::int32_t(spills_.size()); }
-  // Device blocks that idle chunks could give up (for the decode reserve).
-  std::int32_t reclaimable_device_blocks() const;
+  // Device blocks that cached chunks could give up (for the decode reserve):
+  // idle conversations' and waiting turns' alike, as make_device_room takes
+  // both, but not `spare`'s (the turn asking).
+  std::int32_t reclaimable_device_blocks(std::optional<ConversationId> spare = std::nullopt) const;
   // Ahead-of-time moves: device -> host below the watermark, host -> disk
   // below the same share of free host slots.
   void ahead_of_time(std::int64_t now_ns, KvTransfers& out);

@@ -124,7 +124,8 @@ bool SchedulerCore::within_decode_reserve(const Sequence& seq, std::int32_t need
   const std::int64_t first = std::min<std::int64_t>(budget, std::int64_t(seq.spec.tokens.size()) - cached);
   const std::int64_t total = need + blocks_for(cached + first, limits_.block_tokens) - blocks_for(cached, limits_.block_tokens);
   const auto reserve = std::int64_t(std::ceil(limits_.decode_reserve * double(limits_.num_blocks)));
-  const std::int64_t available = tiers_.device().free_blocks() + tiers_.reclaimable_device_blocks();
+  const std::int64_t available =
+      tiers_.device().free_blocks() + tiers_.reclaimable_device_blocks(seq.spec.conversation);
   return available - total >= reserve;
 }
 

@@ -524,3 +524,32 @@ TEST_CASE("without a host tier a conversation evicted whole counts its cached to
   CHECK(rig.fed[back] == 12 + 4 + 1);  // the whole history again, then one decode
   check_exact_kv(rig);
 }
+
+TEST_CASE("a queued turn's cached device chunks count as room for the decode reserve", "[scheduler][tiers]") {
+  SchedulerLimits l = tiny_tiers(12, 8, 0);
+  l.decode_reserve = 0.25;     // 3 of 12 blocks
+  l.swap_out_watermark = 0.0;  // idle chunks stay device-only until room is made
+  TierRig rig(l);
+  const TurnId first = rig.run_turn(1, token_run(18, 100), 2);  // 20 tokens: 5 idle device blocks
+  const TurnId decoding = rig.admit(3, token_run(4, 400), 12);
+  rig.step();  // decoding: 2 blocks; 5 free
+  // Queued together: `fresh` (16 tokens, 4 blocks) first, then conversation
+  // 1's next turn, which attaches its 5 device chunks while it waits. Free 5
+  // - 4 leaves fewer than the reserve, but those 5 chunks can be made room
+  // of, so `fresh` starts now rather than after the decode.
+  const TurnId fresh = rig.admit(2, token_run(16, 300), 2);
+  const TurnId back = rig.admit(1, rig.next_message(first, 4, 200), 2);
+  int fresh_first = -1, decoding_done = -1;
+  for (int i = 0; i < 60 && rig.core.has_work(); ++i) {
+    if (find(rig.step(), fresh) && fresh_first < 0) fresh_first = i;
+    for (const auto& e : rig.events) {
+      if (e.turn == decoding && e.kind == TurnEvent::Kind::finished && decoding_done < 0) decoding_done = i;
+    }
+  }
+  REQUIRE(decoding_done >= 0);
+  CHECK(fresh_first == 0);
+  CHECK(rig.generated[fresh] == 2);
+  CHECK(rig.generated[back] == 2);
+  CHECK(rig.core.stats().tiers.recomputed_tokens == 0);
+  check_exact_kv(rig);
+}
