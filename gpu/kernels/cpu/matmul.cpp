@@ -34,6 +34,21 @@ constexpr std::int64_t decode_max_tokens() {
   return 8;
 }
 
+// Rows [o0, o1) four at a time, tokens four at a time: what is left over
+// after the 8-row tiles.
+template <class Loader>
+void run_rows_by_4(const ConstRowsView& x, const WeightView& w, const RowsView& y, std::int64_t o0,
+                   std::int64_t o1) {
+  for (std::int64_t o = o0; o < o1; o += 4) {
+    const int n_out = int(std::min<std::int64_t>(4, o1 - o));
+    for (std::int64_t t = 0; t < x.rows; t += 4) {
+      const int n_tok = int(std::min<std::int64_t>(4, x.rows - t));
+      dot_tile<Loader>(n_tok, n_out, x.row(t), x.stride, w.row(o), w.row_bytes, w.cols,
+                       y.row(t) + o, y.stride);
+    }
+  }
+}
+
 #if defined(PENSIEVE_DOT_AVX512)
 template <class Loader>
 void run_rows_decode(const ConstRowsView& x, const WeightView& w, const RowsView& y,
@@ -54,14 +69,7 @@ void run_rows_decode(const ConstRowsView& x, const WeightView& w, const RowsView
       }
     }
   }
-  for (; o < o1; o += 4) {
-    const int n_out = int(std::min<std::int64_t>(4, o1 - o));
-    for (std::int64_t t = 0; t < x.rows; t += 4) {
-      const int n_tok = int(std::min<std::int64_t>(4, x.rows - t));
-      dot_tile<Loader>(n_tok, n_out, x.row(t), x.stride, w.row(o), w.row_bytes, w.cols,
-                       y.row(t) + o, y.stride);
-    }
-  }
+  run_rows_by_4<Loader>(x, w, y, o, o1);
 }
 #else
 template <class Loader>
@@ -73,14 +81,7 @@ void run_rows_decode(const ConstRowsView& x, const WeightView& w, const RowsView
       dot_tile_fixed<Loader, 1, 8>(x.row(0), x.stride, w.row(o), w.row_bytes, w.cols, y.row(0) + o,
                                    y.stride);
   }
-  for (; o < o1; o += 4) {
-    const int n_out = int(std::min<std::int64_t>(4, o1 - o));
-    for (std::int64_t t = 0; t < x.rows; t += 4) {
-      const int n_tok = int(std::min<std::int64_t>(4, x.rows - t));
-      dot_tile<Loader>(n_tok, n_out, x.row(t), x.stride, w.row(o), w.row_bytes, w.cols,
-                       y.row(t) + o, y.stride);
-    }
-  }
+  run_rows_by_4<Loader>(x, w, y, o, o1);
 }
 #endif
 
