@@ -100,8 +100,11 @@ void GpuWorker::State::run(const IterationPlan& plan, std::span<const rt::Event>
   auto before_layer = [&](std::int32_t l) {
     if (l > 0) record_layer(l - 1, layer_start);
     wait_for_layer(l, layer_ready);
-    if (config.on_layer_start) config.on_layer_start(l);
+    // The span starts before the hook runs: a hook that releases another
+    // thread (the overlap test's copy of a later layer) must see the layer
+    // already started, however late this thread is scheduled again.
     layer_start = rt::steady_now_ns();
+    if (config.on_layer_start) config.on_layer_start(l);
   };
   auto out = forward->forward_paged(batch, before_layer);
   // The last layer's span also covers the output head.
