@@ -3,7 +3,6 @@
 #include "gpu/kernels/cpu/dequant.hpp"
 #include "gpu/kernels/cpu/dot_tile.hpp"
 #include "gpu/kernels/cpu/gemm_tile.hpp"
-#include "gpu/kernels/cpu/gemv_tile.hpp"
 #include "gpu/kernels/cpu/q8_matmul.hpp"
 
 #include <algorithm>
@@ -61,11 +60,11 @@ void run_rows_decode(const ConstRowsView& x, const WeightView& w, const RowsView
     for (std::int64_t t = 0; t < x.rows; t += 2) {
       if (t > 0) pf_end = pf;  // the first pair fetched them
       if (x.rows - t >= 2) {
-        gemv_tile<Loader, 2, C>(x.row(t), x.stride, w.row(o), w.row_bytes, w.cols, y.row(t) + o, y.stride,
-                                pf, pf_end);
+        dot_tile_fixed<Loader, 2, C>(x.row(t), x.stride, w.row(o), w.row_bytes, w.cols, y.row(t) + o, y.stride,
+                                     pf, pf_end);
       } else {
-        gemv_tile<Loader, 1, C>(x.row(t), x.stride, w.row(o), w.row_bytes, w.cols, y.row(t) + o, y.stride,
-                                pf, pf_end);
+        dot_tile_fixed<Loader, 1, C>(x.row(t), x.stride, w.row(o), w.row_bytes, w.cols, y.row(t) + o, y.stride,
+                                     pf, pf_end);
       }
     }
   }

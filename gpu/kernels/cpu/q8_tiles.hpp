@@ -66,7 +66,7 @@ inline void q8_gemv_tile8(const std::int8_t* xq, const float* xd, const std::byt
   for (std::int64_t b = 0; b < nb; ++b) {
     for (const std::byte* target = std::min(pf_end, pf + std::size_t(b + 1) * pf_per_block);
          cursor < target; cursor += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(cursor), _MM_HINT_T1);  // L2: see gemv_tile.hpp
+      _mm_prefetch(reinterpret_cast<const char*>(cursor), _MM_HINT_T1);  // L2: see gemv_tile_rows in dot_tile.hpp
     const std::byte* wb = w + std::size_t(b) * q8_block_bytes;
     const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32));
     __m256i p[q8_gemv_rows];
