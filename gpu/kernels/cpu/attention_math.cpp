@@ -75,18 +75,6 @@ inline void axpy(float a, const float* x, float* y, std::int32_t n) {
 }
 #endif
 
-}  // namespace
-
-void exp_nonpositive(float* x, std::int32_t n) {
-  std::int32_t i = 0;
-#if defined(__AVX512F__)
-  for (; i + kLanes <= n; i += kLanes) _mm512_storeu_ps(x + i, exp16(_mm512_loadu_ps(x + i)));
-#endif
-  for (; i < n; ++i) x[i] = exp_one(x[i]);
-}
-
-namespace {
-
 // x[j] <- exp(x[j] - m) and returns their sum: x[j] added into lane j % 16
 // in ascending j, the lanes then reduced in the dot products' tree. (A
 // running scalar sum made every key wait for the previous key's add.)

@@ -40,7 +40,4 @@ void attention_fold(float* state, const float* next, std::int32_t head_dim);
 // out = acc / l.
 void attention_finish(const float* state, std::int32_t head_dim, float* out);
 
-// exp(x) for x <= 0, vectorisable and identical on every call site (~1 ulp).
-void exp_nonpositive(float* x, std::int32_t n);
-
 }  // namespace pensieve::kernels::cpu
