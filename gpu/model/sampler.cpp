@@ -1,5 +1,7 @@
 #include "gpu/model/sampler.hpp"
 
+#include "gpu/model/sampler_math.hpp"
+
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -82,18 +84,26 @@ SampledToken Sampler::sample(std::span<const float> logits) {
   assert(static_cast<std::int32_t>(logits.size()) == vocab_.vocab_size &&
          "one logit per vocabulary entry");
   SampledToken out;
-  if (greedy()) {
-    work_.assign(logits.begin(), logits.end());
-    apply_penalties(work_);
-    mask_stops_before_min_tokens(work_);
-    out.token = argmax_token(work_);
+  if (greedy() && !penalties_on() && generated_ >= params_.min_tokens) {
+    out.token = argmax_token(logits);  // nothing to change: no copy
+  } else if (greedy()) {
+    std::vector<float>& work = scratch_.scaled;
+    work.assign(logits.begin(), logits.end());
+    apply_penalties(work);
+    mask_stops_before_min_tokens(work);
+    out.token = argmax_token(work);
   } else {
-    const double total = weigh_candidates(logits, work_, candidates_);
-    out.token = draw(candidates_, next_uniform() * total);
+    const Weighed w = weigh(logits, scratch_);
+    const double target = next_uniform() * w.total;
+    out.token = w.dense ? sampler_math::draw(scratch_.weights, target) : draw(scratch_.candidates, target);
   }
-  const double lse = log_sum_exp(logits);
-  out.logprob = static_cast<float>(logits[static_cast<std::size_t>(out.token)] - lse);
-  if (params_.top_logprobs > 0) out.top = top_logprobs(logits, params_.top_logprobs, lse);
+  // The normaliser costs an exp per vocabulary entry, more than the rest of a
+  // greedy step: only for a request that asked for logprobs.
+  if (params_.logprobs || params_.top_logprobs > 0) {
+    const double lse = log_sum_exp(logits);
+    out.logprob = static_cast<float>(logits[static_cast<std::size_t>(out.token)] - lse);
+    if (params_.top_logprobs > 0) out.top = top_logprobs(logits, params_.top_logprobs, lse);
+  }
   record(out.token);
   return out;
 }
@@ -108,11 +118,16 @@ std::vector<TokenProbability> Sampler::distribution(std::span<const float> logit
     mask_stops_before_min_tokens(work);
     return {{argmax_token(work), 1.0}};
   }
-  std::vector<Candidate> candidates;
-  const double total = weigh_candidates(logits, work, candidates);
+  Scratch scratch;
+  const Weighed w = weigh(logits, scratch);
   std::vector<TokenProbability> out;
-  for (const Candidate& c : candidates)
-    if (c.logit > 0.0f) out.push_back({c.token, c.logit / total});
+  if (w.dense) {
+    for (std::size_t i = 0; i < scratch.weights.size(); ++i)
+      if (scratch.weights[i] > 0.0f) out.push_back({std::int32_t(i), scratch.weights[i] / w.total});
+    return out;
+  }
+  for (const Candidate& c : scratch.candidates)
+    if (c.logit > 0.0f) out.push_back({c.token, c.logit / w.total});
   return out;
 }
 
@@ -143,54 +158,92 @@ void Sampler::mask_stops_before_min_tokens(std::vector<float>& logits) const {
     if (id >= 0 && id < vocab_.vocab_size) logits[static_cast<std::size_t>(id)] = minus_infinity;
 }
 
-double Sampler::weigh_candidates(std::span<const float> logits, std::vector<float>& work,
-                                 std::vector<Candidate>& out) const {
-  work.assign(logits.begin(), logits.end());
-  apply_penalties(work);
-  mask_stops_before_min_tokens(work);
-  const float temperature = params_.temperature;
-  out.clear();
-  for (std::size_t i = 0; i < work.size(); ++i)
-    if (work[i] != minus_infinity)
-      out.push_back({work[i] / temperature, static_cast<std::int32_t>(i)});
-  assert(!out.empty() && "every token is masked");
-  filter_top_k_top_p(out);
-
-  float max_logit = minus_infinity;
-  for (const Candidate& c : out) max_logit = std::max(max_logit, c.logit);
-  // min-p: p_i >= min_p * p_max  <=>  exp(l_i - l_max) >= min_p.
-  const double min_weight = params_.min_p;
+Sampler::Weighed Sampler::weigh(std::span<const float> logits, Scratch& s) const {
+  namespace sm = sampler_math;
+  s.scaled.assign(logits.begin(), logits.end());
+  apply_penalties(s.scaled);
+  mask_stops_before_min_tokens(s.scaled);
+  sm::divide(s.scaled, params_.temperature);
+  const float max = sm::max_value(s.scaled);
+  assert(max != minus_infinity && "every token is masked");
+  s.weights.resize(s.scaled.size());
+  const bool top_k_on = params_.top_k > 0 &&
+                        static_cast<std::size_t>(params_.top_k) <
+                            sm::count_at_least(s.scaled, std::numeric_limits<float>::lowest());
+  const bool top_p_on = params_.top_p < 1.0f;
+  if (!top_k_on) sm::exp_weights(s.scaled, max, s.weights);  // with top-k: the k kept only, below
+  if (!top_k_on && !top_p_on) {
+    // min-p: p_i >= min_p * p_max  <=>  w_i >= min_p (the largest weight is 1).
+    if (params_.min_p > 0.0f) sm::zero_below(s.weights, params_.min_p);
+    return {sm::sum(s.weights), true};
+  }
+  // The filters keep a head of the order "more likely first": every token at
+  // or above a logit threshold ranks ahead of every token below it, so
+  // sorting only those gives the same head as sorting all. The threshold is
+  // the highest of max - 1, max - 2, max - 4, ... that holds what the filter
+  // needs (k tokens, or top_p of the mass), else none.
+  const double all_mass = top_k_on ? 0.0 : sm::sum(s.weights);
+  float threshold = std::numeric_limits<float>::lowest();
+  for (float d = 1.0f; d <= 256.0f; d *= 2.0f) {
+    const float t = max - d;
+    const bool enough = top_k_on ? sm::count_at_least(s.scaled, t) >= static_cast<std::size_t>(params_.top_k)
+                                 : sm::mass_at_least(s.scaled, s.weights, t) >= 1.0001 * params_.top_p * all_mass;
+    if (enough) {
+      threshold = t;
+      break;
+    }
+  }
+  filter_top_k_top_p(s, threshold, top_k_on, max, all_mass, s.candidates);
   double total = 0.0;
-  for (Candidate& c : out) {
-    const double w = std::exp(static_cast<double>(c.logit) - max_logit);
-    c.logit = w >= min_weight ? static_cast<float>(w) : 0.0f;
+  for (Candidate& c : s.candidates) {
+    const float w = s.weights[static_cast<std::size_t>(c.token)];
+    c.logit = w >= params_.min_p ? w : 0.0f;
     total += c.logit;
   }
-  return total;
+  return {total, false};
 }
 
-void Sampler::filter_top_k_top_p(std::vector<Candidate>& c) const {
+void Sampler::filter_top_k_top_p(Scratch& s, float threshold, bool top_k_on, float max, double all_mass,
+                                 std::vector<Candidate>& c) const {
+  namespace sm = sampler_math;
   const auto order = [](const Candidate& a, const Candidate& b) { return more_likely(a, b); };
-  const bool top_k_on = params_.top_k > 0 && static_cast<std::size_t>(params_.top_k) < c.size();
-  const bool top_p_on = params_.top_p < 1.0f;
+  s.indices.clear();
+  sm::indices_at_least(s.scaled, threshold, s.indices);
+  c.clear();
+  for (const std::int32_t i : s.indices) c.push_back({s.scaled[static_cast<std::size_t>(i)], i});
+  assert(!c.empty() && "every token is masked");
   if (top_k_on) {
-    const auto kth = c.begin() + params_.top_k;
-    std::nth_element(c.begin(), kth, c.end(), order);
-    c.erase(kth, c.end());
+    if (static_cast<std::size_t>(params_.top_k) < c.size()) {
+      const auto kth = c.begin() + params_.top_k;
+      std::nth_element(c.begin(), kth, c.end(), order);
+      c.erase(kth, c.end());
+    }
+    for (const Candidate& x : c) s.weights[static_cast<std::size_t>(x.token)] = sm::weight_of(x.logit, max);
   }
-  if (!top_p_on) return;
+  // Draw order is the order itself, whatever the selection left.
   std::sort(c.begin(), c.end(), order);
+  if (params_.top_p >= 1.0f) return;
   // Keep a token while the mass strictly ahead of it is below top_p (vLLM's
-  // rule; the most likely token always stays).
-  const double max_logit = c.front().logit;
-  double total = 0.0;
-  for (const Candidate& x : c) total += std::exp(static_cast<double>(x.logit) - max_logit);
+  // rule; the most likely token always stays); after top-k the mass is that
+  // of the k kept.
+  const auto weight = [&](const Candidate& x) { return double(s.weights[static_cast<std::size_t>(x.token)]); };
+  double total = all_mass;
+  if (top_k_on) {
+    total = 0.0;
+    for (const Candidate& x : c) total += weight(x);
+  }
   const double limit = static_cast<double>(params_.top_p) * total;
   double ahead = 0.0;
   std::size_t keep = 0;
   while (keep < c.size() && ahead < limit) {
-    ahead += std::exp(static_cast<double>(c[keep].logit) - max_logit);
+    ahead += weight(c[keep]);
     ++keep;
+  }
+  if (ahead < limit && !top_k_on && threshold != std::numeric_limits<float>::lowest()) {
+    // The head ran out by rounding (its mass was just above the limit when
+    // summed in blocks): take every token.
+    filter_top_k_top_p(s, std::numeric_limits<float>::lowest(), false, max, all_mass, c);
+    return;
   }
   c.resize(keep);
 }
@@ -210,21 +263,9 @@ double Sampler::next_uniform() {
   return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
 }
 
-std::int32_t argmax_token(std::span<const float> logits) {
-  assert(!logits.empty());
-  std::size_t best = 0;
-  for (std::size_t i = 1; i < logits.size(); ++i)
-    if (logits[i] > logits[best]) best = i;
-  return static_cast<std::int32_t>(best);
-}
+std::int32_t argmax_token(std::span<const float> logits) { return sampler_math::argmax(logits); }
 
-double log_sum_exp(std::span<const float> logits) {
-  float max_logit = minus_infinity;
-  for (float l : logits) max_logit = std::max(max_logit, l);
-  double sum = 0.0;
-  for (float l : logits) sum += std::exp(static_cast<double>(l) - max_logit);
-  return static_cast<double>(max_logit) + std::log(sum);
-}
+double log_sum_exp(std::span<const float> logits) { return sampler_math::log_sum_exp(logits); }
 
 std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, std::int32_t n, double lse) {
   struct Entry {

@@ -47,6 +47,7 @@ struct TokenLogprob {
 
 struct SampledToken {
   std::int32_t token = 0;
+  // Only when the request asked (params.logprobs or top_logprobs > 0); else 0.
   float logprob = 0.0f;              // log-softmax of the raw logits at `token`
   std::vector<TokenLogprob> top;     // params.top_logprobs best, most likely first
 };
@@ -97,13 +98,35 @@ class Sampler {
     std::int32_t token;
   };
 
+  bool penalties_on() const {
+    return params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
+           params_.frequency_penalty != 0.0f;
+  }
   void apply_penalties(std::vector<float>& logits) const;
   void mask_stops_before_min_tokens(std::vector<float>& logits) const;
-  // Fills `out` with the kept tokens and their unnormalised weights (in
-  // `logit`), in draw order; returns the weights' sum.
-  double weigh_candidates(std::span<const float> logits, std::vector<float>& work,
+
+  // A step's scratch, reused across steps (one vocabulary each).
+  struct Scratch {
+    std::vector<float> scaled;   // penalised, masked logits / temperature
+    std::vector<float> weights;  // exp(scaled - max), 0 where masked (with top-k: the kept only)
+    std::vector<Candidate> candidates;
+    std::vector<std::int32_t> indices;
+  };
+  // What weigh() left for the draw: with no top-k / top-p the weights in id
+  // order (scratch.weights); else the kept candidates in draw order, their
+  // weights in `logit`.
+  struct Weighed {
+    double total = 0.0;
+    bool dense = true;
+  };
+  Weighed weigh(std::span<const float> logits, Scratch& s) const;
+  // The candidates top-k (when on) and top-p keep, from every token whose
+  // scaled logit is at least `threshold`, in draw order; all_mass is the
+  // weights' sum over every token (top-p's reference without top-k).
+  // With top-k, writes the kept tokens' weights (max: the largest scaled
+  // logit); without, reads scratch.weights.
+  void filter_top_k_top_p(Scratch& s, float threshold, bool top_k_on, float max, double all_mass,
                           std::vector<Candidate>& out) const;
-  void filter_top_k_top_p(std::vector<Candidate>& candidates) const;
   void record(std::int32_t token);
   double next_uniform();  // in [0, 1), from the generator's bits only
 
@@ -114,8 +137,7 @@ class Sampler {
   std::vector<std::uint8_t> seen_;           // per token, prompt or generated
   std::vector<std::int32_t> seen_tokens_;    // the ids with seen_ set, to touch only those
   std::int32_t generated_ = 0;
-  std::vector<float> work_;                  // scratch reused across steps
-  std::vector<Candidate> candidates_;
+  Scratch scratch_;
 };
 
 // Greedy choice: the largest logit, ties to the lowest id.

@@ -33,6 +33,7 @@ TEST_CASE("logprobs ignore temperature: they are those of the raw logits", "[sam
   pm::SamplingParams p;
   p.temperature = 0.3f;
   p.top_k = 1;
+  p.logprobs = true;
   pm::Sampler s(p, pm::VocabInfo{2, {}}, std::vector<std::int32_t>{});
   const auto out = s.sample(std::vector<float>{0.0f, 1.0f});
   CHECK(out.token == 1);
@@ -43,9 +44,35 @@ TEST_CASE("logprobs ignore temperature: they are those of the raw logits", "[sam
 TEST_CASE("logprobs stay finite for logits far from zero", "[sampler]") {
   pm::SamplingParams p;
   p.temperature = 0.0f;
+  p.logprobs = true;
   pm::Sampler s(p, pm::VocabInfo{2, {}}, std::vector<std::int32_t>{});
   const auto out = s.sample(std::vector<float>{1000.0f, 999.0f});
   CHECK(out.logprob == Approx(-std::log(1.0 + std::exp(-1.0))).epsilon(1e-6));
+}
+
+TEST_CASE("without logprobs asked a step reports none and picks the same tokens", "[sampler]") {
+  const std::vector<std::vector<float>> steps{{0.5f, 3.0f, 1.0f}, {2.0f, 2.0f, -1.0f}, {0.0f, 0.0f, 9.0f}};
+  for (const float temperature : {0.0f, 0.8f}) {
+    pm::SamplingParams asked;
+    asked.temperature = temperature;
+    asked.seed = 11;
+    asked.logprobs = true;
+    asked.top_logprobs = 2;
+    pm::SamplingParams silent = asked;
+    silent.logprobs = false;
+    silent.top_logprobs = 0;
+    pm::Sampler with(asked, pm::VocabInfo{3, {}}, std::vector<std::int32_t>{});
+    pm::Sampler without(silent, pm::VocabInfo{3, {}}, std::vector<std::int32_t>{});
+    for (const auto& logits : steps) {
+      const auto a = with.sample(logits);
+      const auto b = without.sample(logits);
+      CHECK(a.token == b.token);
+      CHECK(a.logprob < 0.0f);
+      CHECK(a.top.size() == 2);
+      CHECK(b.logprob == 0.0f);
+      CHECK(b.top.empty());
+    }
+  }
 }
 
 TEST_CASE("min_tokens keeps EOS and stop ids from being drawn until reached", "[sampler]") {

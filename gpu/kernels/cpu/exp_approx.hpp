@@ -3,7 +3,8 @@
 // polynomial on |r| <= ln2 / 2, ~1 ulp) in a scalar and a 16-lane form that
 // give the same bits, with explicit fma so no call site's contraction choices
 // change them. For x below -87 both return exp(-87) (a float's range ends
-// there); callers pass x <= 0 or clamp. Internal to gpu/kernels/cpu.
+// there); callers pass x <= 0 or clamp. Used by gpu/kernels/cpu and the
+// sampler's vocabulary passes (gpu/model/sampler_math.cpp).
 #include <algorithm>
 #include <bit>
 #include <cmath>
