@@ -126,6 +126,7 @@ void GpuWorker::State::run(const IterationPlan& plan, std::span<const rt::Event>
     r.finish = it->second.finish_reason(r.token.token);
     outcome.samples.push_back(std::move(r));
   }
+  outcome.sampled_ns = rt::steady_now_ns();
   outcome.compute_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 

@@ -17,6 +17,7 @@ struct BatchOutcome {
   std::vector<SampleResult> samples;  // in plan order, sequences with sample == true
   std::string error;                  // non-empty: the batch failed, nothing was sampled
   double compute_ms = 0.0;
+  std::int64_t sampled_ns = 0;  // steady clock when the last sample was drawn: the tokens' computed time
 };
 
 struct RunBatch {

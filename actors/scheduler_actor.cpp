@@ -50,7 +50,9 @@ struct Scheduler::State {
     config.tracer->record({rt::SpanKind::request, rt::trace_names::scheduler, name, turn.value, from, to, turn.value});
   }
 
-  void dispatch(std::vector<TurnEvent>& events);
+  // computed_ns: when the events' tokens were sampled (0: now); the front
+  // ends' latency samples start there.
+  void dispatch(std::vector<TurnEvent>& events, std::int64_t computed_ns = 0);
   asio::awaitable<rt::AskResult<SwapTicket>> submit_transfers(const IterationPlan& plan);
   void notify() { wake.cancel(); }
   asio::awaitable<void> loop();
@@ -65,13 +67,13 @@ struct Scheduler::State {
   bool loop_ended = false;
 };
 
-void Scheduler::State::dispatch(std::vector<TurnEvent>& events) {
+void Scheduler::State::dispatch(std::vector<TurnEvent>& events, std::int64_t computed_ns) {
   const std::int64_t now = rt::steady_now_ns();
   for (TurnEvent& e : events) {
     auto it = routes.find(e.turn);
     if (it == routes.end()) continue;
     const bool last = e.kind == TurnEvent::Kind::finished || e.kind == TurnEvent::Kind::failed;
-    e.at_ns = now;
+    e.at_ns = e.kind == TurnEvent::Kind::token && computed_ns > 0 ? computed_ns : now;
     Route& r = it->second;
     if (e.kind == TurnEvent::Kind::token && r.first_token_ns == 0) {
       r.first_token_ns = now;
@@ -151,7 +153,7 @@ asio::awaitable<void> Scheduler::State::loop() {
     } else {
       core.complete(plan, outcome->samples, now_ns(), events);
     }
-    dispatch(events);
+    dispatch(events, outcome ? outcome->sampled_ns : 0);
     // Let the conversations pass this iteration's tokens on before planning
     // the next one: they share this thread, and each token's delivery
     // otherwise waits for the whole plan.

@@ -121,7 +121,7 @@ struct TurnEvent {
   model::FinishReason finish = model::FinishReason::none;
   std::int32_t cached_tokens = 0;                           // started: prompt tokens reused
   std::string error;                                        // failed
-  std::int64_t at_ns = 0;  // steady clock when the scheduler sent it (latency accounting)
+  std::int64_t at_ns = 0;  // steady clock: a token's when it was sampled, others' when sent (latency accounting)
 };
 
 struct SchedulerStats {

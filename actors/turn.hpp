@@ -19,7 +19,7 @@ struct TurnRequest {
 struct TurnDelta {
   std::string text;
   std::vector<model::SampledToken> tokens;
-  std::int64_t computed_ns = 0;  // steady clock: when its newest token left the scheduler
+  std::int64_t computed_ns = 0;  // steady clock: when its newest token was sampled
 };
 
 struct TurnSummary {

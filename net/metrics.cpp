@@ -148,7 +148,7 @@ std::string ServerMetrics::render(const EngineGauges& e) const {
   batch_sequences_.render("pensieve_batch_sequences", out);
   out += "# HELP pensieve_batch_tokens Tokens per scheduler iteration.\n# TYPE pensieve_batch_tokens histogram\n";
   batch_tokens_.render("pensieve_batch_tokens", out);
-  out += "# HELP pensieve_frontend_latency_seconds From a token leaving the scheduler to its bytes on the socket.\n"
+  out += "# HELP pensieve_frontend_latency_seconds From a token being sampled to its bytes on the socket.\n"
          "# TYPE pensieve_frontend_latency_seconds histogram\n";
   frontend_.render("pensieve_frontend_latency_seconds", out);
   gauge(out, "pensieve_queue_waiting", "Turns admitted and waiting.", "gauge", double(e.waiting));

@@ -56,7 +56,7 @@ class ServerMetrics {
   void inter_token(double seconds);
   void tokens(std::int64_t prompt, std::int64_t completion, std::int64_t cached);
   void batch(std::int32_t sequences, std::int32_t tokens);
-  // From a token leaving the scheduler to its bytes written to the socket.
+  // From a token being sampled to its bytes written to the socket.
   void frontend_latency(double seconds);
   // The same, and the part of it before the writer took the token (from the
   // scheduler through the conversation to the turn's channel and the I/O
