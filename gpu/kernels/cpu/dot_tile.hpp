@@ -171,26 +171,20 @@ inline void prefetch_until(const std::byte*& cursor, const std::byte* target, co
   for (; cursor < target; cursor += 64) _mm_prefetch(reinterpret_cast<const char*>(cursor), _MM_HINT_T1);
 }
 
-// y[r * y_stride + c] = row c of w (c < C) . x row r (r < R, rows x_stride
-// apart) over n elements, each output's 16-lane accumulator fed in ascending
-// k (whole 32-element steps, then 16, then a masked tail); [pf, pf_end) is
-// prefetched into the L2 in step with the k loop (the decode tiles pass the
-// rows after theirs; default: none).
+// The dot products' k loop, shared by the two tiles below: acc[r][c] (the
+// 16-lane accumulator of x row r (rows x_stride apart) . row c of w) takes
+// k in [k0, k1) in ascending order: whole 32-element steps, then 16, then a
+// masked tail. [pf, pf_end) is prefetched into the L2 in step with the
+// 32-element steps, pf_per_32 bytes per step (pf_end <= pf: none).
 template <class L, int R, int C>
-inline void dot_tile_fixed(const float* x, std::int64_t x_stride, const std::byte* w,
-                           std::size_t w_row_bytes, std::int64_t n, float* y, std::int64_t y_stride,
-                           const std::byte* pf = nullptr, const std::byte* pf_end = nullptr) {
-  __m512 acc[R][C];
-  PENSIEVE_UNROLL
-  for (int r = 0; r < R; ++r)
-    PENSIEVE_UNROLL
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
-  // Bytes of the next rows to prefetch per 32 elements: the C rows' share.
-  const std::size_t pf_per_32 = (C * w_row_bytes * 32 + std::size_t(n) - 1) / std::size_t(n);
+inline void dot_tile_k(const float* x, std::int64_t x_stride, const std::byte* w, std::size_t w_row_bytes,
+                       std::int64_t k0, std::int64_t k1, __m512 (&acc)[R][C], const std::byte* pf,
+                       const std::byte* pf_end, std::size_t pf_per_32) {
+  const bool prefetching = pf_end > pf;
   const std::byte* cursor = pf;
-  std::int64_t k = 0;
-  for (; k + 32 <= n; k += 32) {
-    prefetch_until(cursor, pf + std::size_t(k + 32) / 32 * pf_per_32, pf_end);
+  std::int64_t k = k0;
+  for (std::size_t step = 1; k + 32 <= k1; k += 32, ++step) {
+    if (prefetching) prefetch_until(cursor, pf + step * pf_per_32, pf_end);
     __m512 xlo[R], xhi[R];
     PENSIEVE_UNROLL
     for (int r = 0; r < R; ++r) {
@@ -213,8 +207,8 @@ inline void dot_tile_fixed(const float* x, std::int64_t x_stride, const std::byt
       }
     }
   }
-  prefetch_until(cursor, pf_end, pf_end);
-  for (; k + 16 <= n; k += 16) {
+  if (prefetching) prefetch_until(cursor, pf_end, pf_end);
+  for (; k + 16 <= k1; k += 16) {
     PENSIEVE_UNROLL
     for (int c = 0; c < C; ++c) {
       const __m512 wv = L::load(w + c * w_row_bytes, k);
@@ -222,8 +216,8 @@ inline void dot_tile_fixed(const float* x, std::int64_t x_stride, const std::byt
       for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(_mm512_loadu_ps(x + r * x_stride + k), wv, acc[r][c]);
     }
   }
-  if (k < n) {
-    const __mmask16 m = __mmask16((1u << (n - k)) - 1u);
+  if (k < k1) {
+    const __mmask16 m = __mmask16((1u << (k1 - k)) - 1u);
     PENSIEVE_UNROLL
     for (int c = 0; c < C; ++c) {
       const __m512 wv = L::load_tail(w + c * w_row_bytes, k, m);
@@ -232,6 +226,24 @@ inline void dot_tile_fixed(const float* x, std::int64_t x_stride, const std::byt
         acc[r][c] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + r * x_stride + k), wv, acc[r][c]);
     }
   }
+}
+
+// y[r * y_stride + c] = row c of w (c < C) . x row r (r < R) over n
+// elements (dot_tile_k's order); [pf, pf_end) is prefetched into the L2 in
+// step with the k loop (the decode tiles pass the rows after theirs;
+// default: none).
+template <class L, int R, int C>
+inline void dot_tile_fixed(const float* x, std::int64_t x_stride, const std::byte* w,
+                           std::size_t w_row_bytes, std::int64_t n, float* y, std::int64_t y_stride,
+                           const std::byte* pf = nullptr, const std::byte* pf_end = nullptr) {
+  __m512 acc[R][C];
+  PENSIEVE_UNROLL
+  for (int r = 0; r < R; ++r)
+    PENSIEVE_UNROLL
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  // Bytes of the next rows to prefetch per 32 elements: the C rows' share.
+  const std::size_t pf_per_32 = (C * w_row_bytes * 32 + std::size_t(n) - 1) / std::size_t(n);
+  dot_tile_k<L, R, C>(x, x_stride, w, w_row_bytes, 0, n, acc, pf, pf_end, pf_per_32);
   alignas(64) float sums[16];
   PENSIEVE_UNROLL
   for (int r = 0; r < R; ++r) {
@@ -246,12 +258,11 @@ inline void dot_tile_fixed(const float* x, std::int64_t x_stride, const std::byt
   }
 }
 
-
 // The same dot products over k in [k0, k1) only, continuing from and
-// returning to the 16-lane accumulators in acc (R x C x 16 floats, tile
-// order). A row split into K blocks this way performs exactly the FMAs of
-// dot_tile_fixed in the same order, so hsum16 of the final accumulators
-// equals its result bit for bit.
+// returning to the 16-lane accumulators in acc_out (R x C x 16 floats, tile
+// order). A row split into K blocks that are multiples of 32 (but the last)
+// performs exactly the FMAs of dot_tile_fixed in the same order, so hsum16
+// of the final accumulators equals its result bit for bit.
 template <class L, int R, int C>
 inline void dot_tile_acc_fixed(const float* x, std::int64_t x_stride, const std::byte* w,
                                std::size_t w_row_bytes, std::int64_t k0, std::int64_t k1,
@@ -261,50 +272,7 @@ inline void dot_tile_acc_fixed(const float* x, std::int64_t x_stride, const std:
   for (int r = 0; r < R; ++r)
     PENSIEVE_UNROLL
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_loadu_ps(acc_out + (r * C + c) * 16);
-  std::int64_t k = k0;
-  if constexpr (PairedLoader<L>) {
-    // Whole blocks, two 16-lane steps each: the same FMAs in the same order.
-    for (; k + 32 <= k1; k += 32) {
-      __m512 xlo[R], xhi[R];
-      PENSIEVE_UNROLL
-      for (int r = 0; r < R; ++r) {
-        xlo[r] = _mm512_loadu_ps(x + r * x_stride + k);
-        xhi[r] = _mm512_loadu_ps(x + r * x_stride + k + 16);
-      }
-      PENSIEVE_UNROLL
-      for (int c = 0; c < C; ++c) {
-        __m512 wlo, whi;
-        L::load_pair(w + c * w_row_bytes, k, wlo, whi);
-        PENSIEVE_UNROLL
-        for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(xlo[r], wlo, acc[r][c]);
-        PENSIEVE_UNROLL
-        for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(xhi[r], whi, acc[r][c]);
-      }
-    }
-  }
-  for (; k + 16 <= k1; k += 16) {
-    __m512 xv[R];
-    PENSIEVE_UNROLL
-    for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_ps(x + r * x_stride + k);
-    PENSIEVE_UNROLL
-    for (int c = 0; c < C; ++c) {
-      const __m512 wv = L::load(w + c * w_row_bytes, k);
-      PENSIEVE_UNROLL
-      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
-    }
-  }
-  if (k < k1) {
-    const __mmask16 m = __mmask16((1u << (k1 - k)) - 1u);
-    __m512 xv[R];
-    PENSIEVE_UNROLL
-    for (int r = 0; r < R; ++r) xv[r] = _mm512_maskz_loadu_ps(m, x + r * x_stride + k);
-    PENSIEVE_UNROLL
-    for (int c = 0; c < C; ++c) {
-      const __m512 wv = L::load_tail(w + c * w_row_bytes, k, m);
-      PENSIEVE_UNROLL
-      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
-    }
-  }
+  dot_tile_k<L, R, C>(x, x_stride, w, w_row_bytes, k0, k1, acc, nullptr, nullptr, 0);
   PENSIEVE_UNROLL
   for (int r = 0; r < R; ++r)
     PENSIEVE_UNROLL
