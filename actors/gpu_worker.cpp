@@ -34,6 +34,7 @@ struct GpuWorker::State {
   std::unique_ptr<backend::PagedForward> forward;
   GpuWorkerConfig config;
   std::map<TurnId, model::Sampler> samplers;
+  std::vector<model::Sampler::Scratch> sample_scratch;  // one per host thread, for every sampler
   std::shared_ptr<rt::CpuStreamPool> stream_pool;
   rt::CpuStream stream;  // declared last: destroyed first, after its work
 };
@@ -113,19 +114,32 @@ void GpuWorker::State::run(const IterationPlan& plan, std::span<const rt::Event>
     outcome.error = out.error().message;
     return;
   }
+  // Each sequence's draw depends only on its own sampler, so the batch's
+  // draws split over the host threads (a vocabulary pass each: 32k-152k
+  // logits, tens of microseconds at a time per sequence).
+  std::vector<std::pair<std::size_t, model::Sampler*>> draws;
   for (std::size_t i = 0; i < plan.sequences.size(); ++i) {
     const PlannedSequence& p = plan.sequences[i];
     if (!p.sample) continue;
     auto it = samplers.find(p.turn);
     if (it == samplers.end()) {
-      outcome.samples.clear();
       outcome.error = "internal: no sampler for a planned turn";
       return;
     }
-    SampleResult r{p.turn, it->second.sample(out->last(i))};
-    r.finish = it->second.finish_reason(r.token.token);
-    outcome.samples.push_back(std::move(r));
+    draws.emplace_back(i, &it->second);
   }
+  outcome.samples.resize(draws.size());
+  sample_scratch.resize(forward->host_threads());
+  const double cost = 8.0 * double(draws.size()) * double(config.vocab.vocab_size);
+  forward->for_each_host(draws.size(), [&](std::size_t begin, std::size_t end, std::size_t thread) {
+    for (std::size_t d = begin; d < end; ++d) {
+      const auto [i, sampler] = draws[d];
+      SampleResult& r = outcome.samples[d];
+      r.turn = plan.sequences[i].turn;
+      r.token = sampler->sample(out->last(i), sample_scratch[thread]);
+      r.finish = sampler->finish_reason(r.token.token);
+    }
+  }, cost);
   outcome.sampled_ns = rt::steady_now_ns();
   outcome.compute_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }

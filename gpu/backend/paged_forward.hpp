@@ -18,6 +18,7 @@
 #include "runtime/error.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -52,6 +53,18 @@ class PagedForward {
   // parallelism); the CUDA backend enqueues the whole pass and never calls it.
   virtual Result<model::ForwardOutput> forward_paged(std::span<const model::PagedSequence> batch,
                                                      const model::CpuForward::LayerHook& before_layer) = 0;
+
+  // Host work between passes, split over the backend's host threads where it
+  // has some (the CPU pass's pool), else on the calling thread:
+  // body(begin, end, thread) covers [begin, end) of n items, thread <
+  // host_threads(); `cost` (~operations in all) below a fork's worth runs
+  // serially. Called from the thread that runs the passes.
+  using HostBody = std::function<void(std::size_t, std::size_t, std::size_t)>;
+  virtual std::size_t host_threads() const { return 1; }
+  virtual void for_each_host(std::size_t n, const HostBody& body, double cost) {
+    (void)cost;
+    if (n > 0) body(0, n, 0);
+  }
 };
 
 struct PagedForwardOptions {

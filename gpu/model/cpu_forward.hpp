@@ -108,6 +108,10 @@ class CpuForward {
 
   const ModelConfig& config() const { return weights_.config; }
   std::size_t n_threads() const { return pool_->size(); }
+  // The pass's threads, idle between passes: the owner of the forward may
+  // run host work on them then (the GPU worker's sampling), from the thread
+  // that runs the passes.
+  kernels::cpu::ThreadPool& threads() { return *pool_; }
   // Where the weights live (options.weights_on_huge_pages).
   const WeightPlacement& weight_placement() const { return placement_; }
 

@@ -80,22 +80,22 @@ Sampler::Sampler(SamplingParams params, VocabInfo vocab, std::span<const std::in
   }
 }
 
-SampledToken Sampler::sample(std::span<const float> logits) {
+SampledToken Sampler::sample(std::span<const float> logits, Scratch& scratch) {
   assert(static_cast<std::int32_t>(logits.size()) == vocab_.vocab_size &&
          "one logit per vocabulary entry");
   SampledToken out;
   if (greedy() && !penalties_on() && generated_ >= params_.min_tokens) {
     out.token = argmax_token(logits);  // nothing to change: no copy
   } else if (greedy()) {
-    std::vector<float>& work = scratch_.scaled;
+    std::vector<float>& work = scratch.scaled;
     work.assign(logits.begin(), logits.end());
     apply_penalties(work);
     mask_stops_before_min_tokens(work);
     out.token = argmax_token(work);
   } else {
-    const Weighed w = weigh(logits, scratch_);
+    const Weighed w = weigh(logits, scratch);
     const double target = next_uniform() * w.total;
-    out.token = w.dense ? sampler_math::draw(scratch_.weights, target) : draw(scratch_.candidates, target);
+    out.token = w.dense ? sampler_math::draw(scratch.weights, target) : draw(scratch.candidates, target);
   }
   // The normaliser costs an exp per vocabulary entry, more than the rest of a
   // greedy step: only for a request that asked for logprobs.

@@ -75,9 +75,23 @@ class Sampler {
   // `prompt` seeds the repetition penalty. params must pass validate().
   Sampler(SamplingParams params, VocabInfo vocab, std::span<const std::int32_t> prompt);
 
+  struct Candidate {
+    float logit;
+    std::int32_t token;
+  };
+  // A step's scratch (a few vocabularies of floats), reusable across steps
+  // and samplers: a thread sampling many requests keeps one, not one each.
+  struct Scratch {
+    std::vector<float> scaled;   // penalised, masked logits / temperature
+    std::vector<float> weights;  // exp(scaled - max), 0 where masked (with top-k: the kept only)
+    std::vector<Candidate> candidates;
+    std::vector<std::int32_t> indices;
+  };
+
   // Picks the next token from one step's logits (vocab_size values) and
   // records it as generated.
-  SampledToken sample(std::span<const float> logits);
+  SampledToken sample(std::span<const float> logits) { return sample(logits, scratch_); }
+  SampledToken sample(std::span<const float> logits, Scratch& scratch);
 
   // The distribution the next sample() would draw from for these logits
   // (after penalties, masks, temperature and filters), in draw order; a
@@ -93,11 +107,6 @@ class Sampler {
   const SamplingParams& params() const { return params_; }
 
  private:
-  struct Candidate {
-    float logit;
-    std::int32_t token;
-  };
-
   bool penalties_on() const {
     return params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
            params_.frequency_penalty != 0.0f;
@@ -105,13 +114,6 @@ class Sampler {
   void apply_penalties(std::vector<float>& logits) const;
   void mask_stops_before_min_tokens(std::vector<float>& logits) const;
 
-  // A step's scratch, reused across steps (one vocabulary each).
-  struct Scratch {
-    std::vector<float> scaled;   // penalised, masked logits / temperature
-    std::vector<float> weights;  // exp(scaled - max), 0 where masked (with top-k: the kept only)
-    std::vector<Candidate> candidates;
-    std::vector<std::int32_t> indices;
-  };
   // What weigh() left for the draw: with no top-k / top-p the weights in id
   // order (scratch.weights); else the kept candidates in draw order, their
   // weights in `logit`.
@@ -137,7 +139,7 @@ class Sampler {
   std::vector<std::uint8_t> seen_;           // per token, prompt or generated
   std::vector<std::int32_t> seen_tokens_;    // the ids with seen_ set, to touch only those
   std::int32_t generated_ = 0;
-  Scratch scratch_;
+  Scratch scratch_;  // sample(logits)'s; empty until used
 };
 
 // Greedy choice: the largest logit, ties to the lowest id.

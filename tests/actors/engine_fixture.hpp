@@ -109,9 +109,11 @@ inline model::SamplingParams greedy(std::int32_t max_tokens) {
   return p;
 }
 
-// Plays one conversation, turn after turn.
-inline asio::awaitable<ConversationRecord> play(actors::Engine& engine, std::string id,
-                                                std::vector<std::string> turns, std::int32_t max_tokens) {
+// Plays one conversation, turn after turn, each turn sampled with `params`
+// (logprobs on, so the deltas carry their token ids).
+inline asio::awaitable<ConversationRecord> play_sampled(actors::Engine& engine, std::string id,
+                                                        std::vector<std::string> turns, model::SamplingParams params) {
+  params.logprobs = true;
   ConversationRecord record;
   auto created = engine.create_conversation("t", id);
   REQUIRE(created.has_value());
@@ -123,7 +125,7 @@ inline asio::awaitable<ConversationRecord> play(actors::Engine& engine, std::str
       co_return true;
     };
     std::vector<model::ChatMessage> messages{{"user", text}};
-    auto result = co_await engine.send_turn("t", id, std::move(messages), greedy(max_tokens), sink);
+    auto result = co_await engine.send_turn("t", id, std::move(messages), params, sink);
     REQUIRE(result.has_value());
     turn.summary = *result;
     record.turns.push_back(std::move(turn));
@@ -132,6 +134,12 @@ inline asio::awaitable<ConversationRecord> play(actors::Engine& engine, std::str
   REQUIRE(snapshot.has_value());
   record.history = snapshot->tokens;
   co_return record;
+}
+
+// The same, greedy.
+inline asio::awaitable<ConversationRecord> play(actors::Engine& engine, std::string id,
+                                                std::vector<std::string> turns, std::int32_t max_tokens) {
+  return play_sampled(engine, std::move(id), std::move(turns), greedy(max_tokens));
 }
 
 // Plays every conversation, one after another or all at once.

@@ -34,6 +34,10 @@ class CpuPagedForward final : public PagedForward {
                                              const model::CpuForward::LayerHook& before_layer) override {
     return forward_.forward_paged(batch, *pool_, before_layer);
   }
+  std::size_t host_threads() const override { return forward_.n_threads(); }
+  void for_each_host(std::size_t n, const HostBody& body, double cost) override {
+    forward_.threads().parallel_for(n, body, 1, cost);
+  }
 
  private:
   model::CpuForward forward_;
