@@ -54,9 +54,9 @@ std::int64_t default_kv_host_mb();
 
 struct EngineOptions {
   std::size_t n_threads = 0;   // forward-pass threads; 0: every core
-  // The forward-pass threads' nice value (0..19; --compute-nice): on busy
-  // cores, token delivery (HTTP I/O, the scheduler) then preempts compute.
-  // 0: unchanged.
+  // The forward-pass threads' nice value (0..19, or rt::kIdleClass for
+  // SCHED_IDLE; --compute-nice): on busy cores, token delivery (HTTP I/O,
+  // the scheduler) then preempts compute. 0: unchanged.
   int compute_nice = 0;
   std::string chat_template;   // override by family name; empty: the model's
   bool stateful = true;        // false: --no-state

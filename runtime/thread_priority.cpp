@@ -4,6 +4,7 @@
 #include <cerrno>
 
 #if defined(__linux__)
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -27,6 +28,10 @@ id_t this_tid() {
 int this_thread_nice() {
   if (cached_nice != kUnknown) return cached_nice;
 #if defined(__linux__)
+  if (::sched_getscheduler(0) == SCHED_IDLE) {  // 0: the calling thread
+    cached_nice = kIdleClass;
+    return cached_nice;
+  }
   errno = 0;
   const int n = ::getpriority(PRIO_PROCESS, this_tid());
   cached_nice = errno == 0 ? n : 0;
@@ -37,13 +42,17 @@ int this_thread_nice() {
 }
 
 int lower_this_thread_priority(int nice) {
-  nice = std::clamp(nice, 0, kMaxNice);
+  nice = std::clamp(nice, 0, kIdleClass);
   const int now = this_thread_nice();
   if (nice <= now) return now;
 #if defined(__linux__)
   // May fail only under a seccomp or LSM policy; the thread then keeps its
   // priority, which costs latency, not correctness.
-  if (::setpriority(PRIO_PROCESS, this_tid(), nice) == 0) cached_nice = nice;
+  if (::setpriority(PRIO_PROCESS, this_tid(), std::min(nice, kMaxNice)) == 0) cached_nice = std::min(nice, kMaxNice);
+  if (nice == kIdleClass) {
+    const sched_param none{};
+    if (::sched_setscheduler(0, SCHED_IDLE, &none) == 0) cached_nice = kIdleClass;
+  }
 #endif
   return cached_nice;
 }

@@ -17,14 +17,19 @@ namespace pensieve::rt {
 
 // The nice values setpriority accepts for lowering: 0 (unchanged) .. 19.
 inline constexpr int kMaxNice = 19;
+// One step past nice 19: the SCHED_IDLE class, which runs only while no
+// other thread wants the core, so any woken delivery thread preempts it at
+// once (a nice-19 thread may still finish its slice first). For a machine
+// that serves only this process: anything else running starves the pass.
+inline constexpr int kIdleClass = kMaxNice + 1;
 
 // The calling thread's nice value (read from the kernel once per thread,
 // then the cached value, which lower_this_thread_priority keeps current).
 int this_thread_nice();
 
-// Raises the calling thread's nice value to `nice` (clamped to 0..19) unless
-// it is already at least that. Returns the thread's nice value afterwards
-// (unchanged if the kernel refused).
+// Raises the calling thread's nice value to `nice` (clamped to 0..20, 20 =
+// kIdleClass) unless it is already at least that. Returns the thread's
+// value afterwards (unchanged if the kernel refused).
 int lower_this_thread_priority(int nice);
 
 }  // namespace pensieve::rt

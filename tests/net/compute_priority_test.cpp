@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -81,15 +82,41 @@ TEST_CASE("the thread pool's workers follow the priority of the thread that star
   CHECK(kernel_nice() == start);
 }
 
-TEST_CASE("pensieve --compute-nice takes 0..19, is documented, and refuses anything else", "[net][priority]") {
+TEST_CASE("the idle class puts a thread and its pool's workers under SCHED_IDLE for good", "[net][priority]") {
+  int lowered = -1, policy = -1, after_raise = -1, policy_after = -1;
+  std::set<int> worker_policies;
+  std::thread owner([&] {
+    kernels::cpu::ThreadPool pool(3, 0);  // workers created before the change
+    lowered = rt::lower_this_thread_priority(rt::kIdleClass);
+    policy = ::sched_getscheduler(0);
+    after_raise = rt::lower_this_thread_priority(3);  // no way back
+    policy_after = ::sched_getscheduler(0);
+    std::mutex m;
+    pool.parallel_for(3, [&](std::size_t, std::size_t, std::size_t) {
+      const int p = ::sched_getscheduler(0);
+      std::lock_guard lock(m);
+      worker_policies.insert(p);
+    });
+  });
+  owner.join();
+  CHECK(lowered == rt::kIdleClass);
+  CHECK(policy == SCHED_IDLE);
+  CHECK(after_raise == rt::kIdleClass);
+  CHECK(policy_after == SCHED_IDLE);
+  CHECK(worker_policies == std::set<int>{SCHED_IDLE});
+  CHECK(::sched_getscheduler(0) != SCHED_IDLE);  // the creating thread kept its class
+}
+
+TEST_CASE("pensieve --compute-nice takes 0..19 or idle, is documented, and refuses anything else", "[net][priority]") {
   using server::parse_options;
   CHECK(parse_options({})->compute_nice == 0);
   CHECK(parse_options({"--compute-nice", "10"})->compute_nice == 10);
   CHECK(parse_options({"--compute-nice=19"})->compute_nice == 19);
-  for (const char* bad : {"-1", "20", "x"}) {
+  CHECK(parse_options({"--compute-nice", "idle"})->compute_nice == rt::kIdleClass);
+  for (const char* bad : {"-1", "20", "x", "IDLE"}) {
     auto o = parse_options({"--compute-nice", bad});
     REQUIRE_FALSE(o.has_value());
     CHECK(o.error().message.find("--compute-nice") != std::string::npos);
   }
-  CHECK(server::usage().find("--compute-nice N") != std::string::npos);
+  CHECK(server::usage().find("--compute-nice N|idle") != std::string::npos);
 }

@@ -1,5 +1,7 @@
 #include "tools/pensieve/options.hpp"
 
+#include "runtime/thread_priority.hpp"
+
 #include <charconv>
 #include <functional>
 #include <map>
@@ -38,9 +40,11 @@ conversation's KV cache between turns.
   --max-batch-tokens N   tokens per scheduler iteration (default 512)
   --request-timeout-s N  cancel a turn still running after N seconds: 504 (default 600)
   --threads N            compute threads (default: all cores)
-  --compute-nice N       nice value 0..19 of the compute threads (the forward pass), so that
+  --compute-nice N|idle  nice value 0..19 of the compute threads (the forward pass), so that
                          token delivery (HTTP I/O, the scheduler) preempts compute on busy cores;
-                         0 leaves them as they are (default 0)
+                         idle: the SCHED_IDLE class, preempted at once by any other thread (for a
+                         machine that serves only this; other work starves the pass); 0 leaves
+                         them as they are (default 0)
   --backend B            compute backend: cpu (default) or cuda (needs a CUDA build and a device;
                          without one the server exits with an error)
   --tp N                 tensor parallelism over N ranks, each with its shard of the weights and
@@ -121,7 +125,13 @@ std::map<std::string, Setter> value_flags() {
       {"--kv-disk-gb", [](Options& o, const std::string& v) { return parse_int("--kv-disk-gb", v, o.kv_disk_gb, 0, 1 << 20); }},
       {"--max-batch-tokens", [](Options& o, const std::string& v) { return parse_int("--max-batch-tokens", v, o.max_batch_tokens, 1, 1 << 20); }},
       {"--threads", [](Options& o, const std::string& v) { return parse_int("--threads", v, o.threads, 1, 1024); }},
-      {"--compute-nice", [](Options& o, const std::string& v) { return parse_int("--compute-nice", v, o.compute_nice, 0, 19); }},
+      {"--compute-nice", [](Options& o, const std::string& v) -> Result<void> {
+         if (v == "idle") {
+           o.compute_nice = rt::kIdleClass;
+           return {};
+         }
+         return parse_int("--compute-nice", v, o.compute_nice, 0, rt::kMaxNice);
+       }},
       {"--backend", [](Options& o, const std::string& v) -> Result<void> {
          if (v != "cpu" && v != "cuda") return fail("--backend: '" + v + "' is not cpu or cuda");
          o.backend = v;

@@ -30,7 +30,7 @@ struct Options {
   std::int32_t max_batch_tokens = 512;
   std::int32_t request_timeout_s = 600;
   std::int32_t threads = 0;  // 0: every core
-  std::int32_t compute_nice = 0;  // the compute threads' nice value (0..19); 0: unchanged
+  std::int32_t compute_nice = 0;  // the compute threads' nice value (0..19, 20: SCHED_IDLE); 0: unchanged
   std::string backend = "cpu";  // cpu | cuda
   std::int32_t tp = 1;          // tensor-parallel ranks (must divide the model's heads and KV heads)
   std::optional<std::string> trace_file;
