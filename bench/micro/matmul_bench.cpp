@@ -233,7 +233,8 @@ BENCHMARK(BM_MatmulPrefill)->Apply(prefill_args)->Unit(benchmark::kMillisecond);
 
 // args: dtype, tokens. A decode batch of a few sequences (M-100's 2048 x
 // 768 gate/up shape, weights in the L3 so the rate is compute, not DRAM):
-// where the batched path's panel conversion stops paying for itself.
+// where the batched path's panel conversion stops paying for itself (Q8_0:
+// the decode tile once per token below 16 tokens, the packed GEMM tile from 16).
 void BM_MatmulSmallBatch(benchmark::State& state) {
   const auto dtype = DType(state.range(0));
   const std::int64_t rows = 2048, cols = 768, tokens = state.range(1);
@@ -252,7 +253,8 @@ void BM_MatmulSmallBatch(benchmark::State& state) {
   state.SetLabel(pensieve::model::dtype_name(dtype));
 }
 BENCHMARK(BM_MatmulSmallBatch)
-    ->ArgsProduct({{int(DType::f32), int(DType::f16)}, {2, 3, 4, 6, 8, 12, 16, 24, 32}});
+    ->ArgsProduct({{int(DType::f32), int(DType::f16), int(DType::q8_0)},
+                   {2, 3, 4, 6, 8, 12, 16, 24, 32}});
 
 void BM_MatmulPrefill2Threads(benchmark::State& state) { BM_MatmulPrefill(state); }
 BENCHMARK(BM_MatmulPrefill2Threads)

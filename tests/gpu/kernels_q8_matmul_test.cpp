@@ -5,6 +5,7 @@
 #include "gpu/kernels/cpu/matmul.hpp"
 #include "gpu/kernels/cpu/q8_activations.hpp"
 #include "gpu/kernels/cpu/q8_matmul.hpp"
+#include "gpu/kernels/cpu/q8_tiles.hpp"
 #include "gpu/numeric/half.hpp"
 
 #include <catch2/catch.hpp>
@@ -113,7 +114,7 @@ TEST_CASE("an int8 Q8_0 matmul equals its scalar reference bit for bit for 1 to 
       Q8Weight w(out, in, std::uint32_t(in + out));
       const auto x = random_rows(70, in, std::uint32_t(in * out));
       const auto want = reference(w.view, x, 70);
-      for (const std::int64_t n : {1, 2, 3, 4, 5, 7, 8, 9, 13, 31, 64, 70}) {
+      for (const std::int64_t n : {1, 2, 3, 4, 5, 7, 8, 9, 13, 17, 31, 64, 70}) {
         for (const std::size_t threads : {1u, 2u, 3u}) {
           INFO("in " << in << " out " << out << " tokens " << n << " threads " << threads);
           CHECK(same_bits(run(w.view, x, n, threads).data(), want.data(), std::size_t(n * out)));
@@ -132,9 +133,10 @@ TEST_CASE("a Q8_0 matmul row has the same bits alone and in batches of any size"
     const std::vector<float> one(x.begin() + t * in, x.begin() + (t + 1) * in);
     INFO("token " << t);
     CHECK(same_bits(run(w.view, one, 1, 1).data(), batch.data() + t * out, std::size_t(out)));
-    // and inside a 9-token batch (the batched tile's remainder paths)
-    const std::int64_t first = std::max<std::int64_t>(0, t - 4);
-    const std::int64_t count = std::min<std::int64_t>(9, n - first);
+    // and inside a 17-token batch (the batched tile's remainder paths; at
+    // the end a 9-token one, the decode tile once per token)
+    const std::int64_t first = std::max<std::int64_t>(0, t - 8);
+    const std::int64_t count = std::min<std::int64_t>(17, n - first);
     const std::vector<float> some(x.begin() + first * in, x.begin() + (first + count) * in);
     const auto part = run(w.view, some, count, 3);
     CHECK(same_bits(part.data() + (t - first) * out, batch.data() + t * out, std::size_t(out)));
@@ -151,6 +153,66 @@ TEST_CASE("the VNNI Q8_0 paths give the portable path's bits", "[kernels][q8]") 
     INFO("tokens " << n);
     CHECK(same_bits(run(w.view, x, n, 2).data(), run(w.view, x, n, 2, kc::Q8Path::portable).data(),
                     std::size_t(n * out)));
+  }
+}
+#endif
+
+TEST_CASE("a Q8_0 matmul with 15 to 47 output rows writes each row's reference bits and "
+          "nothing past the row ends",
+          "[kernels][q8]") {
+  // Row counts around the 16-row decode tile: a last tile that moves down
+  // over rows another range owns, and its stores confined to the range.
+  const float poison = -12345.0f;
+  for (const std::int64_t in : {32, 64, 1056}) {
+    for (const std::int64_t out : {15, 16, 17, 31, 33, 47}) {
+      Q8Weight w(out, in, std::uint32_t(3 * in + out));
+      const auto x = random_rows(3, in, std::uint32_t(in + 7 * out));
+      const auto want = reference(w.view, x, 3);
+      const std::int64_t stride = out + 5;
+      for (const std::int64_t n : {1, 3}) {
+        for (const std::size_t threads : {1u, 2u, 3u}) {
+          kc::ThreadPool pool(threads, 0.0);
+          std::vector<float> y(std::size_t(n * stride), poison), scratch;
+          kc::q8_matmul(kc::ConstRowsView(x.data(), n, in, in), w.view,
+                        kc::RowsView{y.data(), n, out, stride}, pool, scratch);
+          INFO("in " << in << " out " << out << " tokens " << n << " threads " << threads);
+          for (std::int64_t t = 0; t < n; ++t) {
+            CHECK(same_bits(y.data() + t * stride, want.data() + t * out, std::size_t(out)));
+            CHECK(std::all_of(y.begin() + t * stride + out, y.begin() + (t + 1) * stride,
+                              [&](float v) { return v == poison; }));
+          }
+        }
+      }
+    }
+  }
+}
+
+#if defined(PENSIEVE_Q8_VNNI)
+TEST_CASE("the Q8_0 decode tile stores exactly the rows of its mask, with the reference's bits",
+          "[kernels][q8]") {
+  const float poison = -12345.0f;
+  for (const std::int64_t in : {32, 64, 1056}) {  // 1, 2 and 33 blocks
+    const std::int64_t nb = in / 32;
+    Q8Weight w(kc::q8_gemv_rows + 16, in, std::uint32_t(in));  // 16 more rows to prefetch
+    const auto x = random_rows(1, in, std::uint32_t(in + 1));
+    std::vector<std::int8_t> q(static_cast<std::size_t>(in));
+    std::vector<float> d(static_cast<std::size_t>(nb));
+    kc::quantize_row_q8_portable(x.data(), in, q.data(), d.data());
+    for (const unsigned mask : {0xffffu, 0x0001u, 0x8000u, 0x00ffu, 0xff00u, 0x7ffeu, 0x5a5au}) {
+      for (const bool prefetch : {false, true}) {
+        std::vector<float> y(kc::q8_gemv_rows, poison);
+        const std::byte* next = w.view.row(kc::q8_gemv_rows);
+        kc::q8_gemv_tile16(q.data(), d.data(), w.view.row(0), w.view.row_bytes, nb, y.data(),
+                           __mmask16(mask), next, prefetch ? w.view.row(w.view.rows) : next);
+        INFO("blocks " << nb << " mask " << mask << " prefetch " << prefetch);
+        for (int r = 0; r < kc::q8_gemv_rows; ++r) {
+          const float want = (mask >> r) & 1u
+                                 ? kc::q8_dot_reference(q.data(), d.data(), w.view.row(r), nb)
+                                 : poison;
+          CHECK(same_bits(&y[std::size_t(r)], &want, 1));
+        }
+      }
+    }
   }
 }
 #endif
@@ -219,7 +281,7 @@ TEST_CASE("matmul_many over Q8_0 weights gives each weight's matmul bits, decode
   const std::int64_t in = 256;
   Q8Weight wq(72, in, 21), wk(24, in, 22), wv(19, in, 23);  // 19: a weight that ends mid-tile
   const kc::WeightView ws[] = {wq.view, wk.view, wv.view};
-  for (const std::int64_t n : {1, 2, 12}) {
+  for (const std::int64_t n : {1, 2, 20}) {
     const auto x = random_rows(n, in, 24);
     const kc::ConstRowsView xv(x.data(), n, in, in);
     std::vector<std::vector<float>> fused, alone;

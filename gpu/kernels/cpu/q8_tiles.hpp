@@ -3,15 +3,19 @@
 // Both compute, per output element, the block sums and F32 steps that
 // q8_dot_reference defines (q8_matmul.hpp); they differ only in how they add
 // a block's 32 int8 products, which is exact.
-//  - decode: 1 token x 8 weight rows straight from the stored rows; a
-//    block's products via vpdpbusd(|w|, sign(x, w)) (8 int32 lanes per row),
-//    the 8 rows' lanes reduced to one int32 per row together.
+//  - decode: 1 token x 16 weight rows straight from the stored rows; a
+//    block's products via vpdpbusd(w ^ 0x80, x) from a bias that undoes the
+//    flip (8 int32 lanes per row), the rows' lanes reduced to one int32 per
+//    row by a tree of unpacks and adds, 8 rows at a time. All ymm:
+//    on Zen 4 a zmm op costs two ymm ops, and the tile is bound by the count
+//    of vector ops per byte, not by their width.
 //  - batches: 32 weight rows packed once per thread into a panel in VNNI
 //    order (per block and 4-k step, 16 rows x 4 bytes), swept by tiles of 6
 //    tokens x 32 rows whose int32 lanes are rows, so no reduction is needed:
 //    vpdpbusd(x + 128, w) minus 128 * sum(w), the latter packed with the rows.
 #include "gpu/kernels/cpu/q8_activations.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -29,7 +33,7 @@
 
 namespace pensieve::kernels::cpu {
 
-constexpr int q8_gemv_rows = 8;
+constexpr int q8_gemv_rows = 16;
 constexpr int q8_panel_rows = 32;  // two groups of 16 (one zmm of int32 each)
 constexpr int q8_tile_tokens = 6;
 constexpr std::size_t q8_block_bytes = 34;
@@ -46,46 +50,88 @@ inline std::int32_t q8_load_i32(const void* p) {
   return v;
 }
 
-// Lane r of the result = the sum of the 8 lanes of p[r].
+// An opaque copy of v: the decode tile's row offsets stay in a few
+// registers (base + k * offset addressing) instead of GCC turning each of the
+// 16 row addresses into its own induction pointer and spilling them.
+template <class T>
+inline T q8_opaque(T v) {
+  asm("" : "+r"(v));
+  return v;
+}
+
+// Lane r of the result = the sum of the 8 lanes of p[r] (exact: int32), by
+// the transposing tree: interleave and add pairs of vectors, then pairs of
+// those, then the 128-bit halves. All non-destructive ops (no register
+// copies); vphaddd, which does the first two steps in one instruction, costs
+// three cycles a piece on Zen 4.
 inline __m256i q8_reduce8(const __m256i* p) {
-  const __m256i t0 = _mm256_hadd_epi32(p[0], p[1]), t1 = _mm256_hadd_epi32(p[2], p[3]);
-  const __m256i t2 = _mm256_hadd_epi32(p[4], p[5]), t3 = _mm256_hadd_epi32(p[6], p[7]);
-  const __m256i u0 = _mm256_hadd_epi32(t0, t1), u1 = _mm256_hadd_epi32(t2, t3);
+  const auto add32 = [](__m256i a, __m256i b) {
+    return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+  };
+  const auto add64 = [](__m256i a, __m256i b) {
+    return _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
+  };
+  const __m256i u0 = add64(add32(p[0], p[1]), add32(p[2], p[3]));
+  const __m256i u1 = add64(add32(p[4], p[5]), add32(p[6], p[7]));
   return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
                           _mm256_permute2x128_si256(u0, u1, 0x31));
 }
 
-// y[r] = row r (r < 8) of w . the quantised row (xq, xd) over nb blocks;
-// [pf, pf_end) is prefetched in step with the blocks (pf_end <= pf: none).
-inline void q8_gemv_tile8(const std::int8_t* xq, const float* xd, const std::byte* w,
-                          std::size_t row_bytes, std::int64_t nb, float* y, const std::byte* pf,
-                          const std::byte* pf_end) {
-  const std::size_t pf_per_block = pf_end > pf ? std::size_t(pf_end - pf) / std::size_t(nb) + 1 : 0;
+// The F16 scales of 8 blocks at rows[0..8) as 8 words, from 4-byte loads
+// and blends (fewer vector ops than 8 word inserts): the even rows' scale is
+// the low word at rows[r], the odd rows' the high word at rows[r] - 2 (the
+// previous row's last bytes, so rows[0] - 2 is never read).
+inline __m128i q8_scales8(const std::byte* const* rows) {
+  const auto at = [](const std::byte* p) { return _mm_set1_epi32(q8_load_i32(p)); };
+  const __m128i even = _mm_blend_epi32(_mm_blend_epi32(at(rows[0]), at(rows[2]), 0x2),
+                                       _mm_blend_epi32(at(rows[4]), at(rows[6]), 0x8), 0xc);
+  const __m128i odd = _mm_blend_epi32(_mm_blend_epi32(at(rows[1] - 2), at(rows[3] - 2), 0x2),
+                                      _mm_blend_epi32(at(rows[5] - 2), at(rows[7] - 2), 0x8), 0xc);
+  return _mm_blend_epi16(even, odd, 0xaa);
+}
+
+// y[r] = row r (r < 16, lanes outside store_mask not stored) of w . the
+// quantised row (xq, xd) over nb blocks; [pf, pf_end) is prefetched in step
+// with the blocks (pf_end <= pf: none). A block's products come from
+// vpdpbusd(w ^ 0x80, x): the flip makes w the unsigned operand w + 128, and
+// the accumulator starts at -128 * x's 4-byte sums, so each row's 8 lanes
+// add up to the exact sum of w * x (one xor per row instead of two vpsignb).
+inline void q8_gemv_tile16(const std::int8_t* xq, const float* xd, const std::byte* w,
+                           std::size_t row_bytes, std::int64_t nb, float* y, __mmask16 store_mask,
+                           const std::byte* pf, const std::byte* pf_end) {
+  const std::size_t pf_per_block =
+      pf_end > pf && nb > 0 ? std::size_t(pf_end - pf) / std::size_t(nb) + 1 : 0;
   const std::byte* cursor = pf;
-  __m256 acc = _mm256_setzero_ps();
-  for (std::int64_t b = 0; b < nb; ++b) {
+  const __m256i flip = _mm256_set1_epi8(char(0x80));
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  const std::byte* wb = w;
+  for (std::int64_t b = 0; b < nb; ++b, wb += q8_block_bytes) {
     for (const std::byte* target = std::min(pf_end, pf + std::size_t(b + 1) * pf_per_block);
          cursor < target; cursor += 64)
       _mm_prefetch(reinterpret_cast<const char*>(cursor), _MM_HINT_T1);  // L2: see gemv_tile_rows in dot_tile.hpp
-    const std::byte* wb = w + std::size_t(b) * q8_block_bytes;
+    const std::size_t r1 = q8_opaque(row_bytes), r3 = q8_opaque(3 * row_bytes);
+    const std::size_t r5 = q8_opaque(5 * row_bytes), r7 = q8_opaque(7 * row_bytes);
+    const std::byte* wb8 = wb + 8 * r1;
+    const std::byte* rows[q8_gemv_rows] = {
+        wb,  wb + r1,  wb + 2 * r1,  wb + r3,  wb + 4 * r1,  wb + r5,  wb + 2 * r3,  wb + r7,
+        wb8, wb8 + r1, wb8 + 2 * r1, wb8 + r3, wb8 + 4 * r1, wb8 + r5, wb8 + 2 * r3, wb8 + r7};
     const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32));
+    const __m256i bias = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                          _mm256_dpbusd_epi32(_mm256_setzero_si256(), flip, xv));
     __m256i p[q8_gemv_rows];
-    PENSIEVE_Q8_UNROLL
+#pragma GCC unroll 16
     for (int r = 0; r < q8_gemv_rows; ++r) {
-      const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + r * row_bytes + 2));
-      p[r] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(wv, wv),
-                                 _mm256_sign_epi8(xv, wv));
+      const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + 2));
+      p[r] = _mm256_dpbusd_epi32(bias, _mm256_xor_si256(wv, flip), xv);
     }
-    const __m256i isum = q8_reduce8(p);
-    const __m128i h = _mm_setr_epi16(
-        short(q8_load_u16(wb)), short(q8_load_u16(wb + row_bytes)), short(q8_load_u16(wb + 2 * row_bytes)),
-        short(q8_load_u16(wb + 3 * row_bytes)), short(q8_load_u16(wb + 4 * row_bytes)),
-        short(q8_load_u16(wb + 5 * row_bytes)), short(q8_load_u16(wb + 6 * row_bytes)),
-        short(q8_load_u16(wb + 7 * row_bytes)));
-    const __m256 s = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(xd[b]));
-    acc = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(isum), acc);
+    const __m256 xdb = _mm256_set1_ps(xd[b]);
+    const __m256 s0 = _mm256_mul_ps(_mm256_cvtph_ps(q8_scales8(rows)), xdb);
+    const __m256 s1 = _mm256_mul_ps(_mm256_cvtph_ps(q8_scales8(rows + 8)), xdb);
+    acc0 = _mm256_fmadd_ps(s0, _mm256_cvtepi32_ps(q8_reduce8(p)), acc0);
+    acc1 = _mm256_fmadd_ps(s1, _mm256_cvtepi32_ps(q8_reduce8(p + 8)), acc1);
   }
-  _mm256_storeu_ps(y, acc);
+  _mm256_mask_storeu_ps(y, __mmask8(store_mask & 0xff), acc0);
+  _mm256_mask_storeu_ps(y + 8, __mmask8(store_mask >> 8), acc1);
 }
 
 // 32 weight rows over all nb blocks in VNNI order, for one thread.
