@@ -2,6 +2,10 @@
 
 #include <capnp/rpc-twoparty.h>
 #include <kj/debug.h>
+#include <kj/vector.h>
+
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 
 namespace pensieve::net {
 
@@ -48,13 +52,38 @@ std::size_t RpcConnections::queued_messages() const {
   return n;
 }
 
+std::size_t RpcConnections::unacknowledged_bytes() const {
+  std::size_t n = 0;
+  for (Connection* c : open_) {
+    KJ_IF_MAYBE (fd, c->stream->getFd()) {
+      int bytes = 0;
+      // SIOCOUTQ: bytes in the send queue, sent or not, that the peer has
+      // not acknowledged. A socket that cannot say counts as empty.
+      if (::ioctl(*fd, SIOCOUTQ, &bytes) == 0 && bytes > 0) n += std::size_t(bytes);
+    }
+  }
+  return n;
+}
+
 kj::Promise<void> RpcConnections::flushed(kj::Timer& timer, kj::Duration poll) {
   // evalLast: after every continuation already runnable (a call's answer is
   // queued a few turns after its promise resolves).
   return kj::evalLast([this, &timer, poll]() -> kj::Promise<void> {
-    if (queued_messages() == 0) return kj::READY_NOW;
+    if (queued_messages() == 0 && unacknowledged_bytes() == 0) return kj::READY_NOW;
     return timer.afterDelay(poll).then([this, &timer, poll] { return flushed(timer, poll); });
   });
+}
+
+kj::Promise<void> RpcConnections::hang_up(kj::Timer& timer, kj::Duration linger) {
+  kj::Vector<kj::Promise<void>> closed;
+  for (Connection* c : open_) {
+    // Still reading: the peer's last messages are taken in, not refused with
+    // a reset, until it closes (each connection then goes by itself).
+    closed.add(c->network.onDisconnect());
+    // A peer that is gone already has nothing left to read: no error.
+    (void)kj::runCatchingExceptions([c] { c->stream->shutdownWrite(); });
+  }
+  return kj::joinPromises(closed.releaseAsArray()).exclusiveJoin(timer.afterDelay(linger));
 }
 
 void RpcConnections::ErrorHandler::taskFailed(kj::Exception&& exception) {

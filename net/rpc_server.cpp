@@ -43,8 +43,12 @@ void RpcServer::shutdown(std::chrono::milliseconds grace, std::function<void()> 
           auto timeout = timer_->afterDelay(grace.count() * kj::MILLISECONDS);
           // Once the last turn is delivered, its result() answer may still be
           // on its way out: the connections go once every answer queued is
-          // written to its socket.
-          auto flushed = drain_->drained().then([this] { return connections_->flushed(*timer_); });
+          // delivered and each client has read to the end (or the linger
+          // passed).
+          const auto linger = options_.hang_up_linger.count() * kj::MILLISECONDS;
+          auto flushed = drain_->drained()
+                             .then([this] { return connections_->flushed(*timer_); })
+                             .then([this, linger] { return connections_->hang_up(*timer_, linger); });
           draining_ = flushed
                           .exclusiveJoin(kj::mv(timeout))
                           .then([this] {

@@ -39,6 +39,11 @@ struct RpcServerOptions {
   std::uint16_t port = 0;  // 0: any free port (see port())
   std::string tenant;      // RPC clients' conversations belong to this tenant
   int max_deltas_in_flight = 4;
+  // shutdown(): once every answer is delivered, how long a connection's
+  // peer gets to read to the end and close (within the grace period). A
+  // client that reads takes a moment; one whose loop is not running would
+  // hold the stop for all of it.
+  std::chrono::milliseconds hang_up_linger{1000};
   // Keys required: clients must login(key) and act for the key's tenant.
   std::shared_ptr<const ApiKeys> keys;
 };
@@ -60,9 +65,11 @@ class RpcServer {
   // Stops in the background without blocking the caller (any thread): no
   // new turns (sendTurn throws "unavailable: the server is shutting down"),
   // turns in flight get up to `grace` to deliver their whole reply to their
-  // sink, then the loop stops as stop() does. `stopped` runs once the loop
-  // has ended (on its thread; on the caller's if it had already). Call stop()
-  // or destroy the server afterwards to join the thread.
+  // sink and every answer to its client (RpcConnections::flushed, then
+  // hang_up for at most hang_up_linger), then the loop stops as stop()
+  // does. `stopped` runs once the loop has ended (on its thread; on the
+  // caller's if it had already). Call stop() or destroy the server
+  // afterwards to join the thread.
   void shutdown(std::chrono::milliseconds grace, std::function<void()> stopped);
   // Turns this server started that are still in the engine.
   std::size_t active_turns() const { return tracker_->active(); }
