@@ -1,11 +1,14 @@
 // fe-latency: the latency the HTTP front end adds to a streamed token (from
-// the token leaving the scheduler to its bytes written to the client's
+// the token being sampled to its bytes written to the client's
 // socket) at N simultaneous streaming clients. Starts the server in process
-// (a generated 1-layer model, the OpenAI routes on --http-threads I/O
-// threads), runs the clients on loopback for --seconds, and prints the exact
-// p50/p99/p999 of every sample with the load average and the machine's
-// noise floor (how late a sleeping thread wakes meanwhile); --out writes the
-// JSON (with this command line).
+// (the --model, by default a generated 1-layer model; the OpenAI routes on
+// --http-threads I/O threads), runs the clients on loopback for --seconds in
+// a child process (this program again, --client-of PORT: their CPU neither
+// competes inside the server's process nor mixes into its figure), and
+// prints the exact p50/p99/p999 of every sample with the load average, the
+// server's and the clients' CPU and the machine's noise floor (how late a
+// sleeping thread wakes meanwhile); --out writes the JSON (with this command
+// line).
 //
 // --compute-nice 0,10 runs one server per listed nice value of the compute
 // threads (EngineOptions::compute_nice), --rounds times in turn (0,10,0,10..),
@@ -14,15 +17,15 @@
 //   fe-latency --clients 200 --seconds 10 --compute-nice 0,10 --rounds 2 --out /tmp/fe.json
 #include "actors/engine.hpp"
 #include "bench/common/machine_info.hpp"
+#include "bench/fe-latency/client_process.hpp"
 #include "bench/fe-latency/report.hpp"
+#include "bench/fe-latency/served_model.hpp"
 #include "bench/fe-latency/stream_clients.hpp"
-#include "gpu/model/builtin_vocab.hpp"
-#include "gpu/model/model_loader.hpp"
-#include "gpu/model/test_model.hpp"
 #include "net/engine_backend.hpp"
 #include "net/http_server_group.hpp"
 #include "net/metrics.hpp"
 #include "net/openai_routes.hpp"
+#include "runtime/thread_priority.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -34,7 +37,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -44,7 +46,6 @@
 #include <vector>
 
 #include <sys/resource.h>
-#include <unistd.h>
 
 namespace asio = boost::asio;
 namespace json = boost::json;
@@ -61,22 +62,33 @@ struct Args {
   int rounds = 1;
   std::vector<int> compute_nice{0};
   std::optional<std::string> out;
+  std::string model = bench::one_layer_model_spec;
   std::string command;
+  // Client mode (internal): the clients of the server on this port.
+  std::optional<std::uint16_t> client_of;
+  std::string served_model;  // the model name client mode's requests name
 };
 
 const char* usage =
     "fe-latency [--clients N] [--seconds S] [--http-threads N] [--engine-threads N] [--max-tokens "
     "N]\n"
-    "           [--compute-nice N[,N...]] [--rounds R] [--out FILE.json]\n"
+    "           [--compute-nice N|idle[,...]] [--rounds R] [--model FILE|builtin|one-layer] [--out FILE.json]\n"
     "Defaults: 200 clients, 10 s, min(cores, 4) HTTP threads, 1 engine thread, 32 tokens per "
     "request,\n"
-    "compute nice 0, 1 round. Several nice values run in turn, R times each.\n";
+    "compute nice 0, 1 round, model one-layer (a generated 1-layer model; builtin: the generated\n"
+    "model `pensieve` serves without --model; FILE: a GGUF). Several nice values run in turn, R\n"
+    "times each. The clients run in a child process (--client-of PORT, internal).\n";
 
-// "0,10,19" -> {0, 10, 19}; nullopt on anything but 0..19 values.
+// "0,10,idle" -> {0, 10, rt::kIdleClass (20)}; nullopt on anything but
+// 0..19 or idle.
 std::optional<std::vector<int>> parse_nice_list(const std::string& text) {
   std::vector<int> out;
   std::stringstream in(text);
   for (std::string item; std::getline(in, item, ',');) {
+    if (item == "idle") {
+      out.push_back(rt::kIdleClass);
+      continue;
+    }
     char* end = nullptr;
     const long v = std::strtol(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || v < 0 || v > 19) return std::nullopt;
@@ -103,6 +115,14 @@ std::optional<Args> parse(int argc, char** argv) {
                                                : nullptr;
     if (flag == "--out") {
       a.out = value;
+    } else if (flag == "--model") {
+      a.model = value;
+    } else if (flag == "--served-model") {
+      a.served_model = value;
+    } else if (flag == "--client-of") {
+      const int port = std::atoi(value.c_str());
+      if (port < 1 || port > 65535) return std::nullopt;
+      a.client_of = std::uint16_t(port);
     } else if (flag == "--compute-nice") {
       auto list = parse_nice_list(value);
       if (!list) return std::nullopt;
@@ -114,31 +134,8 @@ std::optional<Args> parse(int argc, char** argv) {
       return std::nullopt;
     }
   }
+  if (a.client_of && a.served_model.empty()) return std::nullopt;
   return a;
-}
-
-// The soak test's shape: 1 layer, dim 32, the built-in vocabulary, so the
-// scheduler is fast and the front end is what is measured.
-Result<model::ModelWeights> one_layer_model() {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("pensieve-fe-latency-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  model::TestModelOptions o;
-  o.n_layers = 1;
-  o.dim = 32;
-  o.n_heads = 2;
-  o.n_kv_heads = 1;
-  o.ff_dim = 64;
-  o.max_context = 256;
-  o.dtype = model::DType::f32;
-  o.seed = 3;
-  o.name = "tiny";
-  if (auto r = model::write_builtin_vocab_gguf(dir / "vocab.gguf"); !r) return r.error();
-  o.vocab_from = dir / "vocab.gguf";
-  if (auto r = model::make_test_model(o, dir / "model.gguf"); !r) return r.error();
-  auto weights = model::load_model(dir / "model.gguf");  // stays mapped after the files go
-  std::filesystem::remove_all(dir);
-  return weights;
 }
 
 // The machine's own noise floor, measured alongside: how late a thread that
@@ -175,10 +172,18 @@ double cpu_seconds() {
          1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
+// The clients, in a child process; one that outlives its run by two minutes
+// is stuck, and killed.
+Result<bench::ClientResult> run_clients(const Args& args, std::uint16_t port, const std::string& model_name) {
+  auto clients = bench::ClientProcess::spawn({port, args.clients, args.seconds, args.max_tokens, model_name});
+  if (!clients) return clients.error();
+  return clients->finish(std::chrono::seconds(args.seconds + 120));
+}
+
 // One server (engine + HTTP threads) with the compute threads at `nice`,
 // loaded by the clients for --seconds.
 Result<bench::FeRun> run_once(const Args& args, int nice, int round) {
-  auto weights = one_layer_model();
+  auto weights = bench::load_served_model(args.model);
   if (!weights) return weights.error();
   // Before the engine, which completes operations on its contexts.
   net::HttpServerGroup servers(args.http_threads);
@@ -187,7 +192,7 @@ Result<bench::FeRun> run_once(const Args& args, int nice, int round) {
   actors::EngineOptions eo;
   eo.n_threads = std::size_t(args.engine_threads);
   eo.compute_nice = nice;
-  eo.kv_cache_mb = 64;
+  eo.kv_cache_mb = args.model == bench::one_layer_model_spec ? 64 : 512;
   eo.max_running = 256;
   eo.max_batch_tokens = 2048;
   auto engine = actors::Engine::create(std::move(*weights), eo);
@@ -205,8 +210,8 @@ Result<bench::FeRun> run_once(const Args& args, int nice, int round) {
   const double cpu_before = cpu_seconds();
   WakeupProbe probe;
   const auto started = std::chrono::steady_clock::now();
-  run.load = bench::run_stream_clients(servers.port(), args.clients,
-                                       std::chrono::seconds(args.seconds), args.max_tokens);
+  run.model_name = (*engine)->model_name();
+  auto clients = run_clients(args, servers.port(), run.model_name);
   run.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   run.cpu_s = cpu_seconds() - cpu_before;
   run.load_after = bench::load_average();
@@ -215,6 +220,9 @@ Result<bench::FeRun> run_once(const Args& args, int nice, int round) {
   asio::co_spawn(home, servers.stop(std::chrono::milliseconds(0)), asio::detached);
   home.run();
   servers.join();
+  if (!clients) return clients.error();
+  run.load = std::move(clients->load);
+  run.client_cpu_s = clients->cpu_s;
   run.completion_tokens =
       std::int64_t(run.load.ok) * args.max_tokens;  // ignore_eos: every reply is max_tokens long
   run.samples_s = metrics.frontend_samples();
@@ -230,6 +238,12 @@ int main(int argc, char** argv) {
     std::fputs(usage, stderr);
     return 2;
   }
+  if (args->client_of) {
+    const auto load = bench::run_stream_clients(*args->client_of, args->clients, std::chrono::seconds(args->seconds),
+                                                args->max_tokens, args->served_model);
+    bench::write_client_result(load, stdout);
+    return 0;
+  }
   std::vector<bench::FeRun> runs;
   for (int round = 1; round <= args->rounds; ++round) {
     for (int nice : args->compute_nice) {
@@ -242,9 +256,10 @@ int main(int argc, char** argv) {
     }
   }
   std::printf(
-      "fe-latency: %d clients, %d s per run, %d HTTP threads, %d engine threads, %d tokens per "
-      "request\n",
-      args->clients, args->seconds, args->http_threads, args->engine_threads, args->max_tokens);
+      "fe-latency: %d clients (a child process), %d s per run, %d HTTP threads, %d engine threads, %d tokens per "
+      "request, model %s (%s)\n",
+      args->clients, args->seconds, args->http_threads, args->engine_threads, args->max_tokens, args->model.c_str(),
+      runs.empty() ? "" : runs.front().model_name.c_str());
   bench::print_runs(runs, args->compute_nice);
   bool ok = true;
   for (const auto& r : runs) ok = ok && r.load.failed == 0 && !r.samples_s.empty();
@@ -258,6 +273,9 @@ int main(int argc, char** argv) {
     o["engine_threads"] = args->engine_threads;
     o["max_tokens"] = args->max_tokens;
     o["rounds"] = args->rounds;
+    o["model"] = args->model;
+    o["model_name"] = runs.empty() ? std::string() : runs.front().model_name;
+    o["clients_in"] = "a child process";
     o["hardware_threads"] = machine.hardware_threads;
     o["cpu_model"] = machine.cpu_model;
     std::ofstream(*args->out) << json::serialize(o) << "\n";

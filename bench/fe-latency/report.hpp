@@ -19,7 +19,9 @@ struct FeRun {
   std::vector<double> samples_s;       // front-end latency of every delta
   std::vector<double> taken_s;         // its part until the writer took the delta
   std::vector<double> wakeup_late_s;   // the noise-floor probe's lateness
-  double cpu_s = 0, wall_s = 0;
+  double cpu_s = 0, wall_s = 0;        // cpu_s: the server's process
+  double client_cpu_s = 0;             // the clients' process
+  std::string model_name;              // the served model's
   std::string load_before, load_after;
 };
 

@@ -7,6 +7,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/json.hpp>
 
 #include <optional>
 #include <vector>
@@ -22,7 +23,7 @@ constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 namespace {
 
 asio::awaitable<void> client(std::uint16_t port, int index, Clock::time_point deadline, int max_tokens,
-                             StreamLoad& stats) {
+                             const std::string& model, StreamLoad& stats) {
   auto ex = co_await asio::this_coro::executor;
   const asio::ip::tcp::endpoint server(asio::ip::make_address("127.0.0.1"), port);
   std::optional<beast::tcp_stream> stream;
@@ -42,7 +43,8 @@ asio::awaitable<void> client(std::uint16_t port, int index, Clock::time_point de
     http::request<http::string_body> req{http::verb::post, "/v1/chat/completions", 11};
     req.set(http::field::host, "127.0.0.1");
     req.set(http::field::content_type, "application/json");
-    req.body() = R"({"model":"tiny","stream":true,"ignore_eos":true,"temperature":0,"max_tokens":)" +
+    req.body() = R"({"model":)" + boost::json::serialize(boost::json::string(model)) +
+                 R"(,"stream":true,"ignore_eos":true,"temperature":0,"max_tokens":)" +
                  std::to_string(max_tokens) + R"(,"messages":[{"role":"user","content":"client )" +
                  std::to_string(index) + " request " + std::to_string(i) + R"("}]})";
     req.keep_alive(true);
@@ -72,12 +74,13 @@ asio::awaitable<void> client(std::uint16_t port, int index, Clock::time_point de
 
 }  // namespace
 
-StreamLoad run_stream_clients(std::uint16_t port, int clients, std::chrono::seconds duration, int max_tokens) {
+StreamLoad run_stream_clients(std::uint16_t port, int clients, std::chrono::seconds duration, int max_tokens,
+                              const std::string& model) {
   asio::io_context io(1);
   std::vector<StreamLoad> stats(static_cast<std::size_t>(clients));
   const auto deadline = Clock::now() + duration;
   for (int i = 0; i < clients; ++i) {
-    asio::co_spawn(io, client(port, i, deadline, max_tokens, stats[std::size_t(i)]), asio::detached);
+    asio::co_spawn(io, client(port, i, deadline, max_tokens, model, stats[std::size_t(i)]), asio::detached);
   }
   io.run();
   StreamLoad total;

@@ -14,6 +14,8 @@ struct StreamLoad {
   std::string first_error;
 };
 
-StreamLoad run_stream_clients(std::uint16_t port, int clients, std::chrono::seconds duration, int max_tokens);
+// `model`: the served model's name, which every request names.
+StreamLoad run_stream_clients(std::uint16_t port, int clients, std::chrono::seconds duration, int max_tokens,
+                              const std::string& model);
 
 }  // namespace pensieve::bench
