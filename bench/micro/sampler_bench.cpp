@@ -23,7 +23,7 @@ std::vector<float> logits_of(std::int32_t vocab) {
   return logits;
 }
 
-enum Mode : int { greedy, greedy_logprobs, temperature, nucleus, top_k };
+enum Mode : int { greedy, greedy_logprobs, temperature, nucleus, top_k, top_logprobs };
 
 pm::SamplingParams params_of(Mode mode) {
   pm::SamplingParams p;
@@ -44,6 +44,11 @@ pm::SamplingParams params_of(Mode mode) {
       p.temperature = 0.8f;
       p.top_k = 40;
       break;
+    case top_logprobs:  // greedy with the 5 best alternatives' logprobs
+      p.temperature = 0.0f;
+      p.logprobs = true;
+      p.top_logprobs = 5;
+      break;
   }
   return p;
 }
@@ -58,7 +63,7 @@ void BM_SampleStep(benchmark::State& state) {
 }
 BENCHMARK(BM_SampleStep)
     ->ArgNames({"vocab", "mode"})
-    ->ArgsProduct({{32000, 128256, 151936}, {greedy, greedy_logprobs, temperature, nucleus, top_k}})
+    ->ArgsProduct({{32000, 128256, 151936}, {greedy, greedy_logprobs, temperature, nucleus, top_k, top_logprobs}})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

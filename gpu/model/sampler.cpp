@@ -272,10 +272,27 @@ std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, std::int32
     float logit;
     std::int32_t token;
   };
-  std::vector<Entry> entries(logits.size());
-  for (std::size_t i = 0; i < logits.size(); ++i)
-    entries[i] = {logits[i], static_cast<std::int32_t>(i)};
-  const std::size_t count = std::min(static_cast<std::size_t>(std::max(n, 0)), entries.size());
+  const std::size_t count = std::min(static_cast<std::size_t>(std::max(n, 0)), logits.size());
+  if (count == 0) return {};
+  // As for top-k: only the tokens at or above the highest of max - 1,
+  // max - 2, ... that holds `count` of them (an upper set of the order).
+  const float max = sampler_math::max_value(logits);
+  float threshold = std::numeric_limits<float>::lowest();
+  for (float d = 1.0f; d <= 256.0f; d *= 2.0f) {
+    if (sampler_math::count_at_least(logits, max - d) >= count) {
+      threshold = max - d;
+      break;
+    }
+  }
+  std::vector<std::int32_t> indices;
+  sampler_math::indices_at_least(logits, threshold, indices);
+  std::vector<Entry> entries;
+  entries.reserve(indices.size());
+  for (const std::int32_t i : indices) entries.push_back({logits[static_cast<std::size_t>(i)], i});
+  if (entries.size() < count) {  // NaN or -inf logits below every threshold: take every token
+    entries.clear();
+    for (std::size_t i = 0; i < logits.size(); ++i) entries.push_back({logits[i], static_cast<std::int32_t>(i)});
+  }
   std::partial_sort(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(count),
                     entries.end(), [](const Entry& a, const Entry& b) { return more_likely(a, b); });
   std::vector<TokenLogprob> out(count);

@@ -162,3 +162,34 @@ TEST_CASE("the vectorised passes agree with their scalar definitions", "[sampler
     CHECK(sm::count_at_least(x, t) == want.size());
   }
 }
+
+TEST_CASE("top logprobs over a large vocabulary are the reference's n best, masked tokens last", "[sampler]") {
+  const auto reference = [](const std::vector<float>& logits, std::size_t n) {
+    std::vector<std::int32_t> ids(logits.size());
+    std::iota(ids.begin(), ids.end(), 0);
+    std::stable_sort(ids.begin(), ids.end(), [&](std::int32_t a, std::int32_t b) {
+      return logits[std::size_t(a)] > logits[std::size_t(b)];
+    });
+    ids.resize(n);
+    return ids;
+  };
+  const auto ids_of = [](const std::vector<pm::TokenLogprob>& top) {
+    std::vector<std::int32_t> ids;
+    for (const auto& t : top) ids.push_back(t.token);
+    return ids;
+  };
+  auto logits = normal_logits(32000, 3.0f, 99);
+  logits[7] = logits[8] = 40.0f;  // a tie at the top: the lower id first
+  const double lse = pm::log_sum_exp(logits);
+  for (const std::int32_t n : {1, 5, 20}) {
+    const auto top = pm::top_logprobs(logits, n, lse);
+    CHECK(ids_of(top) == reference(logits, std::size_t(n)));
+    for (const auto& t : top) CHECK(t.logprob == float(double(logits[std::size_t(t.token)]) - lse));
+  }
+  // Fewer finite tokens than asked: the masked ones follow, by id.
+  std::vector<float> masked(100, -std::numeric_limits<float>::infinity());
+  masked[50] = 1.0f;
+  masked[10] = 2.0f;
+  const auto top = pm::top_logprobs(masked, 4, pm::log_sum_exp(masked));
+  CHECK(ids_of(top) == std::vector<std::int32_t>{10, 50, 0, 1});
+}
