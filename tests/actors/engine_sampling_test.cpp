@@ -22,13 +22,10 @@ model::SamplingParams seeded(std::uint64_t seed) {
   return p;
 }
 
-}  // namespace
-
-TEST_CASE("seeded sampling gives a request the same tokens alone and in a batch drawn on several threads",
-          "[engine][sampling]") {
+// Plays six conversations at once, then each alone, with seeded sampling;
+// every turn must get the same tokens both ways.
+void check_alone_equals_batched(const actors::EngineOptions& o) {
   TempDir dir("sampling");
-  actors::EngineOptions o;
-  o.n_threads = 2;  // the draws split over the pool's two threads (32k vocabulary: above a fork's cost)
   auto engine = actors::Engine::create(generated_model(dir), o);
   REQUIRE(engine.has_value());
   const auto convs = user_turns("sharegpt.jsonl", 6, 2, 120);
@@ -53,4 +50,21 @@ TEST_CASE("seeded sampling gives a request the same tokens alone and in a batch 
   }
   // Different seeds drew different replies (the draws are not greedy in disguise).
   CHECK(batched[0].turns[0].tokens != batched[1].turns[0].tokens);
+}
+
+}  // namespace
+
+TEST_CASE("seeded sampling gives a request the same tokens alone and in a batch drawn on several threads",
+          "[engine][sampling]") {
+  actors::EngineOptions o;
+  o.n_threads = 2;  // the draws split over the pass's two threads (32k vocabulary: above a fork's cost)
+  check_alone_equals_batched(o);
+}
+
+TEST_CASE("with tensor-parallel ranks the worker's own sampling pool draws the same tokens alone and in a batch",
+          "[engine][sampling][tp]") {
+  actors::EngineOptions o;
+  o.n_threads = 2;
+  o.tp = 2;  // no host threads of the backend's own: the GPU worker's pool draws
+  check_alone_equals_batched(o);
 }
