@@ -294,10 +294,14 @@ using LoadQ8_0 = LoadPortable<model::DType::q8_0>;
 using LoadQ4_0 = LoadPortable<model::DType::q4_0>;
 using LoadQ4_K = LoadPortable<model::DType::q4_k>;
 
+constexpr int gemv_tile_rows = 8;
+
+// [pf, pf_end): the AVX-512 tile's prefetch range, nothing to do here.
 template <class L, int R, int C>
 inline void dot_tile_fixed(const float* x, std::int64_t x_stride, const std::byte* w,
                            std::size_t w_row_bytes, std::int64_t n, float* y,
-                           std::int64_t y_stride) {
+                           std::int64_t y_stride, const std::byte* /*pf*/ = nullptr,
+                           const std::byte* /*pf_end*/ = nullptr) {
   std::vector<float> wrow(static_cast<std::size_t>(n));
   PENSIEVE_UNROLL
   for (int c = 0; c < C; ++c) {

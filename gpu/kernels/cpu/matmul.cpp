@@ -48,7 +48,9 @@ void run_rows_by_4(const ConstRowsView& x, const WeightView& w, const RowsView& 
   }
 }
 
-#if defined(PENSIEVE_DOT_AVX512)
+// A decode step of up to decode_max_tokens tokens: 8 weight rows at a time,
+// the tokens two by two (each row read once per pair), the next 8 rows
+// prefetched in step by the first pair; the rest by run_rows_by_4.
 template <class Loader>
 void run_rows_decode(const ConstRowsView& x, const WeightView& w, const RowsView& y,
                      std::int64_t o0, std::int64_t o1) {
@@ -70,19 +72,6 @@ void run_rows_decode(const ConstRowsView& x, const WeightView& w, const RowsView
   }
   run_rows_by_4<Loader>(x, w, y, o, o1);
 }
-#else
-template <class Loader>
-void run_rows_decode(const ConstRowsView& x, const WeightView& w, const RowsView& y,
-                     std::int64_t o0, std::int64_t o1) {
-  std::int64_t o = o0;
-  if (x.rows == 1) {
-    for (; o + 8 <= o1; o += 8)
-      dot_tile_fixed<Loader, 1, 8>(x.row(0), x.stride, w.row(o), w.row_bytes, w.cols, y.row(0) + o,
-                                   y.stride);
-  }
-  run_rows_by_4<Loader>(x, w, y, o, o1);
-}
-#endif
 
 #if defined(PENSIEVE_DOT_AVX512)
 
