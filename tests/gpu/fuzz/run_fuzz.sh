@@ -3,6 +3,8 @@
 # (-fsanitize=fuzzer,address,undefined) and runs it for a bounded time from a
 # small generated seed corpus. Fails on any crash, sanitizer report or leak.
 #   usage: run_fuzz.sh gguf|safetensors WORK_DIR [SECONDS]
+# WORK_DIR is this run's alone: it is emptied of corpora first (two runs
+# sharing one would delete each other's inputs mid-run).
 set -euo pipefail
 target=$1
 work=$2
