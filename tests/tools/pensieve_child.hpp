@@ -86,6 +86,20 @@ struct PensieveChild {
     }
     return m[1];
   }
+  // Everything it has written to stderr so far, for a failure's message
+  // (reads what the pipe holds, waiting at most `limit` for more).
+  const std::string& stderr_text(std::chrono::milliseconds limit = std::chrono::milliseconds(200)) {
+    const auto deadline = Clock::now() + limit;
+    while (Clock::now() < deadline) {
+      pollfd p{err_fd, POLLIN, 0};
+      if (::poll(&p, 1, 10) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = ::read(err_fd, buf, sizeof buf);
+      if (n <= 0) break;
+      err.append(buf, std::size_t(n));
+    }
+    return err;
+  }
   // The HTTP port, once the server says it serves.
   std::uint16_t http_port() {
     return std::uint16_t(

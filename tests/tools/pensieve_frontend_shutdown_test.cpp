@@ -118,7 +118,12 @@ TEST_CASE("SIGTERM lets a WebSocket reply finish, refuses a new turn, then close
   bool refused_new_turn = false;
   boost::json::object end;
   for (;;) {
-    auto m = ws.next();
+    auto got = ws.receive();
+    if (!got) {
+      INFO("server stderr:\n" << server.stderr_text());
+      FAIL("the connection ended after " << deltas << " deltas, close code " << ws.close_code());
+    }
+    auto m = std::move(*got);
     if (m.at("type") == "delta") {
       ++deltas;
       continue;
@@ -139,6 +144,19 @@ TEST_CASE("SIGTERM lets a WebSocket reply finish, refuses a new turn, then close
   CHECK(ws.close_code() == 1001);
   CHECK(server.wait_exit(std::chrono::seconds(30)) == 0);
   CHECK(Clock::now() - signalled < std::chrono::seconds(30));
+}
+
+// Clients can connect from the "serving" line on, before the RPC server is
+// up: a SIGTERM from then on takes the graceful path (it once killed the
+// process by the default action: a WebSocket turn just started was cut off).
+TEST_CASE("SIGTERM right after the server says it serves exits 0, not by the signal", "[tools][shutdown]") {
+  pensieve::testing::TempDir cache("pensieve-early-sigterm");
+  PensieveChild server(pensieve::testing::pensieve_binary(), cache.path(), server_args(30));
+  (void)server.http_port();
+  REQUIRE(::kill(server.pid, SIGTERM) == 0);
+  const int status = server.wait_exit(std::chrono::seconds(30));
+  INFO("server stderr:\n" << server.stderr_text());
+  CHECK(status == 0);
 }
 
 TEST_CASE("SIGTERM lets an RPC turn deliver its whole reply and done(), refuses a new one, then exits 0",

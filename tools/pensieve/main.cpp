@@ -158,6 +158,11 @@ int serve(const server::Options& o) {
   };
   const net::HttpHandler handler =
       net::with_admin_routes(net::with_web_page(net::make_openai_routes(backend, routes)), std::move(admin));
+  // Caught from the moment clients can connect: a SIGTERM before the RPC
+  // server is up (a turn may already stream) must reach the graceful path
+  // below, not the default action that kills the process mid-turn. Before
+  // this, while the model loads, SIGINT still stops at once.
+  asio::signal_set signals(io, SIGINT, SIGTERM);
   if (auto r = http.listen(o.host, o.port, handler, std::move(http_options)); !r) {
     std::fprintf(stderr, "pensieve: %s\n", r.error().message.c_str());
     return 1;
@@ -178,7 +183,6 @@ int serve(const server::Options& o) {
   }
   std::fprintf(stderr, "pensieve: Cap'n Proto RPC on %s:%u\n", o.host.c_str(), unsigned((*rpc)->port()));
   OneShot rpc_stopped(io.get_executor());
-  asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int) {
     if (ec) return;
     // The HTTP listener closes at once (new connections are refused); no
