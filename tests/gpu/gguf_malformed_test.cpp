@@ -4,6 +4,7 @@
 #include "gpu/model/gguf_loader.hpp"
 #include "gpu/model/gguf_writer.hpp"
 #include "tests/shared_data.hpp"
+#include "tests/result_checks.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -11,18 +12,6 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
-
-// Result<T> has no Catch stringification: report the error message instead.
-#define REQUIRE_OK(expr) \
-  do { \
-    const auto& ok_ = (expr); \
-    if (!ok_) FAIL(ok_.error().message); \
-  } while (false)
-#define CHECK_OK(expr) \
-  do { \
-    const auto& ok_ = (expr); \
-    if (!ok_) FAIL_CHECK(ok_.error().message); \
-  } while (false)
 
 using namespace pensieve::model;
 

@@ -3,17 +3,11 @@
 #include "gpu/model/gguf_file.hpp"
 #include "gpu/model/gguf_loader.hpp"
 #include "gpu/model/gguf_writer.hpp"
+#include "tests/result_checks.hpp"
 
 #include <catch2/catch.hpp>
 
 using namespace pensieve::model;
-
-// Result<T> has no Catch stringification: report the error message instead.
-#define REQUIRE_OK(expr) \
-  do { \
-    const auto& ok_ = (expr); \
-    if (!ok_) FAIL(ok_.error().message); \
-  } while (false)
 
 namespace {
 

@@ -4,20 +4,9 @@
 #include "gpu/model/gguf_loader.hpp"
 #include "gpu/model/gguf_tokenizer.hpp"
 #include "tests/shared_data.hpp"
+#include "tests/result_checks.hpp"
 
 #include <catch2/catch.hpp>
-
-// Result<T> has no Catch stringification: report the error message instead.
-#define REQUIRE_OK(expr) \
-  do { \
-    const auto& ok_ = (expr); \
-    if (!ok_) FAIL(ok_.error().message); \
-  } while (false)
-#define CHECK_OK(expr) \
-  do { \
-    const auto& ok_ = (expr); \
-    if (!ok_) FAIL_CHECK(ok_.error().message); \
-  } while (false)
 
 using namespace pensieve::model;
 using pensieve::testing::shared_file;

@@ -8,24 +8,13 @@
 #include "gpu/model/safetensors_writer.hpp"
 #include "gpu/model/test_model.hpp"
 #include "tests/shared_data.hpp"
+#include "tests/result_checks.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <cstring>
 #include <fstream>
 #include <unistd.h>
-
-// Result<T> has no Catch stringification: report the error message instead.
-#define REQUIRE_OK(expr) \
-  do { \
-    const auto& ok_ = (expr); \
-    if (!ok_) FAIL(ok_.error().message); \
-  } while (false)
-#define CHECK_OK(expr) \
-  do { \
-    const auto& ok_ = (expr); \
-    if (!ok_) FAIL_CHECK(ok_.error().message); \
-  } while (false)
 
 using namespace pensieve::model;
 

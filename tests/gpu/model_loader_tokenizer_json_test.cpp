@@ -1,20 +1,9 @@
 // tokenizer.json (+ tokenizer_config.json) -> TokenizerData for the two
 // families: byte-fallback BPE (SentencePiece-style) and byte-level BPE.
 #include "gpu/model/tokenizer_json.hpp"
+#include "tests/result_checks.hpp"
 
 #include <catch2/catch.hpp>
-
-// Result<T> has no Catch stringification: report the error message instead.
-#define REQUIRE_OK(expr) \
-  do { \
-    const auto& ok_ = (expr); \
-    if (!ok_) FAIL(ok_.error().message); \
-  } while (false)
-#define CHECK_OK(expr) \
-  do { \
-    const auto& ok_ = (expr); \
-    if (!ok_) FAIL_CHECK(ok_.error().message); \
-  } while (false)
 
 using namespace pensieve::model;
 

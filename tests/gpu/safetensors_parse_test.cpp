@@ -2,22 +2,11 @@
 // malformed header, offset or size into an Error naming the file.
 #include "gpu/model/safetensors_file.hpp"
 #include "gpu/model/safetensors_writer.hpp"
+#include "tests/result_checks.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <cstring>
-
-// Result<T> has no Catch stringification: report the error message instead.
-#define REQUIRE_OK(expr) \
-  do { \
-    const auto& ok_ = (expr); \
-    if (!ok_) FAIL(ok_.error().message); \
-  } while (false)
-#define CHECK_OK(expr) \
-  do { \
-    const auto& ok_ = (expr); \
-    if (!ok_) FAIL_CHECK(ok_.error().message); \
-  } while (false)
 
 using namespace pensieve::model;
 

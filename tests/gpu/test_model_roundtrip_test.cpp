@@ -6,6 +6,7 @@
 #include "gpu/model/test_model.hpp"
 #include "gpu/numeric/half.hpp"
 #include "tests/shared_data.hpp"
+#include "tests/result_checks.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -14,18 +15,6 @@
 #include <fstream>
 #include <iterator>
 #include <unistd.h>
-
-// Result<T> has no Catch stringification: report the error message instead.
-#define REQUIRE_OK(expr) \
-  do { \
-    const auto& ok_ = (expr); \
-    if (!ok_) FAIL(ok_.error().message); \
-  } while (false)
-#define CHECK_OK(expr) \
-  do { \
-    const auto& ok_ = (expr); \
-    if (!ok_) FAIL_CHECK(ok_.error().message); \
-  } while (false)
 
 using namespace pensieve::model;
 
