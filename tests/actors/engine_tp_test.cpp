@@ -4,6 +4,7 @@
 // rank, and clear errors for what does not combine (a --tp that does not
 // split the model, the host tier with --tp, --backend cuda without a device).
 #include "tests/actors/engine_fixture.hpp"
+#include "tests/golden_file.hpp"
 
 #include <boost/json.hpp>
 
@@ -46,24 +47,6 @@ std::string text_of(const model::TokenizerData& vocab, const std::vector<std::in
   return text;
 }
 
-struct Golden {
-  std::vector<std::int32_t> prompt, generated;
-};
-
-std::vector<Golden> read_golden() {
-  std::ifstream in(shared_file("golden/stories260K.golden.jsonl"));
-  std::vector<Golden> out;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty()) continue;
-    const auto obj = boost::json::parse(line).as_object();
-    Golden g;
-    for (const auto& v : obj.at("prompt").as_array()) g.prompt.push_back(std::int32_t(v.to_number<std::int64_t>()));
-    for (const auto& v : obj.at("generated").as_array()) g.generated.push_back(std::int32_t(v.to_number<std::int64_t>()));
-    out.push_back(std::move(g));
-  }
-  return out;
-}
-
 actors::EngineOptions tp_options(std::int32_t tp) {
   actors::EngineOptions o;
   o.n_threads = 2;
@@ -102,7 +85,7 @@ std::vector<std::vector<std::int32_t>> complete_all(actors::Engine& engine, asio
 }  // namespace
 
 TEST_CASE("the engine on 1, 2 and 4 tensor-parallel ranks gives stories260K's golden greedy tokens", "[engine][tp]") {
-  const auto golden = read_golden();
+  const auto golden = pensieve::testing::read_golden(shared_file("golden/stories260K.golden.jsonl"));
   REQUIRE(golden.size() == 5);
   const model::TokenizerData vocab = one_char_per_id(512);
   std::vector<std::string> prompts;

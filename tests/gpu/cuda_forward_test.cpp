@@ -11,6 +11,7 @@
 #include "gpu/model/test_model.hpp"
 #include "tests/gpu/cuda_test_support.hpp"
 #include "tests/temp_dir.hpp"
+#include "tests/golden_file.hpp"
 
 #include <boost/json.hpp>
 
@@ -28,9 +29,9 @@ using backend::cuda::CudaKvPool;
 
 namespace {
 
-std::int32_t argmax(std::span<const float> x) {
-  return std::int32_t(std::max_element(x.begin(), x.end()) - x.begin());
-}
+using testing::argmax;
+using testing::GoldenLine;
+using testing::read_golden;
 
 ModelWeights generated_model(const testing::TempDir& dir) {
   TestModelOptions o;
@@ -130,24 +131,6 @@ double compare_backends(const ModelWeights& w, CudaForwardOptions options, CudaF
   return worst;
 }
 
-struct GoldenLine {
-  std::vector<std::int32_t> prompt, generated;
-};
-
-std::vector<GoldenLine> read_golden() {
-  std::ifstream in(testing::shared_file("golden/stories260K.golden.jsonl"));
-  std::vector<GoldenLine> lines;
-  for (std::string text; std::getline(in, text);) {
-    if (text.empty()) continue;
-    const auto obj = boost::json::parse(text).as_object();
-    GoldenLine g;
-    for (const auto& v : obj.at("prompt").as_array()) g.prompt.push_back(std::int32_t(v.to_number<std::int64_t>()));
-    for (const auto& v : obj.at("generated").as_array()) g.generated.push_back(std::int32_t(v.to_number<std::int64_t>()));
-    lines.push_back(std::move(g));
-  }
-  return lines;
-}
-
 // Greedy tokens of each golden prompt alone (batch 1: decode graphs), sampled
 // on the device; returns how many of the first `steps` match per line.
 std::vector<int> greedy_matches(kv::KvDType dtype, int steps) {
@@ -162,7 +145,7 @@ std::vector<int> greedy_matches(kv::KvDType dtype, int steps) {
   std::vector<kv::BlockId> blocks;
   for (std::uint32_t b = 0; b < 32; ++b) blocks.push_back(kv::BlockId{31 - b});
   std::vector<int> matches;
-  for (const GoldenLine& g : read_golden()) {
+  for (const GoldenLine& g : read_golden(testing::shared_file("golden/stories260K.golden.jsonl"))) {
     REQUIRE(g.generated.size() >= std::size_t(steps));
     std::vector<std::int32_t> feed = g.prompt, tokens;
     std::int32_t pos = 0;

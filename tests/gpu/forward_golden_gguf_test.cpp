@@ -3,6 +3,7 @@
 #include "gpu/model/cpu_forward.hpp"
 #include "gpu/model/model_loader.hpp"
 #include "tests/shared_data.hpp"
+#include "tests/golden_file.hpp"
 
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
@@ -16,37 +17,9 @@ using namespace pensieve::model;
 
 namespace {
 
-struct GoldenLine {
-  std::vector<std::int32_t> prompt, generated;
-  std::vector<std::vector<std::pair<std::int32_t, double>>> top;
-};
-
-std::vector<GoldenLine> read_golden(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::vector<GoldenLine> lines;
-  for (std::string text; std::getline(in, text);) {
-    if (text.empty()) continue;
-    const auto obj = boost::json::parse(text).as_object();
-    GoldenLine g;
-    for (const auto& v : obj.at("prompt").as_array()) g.prompt.push_back(std::int32_t(v.to_number<std::int64_t>()));
-    for (const auto& v : obj.at("generated").as_array()) g.generated.push_back(std::int32_t(v.to_number<std::int64_t>()));
-    for (const auto& step : obj.at("logits").as_array()) {
-      auto& row = g.top.emplace_back();
-      for (const auto& pair : step.as_array()) {
-        row.emplace_back(std::int32_t(pair.as_array()[0].to_number<std::int64_t>()),
-                         pair.as_array()[1].to_number<double>());
-      }
-    }
-    lines.push_back(std::move(g));
-  }
-  return lines;
-}
-
-std::int32_t argmax(std::span<const float> logits) {
-  std::size_t best = 0;
-  for (std::size_t i = 1; i < logits.size(); ++i) if (logits[i] > logits[best]) best = i;
-  return std::int32_t(best);
-}
+using pensieve::testing::argmax;
+using pensieve::testing::GoldenLine;
+using pensieve::testing::read_golden;
 
 // Greedy generation (whole prompt as one batch, then one token per step);
 // returns the largest top-5 logit difference and checks the tokens.

@@ -10,6 +10,7 @@
 #include "gpu/model/tp_forward.hpp"
 #include "gpu/model/tp_shard.hpp"
 #include "tests/shared_data.hpp"
+#include "tests/golden_file.hpp"
 
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
@@ -27,6 +28,10 @@ using namespace pensieve::model;
 namespace fs = std::filesystem;
 
 namespace {
+
+using testing::argmax;
+using testing::GoldenLine;
+using testing::read_golden;
 
 using RunFn = std::function<Result<ForwardOutput>(std::span<const PagedSequence>)>;
 
@@ -147,28 +152,6 @@ ModelWeights stories() {
   auto w = load_llama2c(testing::shared_file("models/stories260K.bin"));
   REQUIRE(w.has_value());
   return std::move(*w);
-}
-
-std::int32_t argmax(std::span<const float> logits) {
-  return std::int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
-}
-
-struct GoldenLine {
-  std::vector<std::int32_t> prompt, generated;
-};
-
-std::vector<GoldenLine> read_golden(const fs::path& path) {
-  std::ifstream in(path);
-  std::vector<GoldenLine> lines;
-  for (std::string text; std::getline(in, text);) {
-    if (text.empty()) continue;
-    const auto obj = boost::json::parse(text).as_object();
-    GoldenLine g;
-    for (const auto& v : obj.at("prompt").as_array()) g.prompt.push_back(std::int32_t(v.to_number<std::int64_t>()));
-    for (const auto& v : obj.at("generated").as_array()) g.generated.push_back(std::int32_t(v.to_number<std::int64_t>()));
-    lines.push_back(std::move(g));
-  }
-  return lines;
 }
 
 // Greedy decoding of every prompt at once, one ragged batch per step.
