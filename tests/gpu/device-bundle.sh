@@ -15,7 +15,7 @@ build="${BUILD_DIR:-$root/build-cuda}"
 bundle="$build/device-bundle"
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib/compat" "$bundle/shared/models" "$bundle/shared/golden"
-for prog in tests/test_gpu bench/pensieve-microbench; do
+for prog in tests/test_gpu bench/pensieve-microbench bench/fe-latency bench/loopback-floor; do
   [ -x "$build/$prog" ] || { echo "missing $build/$prog: build it first"; exit 1; }
   cp "$build/$prog" "$bundle/bin/"
   strip --strip-debug "$bundle/bin/$(basename "$prog")" || true
