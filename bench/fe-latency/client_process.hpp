@@ -9,7 +9,7 @@
 // ClientProcess owns the child: one that is still running when the object
 // goes (an error, or a child past its time limit) is killed and reaped.
 // One thread only.
-#include "bench/fe-latency/stream_clients.hpp"
+#include "bench/common/stream_load.hpp"
 #include "runtime/error.hpp"
 
 #include <sys/types.h>

@@ -20,7 +20,7 @@
 #include "bench/fe-latency/client_process.hpp"
 #include "bench/fe-latency/report.hpp"
 #include "bench/fe-latency/served_model.hpp"
-#include "bench/fe-latency/stream_clients.hpp"
+#include "bench/common/stream_load.hpp"
 #include "net/engine_backend.hpp"
 #include "net/http_server_group.hpp"
 #include "net/metrics.hpp"

@@ -2,7 +2,7 @@
 // What one fe-latency run measured, and how it is printed and written as
 // JSON (one object per run plus one per compute-nice setting over all its
 // rounds, so settings measured side by side compare in one file).
-#include "bench/fe-latency/stream_clients.hpp"
+#include "bench/common/stream_load.hpp"
 
 #include <boost/json/object.hpp>
 

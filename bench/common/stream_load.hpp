@@ -1,5 +1,9 @@
-#include "bench/fe-latency/stream_clients.hpp"
-
+#pragma once
+// Streaming OpenAI clients for load: each sends `stream: true` chat
+// completions back to back (keep-alive while the server allows) until the
+// run ends, and checks every reply is a 200 that ends with `data: [DONE]` and
+// carries no error event. Runs them all on one io_context in the calling
+// thread. Used by bench/fe-latency and the soak test (tests/net).
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -9,21 +13,29 @@
 #include <boost/beast/http.hpp>
 #include <boost/json.hpp>
 
+#include <chrono>
+#include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace pensieve::bench {
+
+struct StreamLoad {
+  std::uint64_t ok = 0, failed = 0;
+  std::string first_error;
+};
+
+namespace stream_load_detail {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using Clock = std::chrono::steady_clock;
-constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
+inline constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 
-namespace {
-
-asio::awaitable<void> client(std::uint16_t port, int index, Clock::time_point deadline, int max_tokens,
-                             const std::string& model, StreamLoad& stats) {
+inline asio::awaitable<void> client(std::uint16_t port, int index, Clock::time_point deadline,
+                                    int max_tokens, const std::string& model, StreamLoad& stats) {
   auto ex = co_await asio::this_coro::executor;
   const asio::ip::tcp::endpoint server(asio::ip::make_address("127.0.0.1"), port);
   std::optional<beast::tcp_stream> stream;
@@ -56,7 +68,8 @@ asio::awaitable<void> client(std::uint16_t port, int index, Clock::time_point de
     auto [rec, read] = co_await http::async_read(*stream, buffer, res, tuple_awaitable);
     (void)read;
     if (rec) co_return failure("read: " + rec.message());
-    if (res.result_int() != 200 || !res.body().ends_with("data: [DONE]\n\n")) {
+    if (res.result_int() != 200 || !res.body().ends_with("data: [DONE]\n\n") ||
+        res.body().find("\"error\"") != std::string::npos) {
       co_return failure(std::to_string(res.result_int()) + " " + res.body().substr(0, 200));
     }
     ++stats.ok;
@@ -72,15 +85,17 @@ asio::awaitable<void> client(std::uint16_t port, int index, Clock::time_point de
   }
 }
 
-}  // namespace
+}  // namespace stream_load_detail
 
-StreamLoad run_stream_clients(std::uint16_t port, int clients, std::chrono::seconds duration, int max_tokens,
-                              const std::string& model) {
-  asio::io_context io(1);
+inline StreamLoad run_stream_clients(std::uint16_t port, int clients, std::chrono::seconds duration,
+                                     int max_tokens, const std::string& model) {
+  boost::asio::io_context io(1);
   std::vector<StreamLoad> stats(static_cast<std::size_t>(clients));
-  const auto deadline = Clock::now() + duration;
+  const auto deadline = std::chrono::steady_clock::now() + duration;
   for (int i = 0; i < clients; ++i) {
-    asio::co_spawn(io, client(port, i, deadline, max_tokens, model, stats[std::size_t(i)]), asio::detached);
+    boost::asio::co_spawn(
+        io, stream_load_detail::client(port, i, deadline, max_tokens, model, stats[std::size_t(i)]),
+        boost::asio::detached);
   }
   io.run();
   StreamLoad total;
