@@ -10,6 +10,7 @@
 #include "net/engine_backend.hpp"
 #include "net/http_server.hpp"
 #include "net/openai_routes.hpp"
+#include "tests/temp_dir.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -36,6 +37,8 @@ namespace fs = std::filesystem;
 using namespace pensieve;
 
 namespace {
+
+using pensieve::testing::TempDir;
 
 std::string fake_reply(std::int32_t tokens) {
   std::string text;
@@ -112,16 +115,6 @@ struct ServerThread {
   std::string url() const { return "http://127.0.0.1:" + std::to_string(http.port()); }
 };
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() / ("pensieve-bench-" + name + "-" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
 // Conversation c: user turns "c<c> t<t>", replies of 4*(t+1)+c chars, so
 // max_tokens = ceil(chars / 4) = t + 1 + ceil(c / 4).
 std::string write_dataset(const fs::path& file, int conversations, int turns) {
@@ -187,10 +180,10 @@ TEST_CASE("a rate sweep over two servers writes a report per run and both plots"
   ServerThread a(fast), b(slow);
   TempDir dir("sweep");
   const int conversations = 6, turns = 3;
-  const std::string data = write_dataset(dir.path / "chats.jsonl", conversations, turns);
+  const std::string data = write_dataset(dir.path() / "chats.jsonl", conversations, turns);
   auto options = bench::parse_bench_options({"--target", "fast=" + a.url(), "--target", "slow=" + b.url() + "/v1",
                                              "--data", data, "--rate", "8,32", "--think-time-s", "0.02",
-                                             "--seed", "3", "--out", (dir.path / "out").string()});
+                                             "--seed", "3", "--out", (dir.path() / "out").string()});
   REQUIRE(options.has_value());
   auto out = bench::run_bench(*options, nullptr, nullptr);
   REQUIRE(out.has_value());
@@ -203,7 +196,7 @@ TEST_CASE("a rate sweep over two servers writes a report per run and both plots"
   for (const std::string label : {"fast", "slow"}) {
     for (const std::string rate : {"8", "32"}) {
       INFO(label << " at rate " << rate);
-      const json::object r = read_json(dir.path / "out" / (label + "-rate" + rate + ".json"));
+      const json::object r = read_json(dir.path() / "out" / (label + "-rate" + rate + ".json"));
       CHECK(r.at("tool").as_string() == "pensieve-bench");
       CHECK(r.at("command_line").as_string() == options->command_line);
       CHECK(r.at("timestamp").as_string().size() == 20);
@@ -257,9 +250,9 @@ TEST_CASE("a stateful client sends only the new message under one id per convers
   FakeBackend backend(std::chrono::microseconds(200));
   ServerThread server(backend);
   TempDir dir("stateful");
-  const std::string data = write_dataset(dir.path / "chats.jsonl", 3, 3);
+  const std::string data = write_dataset(dir.path() / "chats.jsonl", 3, 3);
   auto options = bench::parse_bench_options({"--target", server.url(), "--data", data, "--concurrency", "2",
-                                             "--stateful", "--out", (dir.path / "out").string()});
+                                             "--stateful", "--out", (dir.path() / "out").string()});
   REQUIRE(options.has_value());
   auto out = bench::run_bench(*options, nullptr, nullptr);
   REQUIRE(out.has_value());
@@ -281,7 +274,7 @@ TEST_CASE("a stateful client sends only the new message under one id per convers
     all.insert(*s.begin());
   }
   CHECK(all.size() == 3);
-  const json::object r = read_json(dir.path / "out" / ("127.0.0.1-" + std::to_string(server.http.port()) + "-concurrency2.json"));
+  const json::object r = read_json(dir.path() / "out" / ("127.0.0.1-" + std::to_string(server.http.port()) + "-concurrency2.json"));
   CHECK(r.at("workload").at("client_mode").as_string() == "stateful");
   CHECK(r.at("tokens").at("cached").as_int64() > 0);  // the fake reports the history as cached
   CHECK(r.at("requests").at("completed").as_int64() == 9);

@@ -6,6 +6,7 @@
 #include "gpu/model/hf_export.hpp"
 #include "gpu/model/model_loader.hpp"
 #include "gpu/model/test_model.hpp"
+#include "tests/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -18,11 +19,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("pensieve-formats-" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-};
+using pensieve::testing::TempDir;
 
 std::vector<float> logits_of(ModelWeights weights, const std::vector<std::int32_t>& prompt) {
   auto forward = CpuForward::create(std::move(weights), {.n_threads = 1, .round_f16_activations = false});
@@ -35,8 +32,8 @@ std::vector<float> logits_of(ModelWeights weights, const std::vector<std::int32_
 }
 
 void check_same_logits(DType dtype) {
-  TempDir dir;
-  REQUIRE(write_builtin_vocab_gguf(dir.path / "vocab.gguf").has_value());
+  TempDir dir("formats");
+  REQUIRE(write_builtin_vocab_gguf(dir.path() / "vocab.gguf").has_value());
   TestModelOptions o;
   o.n_layers = 2;
   o.dim = 64;
@@ -45,13 +42,13 @@ void check_same_logits(DType dtype) {
   o.ff_dim = 96;
   o.dtype = dtype;
   o.seed = 11;
-  o.vocab_from = dir.path / "vocab.gguf";
-  REQUIRE(make_test_model(o, dir.path / "m.gguf").has_value());
-  auto gguf = load_model(dir.path / "m.gguf");
+  o.vocab_from = dir.path() / "vocab.gguf";
+  REQUIRE(make_test_model(o, dir.path() / "m.gguf").has_value());
+  auto gguf = load_model(dir.path() / "m.gguf");
   REQUIRE(gguf.has_value());
   REQUIRE(gguf->config.rope_style == RopeStyle::interleaved);
-  REQUIRE(export_hf_directory(*gguf, dir.path / "hf").has_value());
-  auto hf = load_model(dir.path / "hf");
+  REQUIRE(export_hf_directory(*gguf, dir.path() / "hf").has_value());
+  auto hf = load_model(dir.path() / "hf");
   REQUIRE(hf.has_value());
   REQUIRE(hf->config.rope_style == RopeStyle::half_split);
 

@@ -7,6 +7,7 @@
 #include "gpu/model/hf_export.hpp"
 #include "gpu/model/model_loader.hpp"
 #include "gpu/model/test_model.hpp"
+#include "tests/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -20,11 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("pensieve-untied-" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-};
+using pensieve::testing::TempDir;
 
 std::vector<float> logits_of(ModelWeights weights, const std::vector<std::int32_t>& prompt) {
   auto forward = CpuForward::create(std::move(weights), {.n_threads = 1, .round_f16_activations = false});
@@ -57,12 +54,12 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 TEST_CASE("an untied test model loads with its own output head and different logits", "[gguf]") {
-  TempDir dir;
-  REQUIRE(write_builtin_vocab_gguf(dir.path / "vocab.gguf").has_value());
-  REQUIRE(make_test_model(options(dir.path / "vocab.gguf", true), dir.path / "tied.gguf").has_value());
-  REQUIRE(make_test_model(options(dir.path / "vocab.gguf", false), dir.path / "untied.gguf").has_value());
-  auto tied = load_model(dir.path / "tied.gguf");
-  auto untied = load_model(dir.path / "untied.gguf");
+  TempDir dir("untied");
+  REQUIRE(write_builtin_vocab_gguf(dir.path() / "vocab.gguf").has_value());
+  REQUIRE(make_test_model(options(dir.path() / "vocab.gguf", true), dir.path() / "tied.gguf").has_value());
+  REQUIRE(make_test_model(options(dir.path() / "vocab.gguf", false), dir.path() / "untied.gguf").has_value());
+  auto tied = load_model(dir.path() / "tied.gguf");
+  auto untied = load_model(dir.path() / "untied.gguf");
   REQUIRE(tied.has_value());
   REQUIRE(untied.has_value());
   CHECK(tied->config.tied_output);
@@ -87,14 +84,14 @@ TEST_CASE("an untied test model loads with its own output head and different log
 }
 
 TEST_CASE("an untied test model and its safetensors twin give the same logits", "[forward]") {
-  TempDir dir;
-  REQUIRE(write_builtin_vocab_gguf(dir.path / "vocab.gguf").has_value());
-  REQUIRE(make_test_model(options(dir.path / "vocab.gguf", false), dir.path / "m.gguf").has_value());
-  auto gguf = load_model(dir.path / "m.gguf");
+  TempDir dir("untied");
+  REQUIRE(write_builtin_vocab_gguf(dir.path() / "vocab.gguf").has_value());
+  REQUIRE(make_test_model(options(dir.path() / "vocab.gguf", false), dir.path() / "m.gguf").has_value());
+  auto gguf = load_model(dir.path() / "m.gguf");
   REQUIRE(gguf.has_value());
-  REQUIRE(export_hf_directory(*gguf, dir.path / "hf").has_value());
-  REQUIRE(fs::exists(dir.path / "hf"));
-  auto hf = load_model(dir.path / "hf");
+  REQUIRE(export_hf_directory(*gguf, dir.path() / "hf").has_value());
+  REQUIRE(fs::exists(dir.path() / "hf"));
+  auto hf = load_model(dir.path() / "hf");
   REQUIRE(hf.has_value());
   CHECK_FALSE(hf->config.tied_output);
   const std::vector<std::int32_t> prompt{1, 40, 77, 200, 13, 99, 150, 7};

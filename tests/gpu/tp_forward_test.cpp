@@ -11,6 +11,7 @@
 #include "gpu/model/tp_shard.hpp"
 #include "tests/shared_data.hpp"
 #include "tests/golden_file.hpp"
+#include "tests/temp_dir.hpp"
 
 #include <boost/json.hpp>
 #include <catch2/catch.hpp>
@@ -29,6 +30,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using pensieve::testing::TempDir;
+
 using testing::argmax;
 using testing::GoldenLine;
 using testing::read_golden;
@@ -37,12 +40,6 @@ using RunFn = std::function<Result<ForwardOutput>(std::span<const PagedSequence>
 
 constexpr std::int32_t kBlockTokens = 8;
 constexpr std::int32_t kBlocksPerSeq = 12;
-
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("pensieve-tp-" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 // Sequence s owns physical blocks [s * per_seq, (s + 1) * per_seq), the
 // same ids in every rank's pool.
@@ -142,8 +139,8 @@ TestModelOptions generated(DType dtype, bool tied, std::int32_t ff_dim = 256) {
 }
 
 ModelWeights load_generated(const TempDir& dir, const TestModelOptions& o, const std::string& name) {
-  REQUIRE(make_test_model(o, dir.path / name).has_value());
-  auto w = load_model(dir.path / name);
+  REQUIRE(make_test_model(o, dir.path() / name).has_value());
+  auto w = load_model(dir.path() / name);
   REQUIRE(w.has_value());
   return std::move(*w);
 }
@@ -212,7 +209,7 @@ TEST_CASE("the host all-reduce adds in rank order and every rank gets the same b
 
 TEST_CASE("a 2- and 4-way sharded forward gives the 1-way logits of a generated model to float rounding",
           "[tp][forward]") {
-  TempDir dir;
+  TempDir dir("tp");
   struct Variant { DType dtype; bool tied; const char* name; };
   for (const Variant v : {Variant{DType::f32, true, "f32-tied.gguf"}, Variant{DType::f32, false, "f32-untied.gguf"},
                           Variant{DType::f16, false, "f16.gguf"}, Variant{DType::q8_0, true, "q8.gguf"}}) {
@@ -307,7 +304,7 @@ TEST_CASE("a rank count that does not divide the heads, KV heads or ff_dim is a 
   CHECK_FALSE(TpForward::create(w, 0).has_value());
   CHECK_FALSE(shard_weights(w, {2, 2}).has_value());
 
-  TempDir dir;
+  TempDir dir("tp");
   const ModelWeights odd_ff = load_generated(dir, generated(DType::f32, true, 258), "ff.gguf");
   auto four = TpForward::create(odd_ff, 4);
   REQUIRE_FALSE(four.has_value());

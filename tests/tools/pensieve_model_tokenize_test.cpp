@@ -5,6 +5,7 @@
 #include "gpu/model/gguf_tokenizer.hpp"
 #include "gpu/model/tokenizer.hpp"
 #include "tests/shared_data.hpp"
+#include "tests/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -21,6 +22,8 @@ using namespace pensieve::model;
 
 namespace {
 
+using pensieve::testing::TempDir;
+
 fs::path tool() {
   const auto path = fs::path(PENSIEVE_BINARY_DIR) / "tools" / "pensieve-model";
   if (!fs::exists(path)) {
@@ -29,12 +32,6 @@ fs::path tool() {
   }
   return path;
 }
-
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("pensieve-tokenize-cli-" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -52,10 +49,10 @@ struct Run {
 
 // Runs `pensieve-model ARGS < input` in `dir`.
 Run run(const TempDir& dir, const std::string& args, const std::string& input) {
-  write_file(dir.path / "stdin", input);
-  const fs::path out = dir.path / "stdout";
-  const std::string cmd = tool().string() + " " + args + " < " + (dir.path / "stdin").string() + " > " +
-                          out.string() + " 2> " + (dir.path / "stderr").string();
+  write_file(dir.path() / "stdin", input);
+  const fs::path out = dir.path() / "stdout";
+  const std::string cmd = tool().string() + " " + args + " < " + (dir.path() / "stdin").string() + " > " +
+                          out.string() + " 2> " + (dir.path() / "stderr").string();
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out)};
 }
@@ -78,8 +75,8 @@ Tokenizer tokenizer_of(const fs::path& file) {
 
 TEST_CASE("tokenize prints the library's ids on one line and detokenize gives the text back",
           "[tools]") {
-  TempDir dir;
-  const fs::path vocab = dir.path / "vocab.gguf";
+  TempDir dir("tokenize-cli");
+  const fs::path vocab = dir.path() / "vocab.gguf";
   REQUIRE(write_builtin_vocab_gguf(vocab).has_value());
   const Tokenizer tokenizer = tokenizer_of(vocab);
   for (const std::string text : {"Hello world", " two  spaces and a trailing newline\n",
@@ -97,8 +94,8 @@ TEST_CASE("tokenize prints the library's ids on one line and detokenize gives th
 }
 
 TEST_CASE("tokenize --bos starts with the BOS id and detokenize refuses an unknown id", "[tools]") {
-  TempDir dir;
-  const fs::path vocab = dir.path / "vocab.gguf";
+  TempDir dir("tokenize-cli");
+  const fs::path vocab = dir.path() / "vocab.gguf";
   REQUIRE(write_builtin_vocab_gguf(vocab).has_value());
   const Tokenizer tokenizer = tokenizer_of(vocab);
   const Run with_bos = run(dir, "tokenize " + vocab.string() + " --bos", "hi");
@@ -112,7 +109,7 @@ TEST_CASE("tokenize --bos starts with the BOS id and detokenize refuses an unkno
 
 TEST_CASE("tokenize on the llama SentencePiece vocabulary round-trips through detokenize",
           "[tools]") {
-  TempDir dir;
+  TempDir dir("tokenize-cli");
   const fs::path vocab = pensieve::testing::shared_file("vocab/ggml-vocab-llama-spm.gguf");
   const Tokenizer tokenizer = tokenizer_of(vocab);
   const std::string text = "The quick brown fox, \xe4\xbd\xa0\xe5\xa5\xbd!  Tabs\tand 1234.";
