@@ -196,6 +196,26 @@ void BM_MatmulDecodeCached(benchmark::State& state) {
 BENCHMARK(BM_MatmulDecodeCached)
     ->ArgsProduct({{int(DType::f32), int(DType::f16), int(DType::q8_0)}, {0, 1}});
 
+// M-tiny's output head (32000 x 256, 32 MB in F32) with 2 threads: a GEMV
+// that the 32 MiB L3 mostly serves, between the L2 case above and DRAM.
+// args: dtype, kernel.
+void BM_MatmulDecodeL3(benchmark::State& state) {
+  const auto dtype = DType(state.range(0));
+  const std::int64_t rows = 32000, cols = 256;
+  WeightRing ring(dtype, rows, cols, 1, Placement::huge_pages);
+  kc::ThreadPool pool(2);
+  auto x = random_rows(cols);
+  std::vector<float> y(rows), scratch;
+  for (auto _ : state) {
+    run_kernel(state.range(1), kc::ConstRowsView(x.data(), 1, cols, cols), ring.view(0),
+               kc::RowsView{y.data(), 1, rows, rows}, pool, scratch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(ring.matrix_bytes()));
+  state.SetLabel(std::string(pensieve::model::dtype_name(dtype)) + kernel_name(state.range(1)));
+}
+BENCHMARK(BM_MatmulDecodeL3)->ArgsProduct({{int(DType::f32), int(DType::f16)}, {0, 1}})->UseRealTime();
+
 // args: dtype, rows, cols, threads, kernel. 512 tokens (the model-bench
 // prompt). With one thread the rate is per CPU second (robust to a shared
 // machine); with two, per wall second.

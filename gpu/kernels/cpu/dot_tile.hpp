@@ -163,6 +163,7 @@ inline float hsum16(__m512 v) {
 // fetched, each a multiple of 4 KiB apart (an F32 row of 1024), fall into the
 // same L1 sets and evict each other; into the L1 the stream ran at ~11 GB/s
 // per core, into the L2 at ~18 (2 MiB pages, single core, BM_MatmulDecode).
+// F32 rows are no longer prefetched (session 18, matmul.cpp: run_rows_decode).
 constexpr int gemv_tile_rows = 8;
 
 // Advances the prefetch cursor to `target` (at most `end`), a line at a time.
