@@ -163,8 +163,29 @@ inline float hsum16(__m512 v) {
 // fetched, each a multiple of 4 KiB apart (an F32 row of 1024), fall into the
 // same L1 sets and evict each other; into the L1 the stream ran at ~11 GB/s
 // per core, into the L2 at ~18 (2 MiB pages, single core, BM_MatmulDecode).
-// F32 rows are no longer prefetched (session 18, matmul.cpp: run_rows_decode).
+// F32 rows prefetch only their heads (below; session 18).
 constexpr int gemv_tile_rows = 8;
+
+// Lines of each following row that an F32 decode tile prefetches (into the
+// L2) before it starts: a row is a new stream that the hardware prefetchers
+// must first learn, and its head is what they miss; on 2 MiB pages they
+// fetch the rest of an F32 row (3-4 KiB) in time, and streaming the whole
+// rows in step only costs. Session 18, one token, 4-8 interleaved
+// repetitions, in step / heads: from the L2 97 / 119 GB/s, from DRAM one
+// thread 33.4 / 38.3, two 54 / 53-70 (noisy); model-bench F32 decode, %
+// of the probes, medians of 3 alternated: M-tiny 107 / 120, M-100 87 / 100,
+// M-400 91 / 94. F16 rows (1.5-2 KiB) keep the in-step prefetch: with heads
+// only, M-100 F16 fell 89.5 -> 75.5% (medians of 4 alternated), M-400 level.
+constexpr int row_head_lines = 4;
+
+// Prefetches the first row_head_lines lines of rows [first, last), rows
+// row_bytes apart.
+inline void prefetch_row_heads(const std::byte* first, const std::byte* last, std::size_t row_bytes) {
+  for (const std::byte* r = first; r < last; r += row_bytes) {
+    PENSIEVE_UNROLL
+    for (int l = 0; l < row_head_lines; ++l) _mm_prefetch(reinterpret_cast<const char*>(r) + 64 * l, _MM_HINT_T1);
+  }
+}
 
 // Advances the prefetch cursor to `target` (at most `end`), a line at a time.
 inline void prefetch_until(const std::byte*& cursor, const std::byte* target, const std::byte* end) {
@@ -296,6 +317,9 @@ using LoadQ4_0 = LoadPortable<model::DType::q4_0>;
 using LoadQ4_K = LoadPortable<model::DType::q4_k>;
 
 constexpr int gemv_tile_rows = 8;
+
+// The AVX-512 decode tiles' prefetches: nothing to do here.
+inline void prefetch_row_heads(const std::byte*, const std::byte*, std::size_t) {}
 
 // [pf, pf_end): the AVX-512 tile's prefetch range, nothing to do here.
 template <class L, int R, int C>

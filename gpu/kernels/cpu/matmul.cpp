@@ -49,24 +49,19 @@ void run_rows_by_4(const ConstRowsView& x, const WeightView& w, const RowsView& 
 }
 
 // A decode step of up to decode_max_tokens tokens: 8 weight rows at a time,
-// the tokens two by two (each row read once per pair), the next 8 rows
-// prefetched in step by the first pair; the rest by run_rows_by_4.
-// F32 rows are not prefetched: on 2 MiB pages the hardware prefetchers keep
-// up with them, and the prefetches only cost. One token, session 18, 5-12
-// interleaved repetitions: from the L2 83 -> 106 GB/s, M-tiny's 32000 x 256
-// output head from the L3 (2 threads) 112 -> 165, from DRAM 34 -> 35 (one
-// thread) and 49 -> 52 (two); model-bench F32 decode, % of the probes, medians
-// of 3: M-tiny 91 -> 128, M-100 87 -> 106, M-400 88 -> 102. F16 keeps them:
-// without, two threads from DRAM fell 50.5 -> 41.1 GB/s.
+// the tokens two by two (each row read once per pair); the next 8 rows are
+// prefetched in step by the first pair, or for F32 only their heads, first
+// (prefetch_row_heads, dot_tile.hpp); the rest by run_rows_by_4.
 template <class Loader>
 void run_rows_decode(const ConstRowsView& x, const WeightView& w, const RowsView& y,
                      std::int64_t o0, std::int64_t o1) {
   constexpr int C = gemv_tile_rows;
-  constexpr bool prefetch = !std::is_same_v<Loader, LoadF32>;
+  constexpr bool heads_only = std::is_same_v<Loader, LoadF32>;
   std::int64_t o = o0;
   for (; o + C <= o1; o += C) {
-    const std::byte* pf = prefetch ? w.row(o + C) : nullptr;
-    const std::byte* pf_end = prefetch ? w.row(std::min(o1, o + 2 * C)) : nullptr;
+    const std::byte* pf = heads_only ? nullptr : w.row(o + C);
+    const std::byte* pf_end = heads_only ? nullptr : w.row(std::min(o1, o + 2 * C));
+    if (heads_only) prefetch_row_heads(w.row(o + C), w.row(std::min(o1, o + 2 * C)), w.row_bytes);
     for (std::int64_t t = 0; t < x.rows; t += 2) {
       if (t > 0) pf_end = pf;  // the first pair fetched them
       if (x.rows - t >= 2) {
