@@ -177,22 +177,14 @@ Sampler::Weighed Sampler::weigh(std::span<const float> logits, Scratch& s) const
     if (params_.min_p > 0.0f) sm::zero_below(s.weights, params_.min_p);
     return {sm::sum(s.weights), true};
   }
-  // The filters keep a head of the order "more likely first": every token at
-  // or above a logit threshold ranks ahead of every token below it, so
-  // sorting only those gives the same head as sorting all. The threshold is
-  // the highest of max - 1, max - 2, max - 4, ... that holds what the filter
-  // needs (k tokens, or top_p of the mass), else none.
+  // The filters keep a head of the order "more likely first": sorted only
+  // from a threshold that holds what the filter needs (k tokens, or top_p of
+  // the mass).
   const double all_mass = top_k_on ? 0.0 : sm::sum(s.weights);
-  float threshold = std::numeric_limits<float>::lowest();
-  for (float d = 1.0f; d <= 256.0f; d *= 2.0f) {
-    const float t = max - d;
-    const bool enough = top_k_on ? sm::count_at_least(s.scaled, t) >= static_cast<std::size_t>(params_.top_k)
-                                 : sm::mass_at_least(s.scaled, s.weights, t) >= 1.0001 * params_.top_p * all_mass;
-    if (enough) {
-      threshold = t;
-      break;
-    }
-  }
+  const float threshold = sm::head_threshold(max, [&](float t) {
+    return top_k_on ? sm::count_at_least(s.scaled, t) >= static_cast<std::size_t>(params_.top_k)
+                    : sm::mass_at_least(s.scaled, s.weights, t) >= 1.0001 * params_.top_p * all_mass;
+  });
   filter_top_k_top_p(s, threshold, top_k_on, max, all_mass, s.candidates);
   double total = 0.0;
   for (Candidate& c : s.candidates) {
@@ -274,16 +266,9 @@ std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, std::int32
   };
   const std::size_t count = std::min(static_cast<std::size_t>(std::max(n, 0)), logits.size());
   if (count == 0) return {};
-  // As for top-k: only the tokens at or above the highest of max - 1,
-  // max - 2, ... that holds `count` of them (an upper set of the order).
-  const float max = sampler_math::max_value(logits);
-  float threshold = std::numeric_limits<float>::lowest();
-  for (float d = 1.0f; d <= 256.0f; d *= 2.0f) {
-    if (sampler_math::count_at_least(logits, max - d) >= count) {
-      threshold = max - d;
-      break;
-    }
-  }
+  // As for top-k: only the head that holds `count` tokens is sorted.
+  const float threshold = sampler_math::head_threshold(
+      sampler_math::max_value(logits), [&](float t) { return sampler_math::count_at_least(logits, t) >= count; });
   std::vector<std::int32_t> indices;
   sampler_math::indices_at_least(logits, threshold, indices);
   std::vector<Entry> entries;

@@ -9,6 +9,7 @@
 // order, so a total and the inverse CDF walked over the same weights agree.
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -43,6 +44,18 @@ std::int32_t draw(std::span<const float> w, double target);
 
 // Appends every i with x[i] >= t to `out`, in increasing order.
 void indices_at_least(std::span<const float> x, float t, std::vector<std::int32_t>& out);
+
+// Where a filter's head of the order "more likely first" may start: every
+// value at or above a threshold ranks ahead of every value below it, so
+// sorting only those gives the same head as sorting all. The highest of
+// max - 1, max - 2, max - 4, ..., max - 256 for which enough(t) holds, else
+// the lowest float (the whole vocabulary).
+template <class Enough>
+float head_threshold(float max, Enough enough) {
+  for (float d = 1.0f; d <= 256.0f; d *= 2.0f)
+    if (enough(max - d)) return max - d;
+  return std::numeric_limits<float>::lowest();
+}
 
 // How many x[i] >= t, and the sum of w[i] over those (sum()'s blocks).
 std::size_t count_at_least(std::span<const float> x, float t);
