@@ -176,15 +176,15 @@ BENCHMARK(BM_MatmulDecode2Threads)
     ->ArgsProduct({{int(DType::f32), int(DType::f16), int(DType::q8_0)}, {0, 1, 2}, {0, 1}, {2}})
     ->UseRealTime();
 
-// The same from the L2 (one 256 x 1024 matrix): the kernel's compute rate
-// per core, without memory. args: dtype, kernel.
-void BM_MatmulDecodeCached(benchmark::State& state) {
+// One token against one matrix, again and again (so from the caches it
+// fits), in bytes of weights per second. args: dtype, kernel.
+void decode_one_matrix(benchmark::State& state, std::int64_t rows, std::int64_t cols, Placement placement,
+                       std::size_t threads) {
   const auto dtype = DType(state.range(0));
-  const std::int64_t rows = 256, cols = 1024;
-  WeightRing ring(dtype, rows, cols, 1);
-  kc::ThreadPool pool(1);
+  WeightRing ring(dtype, rows, cols, 1, placement);
+  kc::ThreadPool pool(threads);
   auto x = random_rows(cols);
-  std::vector<float> y(rows), scratch;
+  std::vector<float> y(static_cast<std::size_t>(rows)), scratch;
   for (auto _ : state) {
     run_kernel(state.range(1), kc::ConstRowsView(x.data(), 1, cols, cols), ring.view(0),
                kc::RowsView{y.data(), 1, rows, rows}, pool, scratch);
@@ -193,6 +193,10 @@ void BM_MatmulDecodeCached(benchmark::State& state) {
   state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(ring.matrix_bytes()));
   state.SetLabel(std::string(pensieve::model::dtype_name(dtype)) + kernel_name(state.range(1)));
 }
+
+// The same from the L2 (one 256 x 1024 matrix): the kernel's compute rate
+// per core, without memory. args: dtype, kernel.
+void BM_MatmulDecodeCached(benchmark::State& state) { decode_one_matrix(state, 256, 1024, Placement::heap, 1); }
 BENCHMARK(BM_MatmulDecodeCached)
     ->ArgsProduct({{int(DType::f32), int(DType::f16), int(DType::q8_0)}, {0, 1}});
 
@@ -200,19 +204,7 @@ BENCHMARK(BM_MatmulDecodeCached)
 // that the 32 MiB L3 mostly serves, between the L2 case above and DRAM.
 // args: dtype, kernel.
 void BM_MatmulDecodeL3(benchmark::State& state) {
-  const auto dtype = DType(state.range(0));
-  const std::int64_t rows = 32000, cols = 256;
-  WeightRing ring(dtype, rows, cols, 1, Placement::huge_pages);
-  kc::ThreadPool pool(2);
-  auto x = random_rows(cols);
-  std::vector<float> y(rows), scratch;
-  for (auto _ : state) {
-    run_kernel(state.range(1), kc::ConstRowsView(x.data(), 1, cols, cols), ring.view(0),
-               kc::RowsView{y.data(), 1, rows, rows}, pool, scratch);
-    benchmark::DoNotOptimize(y.data());
-  }
-  state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(ring.matrix_bytes()));
-  state.SetLabel(std::string(pensieve::model::dtype_name(dtype)) + kernel_name(state.range(1)));
+  decode_one_matrix(state, 32000, 256, Placement::huge_pages, 2);
 }
 BENCHMARK(BM_MatmulDecodeL3)->ArgsProduct({{int(DType::f32), int(DType::f16)}, {0, 1}})->UseRealTime();
 

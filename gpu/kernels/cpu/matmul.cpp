@@ -59,9 +59,11 @@ void run_rows_decode(const ConstRowsView& x, const WeightView& w, const RowsView
   constexpr bool heads_only = std::is_same_v<Loader, LoadF32>;
   std::int64_t o = o0;
   for (; o + C <= o1; o += C) {
-    const std::byte* pf = heads_only ? nullptr : w.row(o + C);
-    const std::byte* pf_end = heads_only ? nullptr : w.row(std::min(o1, o + 2 * C));
-    if (heads_only) prefetch_row_heads(w.row(o + C), w.row(std::min(o1, o + 2 * C)), w.row_bytes);
+    const std::byte* next = w.row(o + C);
+    const std::byte* next_end = w.row(std::min(o1, o + 2 * C));
+    if (heads_only) prefetch_row_heads(next, next_end, w.row_bytes);
+    const std::byte* pf = heads_only ? nullptr : next;
+    const std::byte* pf_end = heads_only ? nullptr : next_end;
     for (std::int64_t t = 0; t < x.rows; t += 2) {
       if (t > 0) pf_end = pf;  // the first pair fetched them
       if (x.rows - t >= 2) {
