@@ -11,12 +11,6 @@ namespace json = boost::json;
 
 namespace {
 
-double at(const std::vector<double>& sorted, double q) {
-  if (sorted.empty()) return 0;
-  const auto i = std::size_t(q * double(sorted.size() - 1) + 0.5);
-  return sorted[std::min(i, sorted.size() - 1)];
-}
-
 // Every round of one setting pooled: the setting's samples and totals.
 struct Pooled {
   std::vector<double> samples_s, taken_s, wakeup_late_s;
@@ -92,12 +86,6 @@ void print_line(const char* label, std::vector<double>& samples, std::vector<dou
 }
 
 }  // namespace
-
-Quantiles quantiles(std::vector<double>& samples) {
-  std::sort(samples.begin(), samples.end());
-  return {at(samples, 0.5), at(samples, 0.99), at(samples, 0.999),
-          samples.empty() ? 0 : samples.back()};
-}
 
 void print_runs(std::vector<FeRun>& runs, const std::vector<int>& settings) {
   char label[64];

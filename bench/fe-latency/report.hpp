@@ -2,6 +2,7 @@
 // What one fe-latency run measured, and how it is printed and written as
 // JSON (one object per run plus one per compute-nice setting over all its
 // rounds, so settings measured side by side compare in one file).
+#include "bench/common/quantiles.hpp"
 #include "bench/common/stream_load.hpp"
 
 #include <boost/json/object.hpp>
@@ -24,12 +25,6 @@ struct FeRun {
   std::string model_name;              // the served model's
   std::string load_before, load_after;
 };
-
-// Exact quantiles of the samples (sorted in place).
-struct Quantiles {
-  double p50 = 0, p99 = 0, p999 = 0, max = 0;
-};
-Quantiles quantiles(std::vector<double>& samples);
 
 // Prints one line per run, then one per setting (every round pooled).
 void print_runs(std::vector<FeRun>& runs, const std::vector<int>& settings);

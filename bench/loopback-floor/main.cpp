@@ -14,6 +14,7 @@
 //
 //   loopback-floor --clients 200 --threads 1,2 --busy 0,2 --seconds 5 [--out FILE.json]
 #include "bench/common/machine_info.hpp"
+#include "bench/common/quantiles.hpp"
 #include "runtime/thread_priority.hpp"
 
 #include <algorithm>
@@ -144,13 +145,6 @@ struct Result {
   std::vector<double> us;  // every write: step start -> send() returned
 };
 
-double pct(std::vector<double>& v, double p) {
-  if (v.empty()) return 0;
-  const auto k = std::size_t(p * double(v.size() - 1));
-  std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(k), v.end());
-  return v[k];
-}
-
 // Steps of writes to every connection from n_threads threads; the thread
 // that starts a step takes part as thread 0.
 Result run_steps(const std::vector<int>& fds, int n_threads, const Args& a) {
@@ -246,10 +240,11 @@ int main(int argc, char** argv) {
       Spinners spin(b);
       Result r = run_steps(fds, std::max(1, n), a);
       const std::size_t writes = r.us.size();
-      const double p50 = pct(r.us, 0.50), p99 = pct(r.us, 0.99), p999 = pct(r.us, 0.999);
-      std::printf("| %d | %d | %zu | %zu | %.0f | %.0f | %.0f |\n", n, b, r.steps, writes, p50, p99, p999);
-      json << (first ? "" : ",") << "{\"threads\":" << n << ",\"spinners\":" << b << ",\"steps\":" << r.steps << ",\"writes\":" << writes
-           << ",\"p50_us\":" << p50 << ",\"p99_us\":" << p99 << ",\"p999_us\":" << p999 << "}";
+      const pensieve::bench::Quantiles q = pensieve::bench::quantiles(r.us);
+      std::printf("| %d | %d | %zu | %zu | %.0f | %.0f | %.0f |\n", n, b, r.steps, writes, q.p50, q.p99, q.p999);
+      json << (first ? "" : ",") << "{\"threads\":" << n << ",\"spinners\":" << b << ",\"steps\":" << r.steps
+           << ",\"writes\":" << writes << ",\"p50_us\":" << q.p50 << ",\"p99_us\":" << q.p99
+           << ",\"p999_us\":" << q.p999 << "}";
       first = false;
     }
   }
