@@ -1,12 +1,8 @@
 #pragma once
 // A small generated Llama model with the built-in vocabulary, for tests that
-// need a real engine behind a server: writes the vocabulary and the model to
-// a temporary folder and loads it (the weights stay mapped after the files
-// go). Defaults: 2 layers, dim 64, F32, named "tiny".
-#include "gpu/model/builtin_vocab.hpp"
-#include "gpu/model/model_loader.hpp"
+// need a real engine behind a server (model::generate_test_model). Defaults:
+// 2 layers, dim 64, F32, named "tiny".
 #include "gpu/model/test_model.hpp"
-#include "tests/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -26,13 +22,9 @@ inline model::TestModelOptions tiny_model_options() {
   return o;
 }
 
-inline model::ModelWeights tiny_model(model::TestModelOptions o = tiny_model_options()) {
-  TempDir dir("tiny-model");
-  REQUIRE(model::write_builtin_vocab_gguf(dir / "vocab.gguf").has_value());
-  o.vocab_from = dir / "vocab.gguf";
-  REQUIRE(model::make_test_model(o, dir / "model.gguf").has_value());
-  auto w = model::load_model(dir / "model.gguf");
-  REQUIRE(w.has_value());
+inline model::ModelWeights tiny_model(const model::TestModelOptions& o = tiny_model_options()) {
+  auto w = model::generate_test_model(o);
+  if (!w) FAIL(w.error().message);
   return std::move(*w);
 }
 

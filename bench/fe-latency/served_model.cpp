@@ -1,14 +1,10 @@
 #include "bench/fe-latency/served_model.hpp"
 
-#include "gpu/model/builtin_vocab.hpp"
 #include "gpu/model/model_loader.hpp"
 #include "gpu/model/test_model.hpp"
 #include "tools/pensieve/default_model.hpp"
 
 #include <filesystem>
-#include <system_error>
-
-#include <unistd.h>
 
 namespace pensieve::bench {
 
@@ -16,8 +12,6 @@ namespace {
 
 // The soak test's shape: 1 layer, dim 32, the built-in vocabulary.
 Result<model::ModelWeights> one_layer_model() {
-  const auto dir = std::filesystem::temp_directory_path() / ("pensieve-fe-latency-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
   model::TestModelOptions o;
   o.n_layers = 1;
   o.dim = 32;
@@ -28,15 +22,7 @@ Result<model::ModelWeights> one_layer_model() {
   o.dtype = model::DType::f32;
   o.seed = 3;
   o.name = "tiny";
-  auto made = [&]() -> Result<model::ModelWeights> {
-    if (auto r = model::write_builtin_vocab_gguf(dir / "vocab.gguf"); !r) return r.error();
-    o.vocab_from = dir / "vocab.gguf";
-    if (auto r = model::make_test_model(o, dir / "model.gguf"); !r) return r.error();
-    return model::load_model(dir / "model.gguf");  // stays mapped after the files go
-  }();
-  std::error_code ignored;
-  std::filesystem::remove_all(dir, ignored);
-  return made;
+  return model::generate_test_model(o);
 }
 
 }  // namespace

@@ -1,13 +1,20 @@
 #include "gpu/model/test_model.hpp"
 
+#include "gpu/model/builtin_vocab.hpp"
 #include "gpu/model/gguf_file.hpp"
 #include "gpu/model/gguf_writer.hpp"
+#include "gpu/model/model_loader.hpp"
 #include "gpu/numeric/half.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <numbers>
+#include <string>
+#include <system_error>
+
+#include <unistd.h>
 
 namespace pensieve::model {
 
@@ -204,6 +211,26 @@ Result<void> make_test_model(const TestModelOptions& o, const std::filesystem::p
     if (auto ok = add(w, "output.weight", o.dtype, *vocab, o.dim, head); !ok) return ok;
   }
   return w.write(out);
+}
+
+Result<ModelWeights> generate_test_model(TestModelOptions options) {
+  namespace fs = std::filesystem;
+  static std::atomic<int> counter{0};
+  const fs::path dir = fs::temp_directory_path() / ("pensieve-generated-" + std::to_string(::getpid()) + "-" +
+                                                    std::to_string(counter++));
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return fail("cannot create " + dir.string() + ": " + ec.message());
+  auto made = [&]() -> Result<ModelWeights> {
+    if (!options.vocab_from) {
+      if (auto r = write_builtin_vocab_gguf(dir / "vocab.gguf"); !r) return r.error();
+      options.vocab_from = dir / "vocab.gguf";
+    }
+    if (auto r = make_test_model(options, dir / "model.gguf"); !r) return r.error();
+    return load_model(dir / "model.gguf");
+  }();
+  fs::remove_all(dir, ec);  // best effort: a leftover temp folder is not an error
+  return made;
 }
 
 }  // namespace pensieve::model

@@ -3,6 +3,7 @@
 // random weights (the same seed gives the same bytes on every machine) and a
 // real vocabulary copied from a vocab GGUF. Its weights mean nothing; the
 // file says so in general.description.
+#include "gpu/model/model_weights.hpp"
 #include "gpu/model/tensor.hpp"
 #include "runtime/error.hpp"
 
@@ -40,6 +41,12 @@ struct TestModelOptions {
 // Checks the options (sizes positive, heads divide dim, q8_0 rows whole
 // blocks, dtype supported) and writes the model to `out`.
 Result<void> make_test_model(const TestModelOptions& options, const std::filesystem::path& out);
+
+// make_test_model into a fresh temporary folder (with the built-in
+// vocabulary, builtin_vocab.hpp, when options.vocab_from is empty), loaded
+// with load_model; the folder is removed either way (the loaded weights no
+// longer need the file).
+Result<ModelWeights> generate_test_model(TestModelOptions options);
 
 // Deterministic random numbers that do not depend on the standard library's
 // distributions: mt19937_64 bits through our own transforms.

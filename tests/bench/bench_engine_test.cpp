@@ -3,12 +3,10 @@
 #include "actors/engine.hpp"
 #include "bench/pensieve-bench/options.hpp"
 #include "bench/pensieve-bench/sweep.hpp"
-#include "gpu/model/builtin_vocab.hpp"
-#include "gpu/model/model_loader.hpp"
-#include "gpu/model/test_model.hpp"
 #include "net/engine_backend.hpp"
 #include "net/http_server.hpp"
 #include "net/openai_routes.hpp"
+#include "tests/tiny_model.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -29,23 +27,11 @@ using namespace pensieve;
 
 namespace {
 
-model::ModelWeights tiny_model(const fs::path& dir) {
-  REQUIRE(model::write_builtin_vocab_gguf(dir / "vocab.gguf").has_value());
-  model::TestModelOptions o;
-  o.n_layers = 2;
-  o.dim = 64;
-  o.n_heads = 4;
-  o.n_kv_heads = 2;
-  o.ff_dim = 128;
+// The tests' tiny model with a longer context.
+model::ModelWeights tiny_model() {
+  auto o = testing::tiny_model_options();
   o.max_context = 512;
-  o.dtype = model::DType::f32;
-  o.seed = 7;
-  o.vocab_from = dir / "vocab.gguf";
-  o.name = "tiny";
-  REQUIRE(model::make_test_model(o, dir / "model.gguf").has_value());
-  auto w = model::load_model(dir / "model.gguf");
-  REQUIRE(w.has_value());
-  return std::move(*w);
+  return testing::tiny_model(o);
 }
 
 struct EngineServer {
@@ -82,7 +68,7 @@ json::object replay(const std::string& mode_flag) {
   fs::create_directories(dir);
   json::object report;
   {
-    EngineServer server(tiny_model(dir));
+    EngineServer server(tiny_model());
     {
       std::ofstream data(dir / "chats.jsonl");
       data << R"({"id":"a","turns":[{"role":"user","content":"Hello there"},{"role":"assistant","content":"Hi, how are you?"},)"
