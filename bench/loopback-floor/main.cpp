@@ -241,10 +241,11 @@ int main(int argc, char** argv) {
       Result r = run_steps(fds, std::max(1, n), a);
       const std::size_t writes = r.us.size();
       const pensieve::bench::Quantiles q = pensieve::bench::quantiles(r.us);
-      std::printf("| %d | %d | %zu | %zu | %.0f | %.0f | %.0f |\n", n, b, r.steps, writes, q.p50, q.p99, q.p999);
-      json << (first ? "" : ",") << "{\"threads\":" << n << ",\"spinners\":" << b << ",\"steps\":" << r.steps
-           << ",\"writes\":" << writes << ",\"p50_us\":" << q.p50 << ",\"p99_us\":" << q.p99
-           << ",\"p999_us\":" << q.p999 << "}";
+      std::printf("| %d | %d | %zu | %zu | %.0f | %.0f | %.0f |\n", n, b, r.steps, writes, q.p50,
+                  q.p99, q.p999);
+      json << (first ? "" : ",") << "{\"threads\":" << n << ",\"spinners\":" << b
+           << ",\"steps\":" << r.steps << ",\"writes\":" << writes << ",\"p50_us\":" << q.p50
+           << ",\"p99_us\":" << q.p99 << ",\"p999_us\":" << q.p999 << "}";
       first = false;
     }
   }

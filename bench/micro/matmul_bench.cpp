@@ -178,8 +178,8 @@ BENCHMARK(BM_MatmulDecode2Threads)
 
 // One token against one matrix, again and again (so from the caches it
 // fits), in bytes of weights per second. args: dtype, kernel.
-void decode_one_matrix(benchmark::State& state, std::int64_t rows, std::int64_t cols, Placement placement,
-                       std::size_t threads) {
+void decode_one_matrix(benchmark::State& state, std::int64_t rows, std::int64_t cols,
+                       Placement placement, std::size_t threads) {
   const auto dtype = DType(state.range(0));
   WeightRing ring(dtype, rows, cols, 1, placement);
   kc::ThreadPool pool(threads);
@@ -196,7 +196,9 @@ void decode_one_matrix(benchmark::State& state, std::int64_t rows, std::int64_t 
 
 // The same from the L2 (one 256 x 1024 matrix): the kernel's compute rate
 // per core, without memory. args: dtype, kernel.
-void BM_MatmulDecodeCached(benchmark::State& state) { decode_one_matrix(state, 256, 1024, Placement::heap, 1); }
+void BM_MatmulDecodeCached(benchmark::State& state) {
+  decode_one_matrix(state, 256, 1024, Placement::heap, 1);
+}
 BENCHMARK(BM_MatmulDecodeCached)
     ->ArgsProduct({{int(DType::f32), int(DType::f16), int(DType::q8_0)}, {0, 1}});
 

@@ -182,8 +182,9 @@ Sampler::Weighed Sampler::weigh(std::span<const float> logits, Scratch& s) const
   // the mass).
   const double all_mass = top_k_on ? 0.0 : sm::sum(s.weights);
   const float threshold = sm::head_threshold(max, [&](float t) {
-    return top_k_on ? sm::count_at_least(s.scaled, t) >= static_cast<std::size_t>(params_.top_k)
-                    : sm::mass_at_least(s.scaled, s.weights, t) >= 1.0001 * params_.top_p * all_mass;
+    return top_k_on
+               ? sm::count_at_least(s.scaled, t) >= static_cast<std::size_t>(params_.top_k)
+               : sm::mass_at_least(s.scaled, s.weights, t) >= 1.0001 * params_.top_p * all_mass;
   });
   filter_top_k_top_p(s, threshold, top_k_on, max, all_mass, s.candidates);
   double total = 0.0;
@@ -268,7 +269,8 @@ std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, std::int32
   if (count == 0) return {};
   // As for top-k: only the head that holds `count` tokens is sorted.
   const float threshold = sampler_math::head_threshold(
-      sampler_math::max_value(logits), [&](float t) { return sampler_math::count_at_least(logits, t) >= count; });
+      sampler_math::max_value(logits),
+      [&](float t) { return sampler_math::count_at_least(logits, t) >= count; });
   std::vector<std::int32_t> indices;
   sampler_math::indices_at_least(logits, threshold, indices);
   std::vector<Entry> entries;

@@ -216,8 +216,9 @@ Result<void> make_test_model(const TestModelOptions& o, const std::filesystem::p
 Result<ModelWeights> generate_test_model(TestModelOptions options) {
   namespace fs = std::filesystem;
   static std::atomic<int> counter{0};
-  const fs::path dir = fs::temp_directory_path() / ("pensieve-generated-" + std::to_string(::getpid()) + "-" +
-                                                    std::to_string(counter++));
+  const fs::path dir =
+      fs::temp_directory_path() /
+      ("pensieve-generated-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return fail("cannot create " + dir.string() + ": " + ec.message());
