@@ -22,8 +22,8 @@ float weight_scale(const std::byte* block) {
   return f16_to_f32(h);
 }
 
-// Output rows per scheduling unit: whole decode tiles (16 rows) and whole
-// packed groups (32 rows).
+// Output rows per scheduling unit: whole decode tiles (8 rows; 16 keeps the
+// split as it was) and whole packed groups (32 rows).
 constexpr std::size_t decode_grain = 16;
 constexpr std::size_t batched_grain = 32;
 // From this many tokens on, packing 32 weight rows for the VNNI GEMM tile
@@ -45,18 +45,18 @@ void rows_decode(const Q8Rows& x, const WeightView& w, const RowsView& y, std::i
                  std::int64_t o1) {
   if (w.rows < q8_gemv_rows) return rows_portable(x, w, y, o0, o1);
   for (std::int64_t o = o0; o < o1; o += q8_gemv_rows) {
-    // A last tile of fewer than 16 rows moves down to end at the weight's
+    // A last tile of fewer than 8 rows moves down to end at the weight's
     // last row; the rows below o it recomputes (maybe another thread's) are
     // read, never stored.
     const std::int64_t start = std::min(o, w.rows - q8_gemv_rows);
     const auto count = unsigned(std::min<std::int64_t>(o1 - o, q8_gemv_rows));
-    const auto store = __mmask16(((1u << count) - 1u) << unsigned(o - start));
-    // Prefetch the next tile's rows (contiguous with these) in step.
-    const std::byte* next = w.row(std::min(o1, o + q8_gemv_rows));
-    const std::byte* next_end = w.row(std::min(o1, o + 2 * q8_gemv_rows));
+    const auto store = __mmask8(((1u << count) - 1u) << unsigned(o - start));
+    // The first token's pass prefetches the next tile's rows (contiguous
+    // with these) in step; the last tile of the range has none to fetch.
+    const std::byte* next = o + 2 * q8_gemv_rows <= o1 ? w.row(o + q8_gemv_rows) : nullptr;
     for (std::int64_t t = 0; t < x.rows; ++t)
-      q8_gemv_tile16(x.q_row(t), x.d_row(t), w.row(start), w.row_bytes, x.blocks(),
-                     y.row(t) + start, store, t == 0 ? next : next_end, next_end);
+      q8_gemv_tile(x.q_row(t), x.d_row(t), w.row(start), w.row_bytes, x.blocks(), y.row(t) + start,
+                   store, t == 0 ? next : nullptr);
   }
 }
 

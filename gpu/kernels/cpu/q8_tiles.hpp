@@ -3,12 +3,15 @@
 // Both compute, per output element, the block sums and F32 steps that
 // q8_dot_reference defines (q8_matmul.hpp); they differ only in how they add
 // a block's 32 int8 products, which is exact.
-//  - decode: 1 token x 16 weight rows straight from the stored rows; a
-//    block's products via vpdpbusd(w ^ 0x80, x) from a bias that undoes the
-//    flip (8 int32 lanes per row), the rows' lanes reduced to one int32 per
-//    row by a tree of unpacks and adds, 8 rows at a time. All ymm:
-//    on Zen 4 a zmm op costs two ymm ops, and the tile is bound by the count
-//    of vector ops per byte, not by their width.
+//  - decode: 1 token x 8 weight rows straight from the stored rows, two
+//    blocks at a time (one per 256-bit half); a block's products via
+//    vpdpbusd(w ^ 0x80, x) from a bias that undoes the flip (8 int32 lanes
+//    per row and block), the lanes reduced to one int32 per row and block by
+//    a tree of unpacks and adds. Its cost is the count of vector ops per
+//    byte, not their width (Zen 5 runs a zmm op at a ymm op's rate), so two
+//    blocks per op; and 8 rows, not 16: 16 rows are 16 streams that the
+//    prefetchers follow worse (session 19: 8 rows read 2 MiB-page DRAM at
+//    the probe's rate, 16 at 85-90% of it).
 //  - batches: 32 weight rows packed once per thread into a panel in VNNI
 //    order (per block and 4-k step, 16 rows x 4 bytes), swept by tiles of 6
 //    tokens x 32 rows whose int32 lanes are rows, so no reduction is needed:
@@ -33,7 +36,7 @@
 
 namespace pensieve::kernels::cpu {
 
-constexpr int q8_gemv_rows = 16;
+constexpr int q8_gemv_rows = 8;
 constexpr int q8_panel_rows = 32;  // two groups of 16 (one zmm of int32 each)
 constexpr int q8_tile_tokens = 6;
 constexpr std::size_t q8_block_bytes = 34;
@@ -81,57 +84,139 @@ inline __m256i q8_reduce8(const __m256i* p) {
 // and blends (fewer vector ops than 8 word inserts): the even rows' scale is
 // the low word at rows[r], the odd rows' the high word at rows[r] - 2 (the
 // previous row's last bytes, so rows[0] - 2 is never read).
-inline __m128i q8_scales8(const std::byte* const* rows) {
+// `row(r)` gives row r's block address.
+template <class RowAt>
+inline __m128i q8_scales8(RowAt row) {
   const auto at = [](const std::byte* p) { return _mm_set1_epi32(q8_load_i32(p)); };
-  const __m128i even = _mm_blend_epi32(_mm_blend_epi32(at(rows[0]), at(rows[2]), 0x2),
-                                       _mm_blend_epi32(at(rows[4]), at(rows[6]), 0x8), 0xc);
-  const __m128i odd = _mm_blend_epi32(_mm_blend_epi32(at(rows[1] - 2), at(rows[3] - 2), 0x2),
-                                      _mm_blend_epi32(at(rows[5] - 2), at(rows[7] - 2), 0x8), 0xc);
+  const __m128i even = _mm_blend_epi32(_mm_blend_epi32(at(row(0)), at(row(2)), 0x2),
+                                       _mm_blend_epi32(at(row(4)), at(row(6)), 0x8), 0xc);
+  const __m128i odd = _mm_blend_epi32(_mm_blend_epi32(at(row(1) - 2), at(row(3) - 2), 0x2),
+                                      _mm_blend_epi32(at(row(5) - 2), at(row(7) - 2), 0x8), 0xc);
   return _mm_blend_epi16(even, odd, 0xaa);
 }
 
-// y[r] = row r (r < 16, lanes outside store_mask not stored) of w . the
-// quantised row (xq, xd) over nb blocks; [pf, pf_end) is prefetched in step
-// with the blocks (pf_end <= pf: none). A block's products come from
-// vpdpbusd(w ^ 0x80, x): the flip makes w the unsigned operand w + 128, and
-// the accumulator starts at -128 * x's 4-byte sums, so each row's 8 lanes
-// add up to the exact sum of w * x (one xor per row instead of two vpsignb).
-inline void q8_gemv_tile16(const std::int8_t* xq, const float* xd, const std::byte* w,
-                           std::size_t row_bytes, std::int64_t nb, float* y, __mmask16 store_mask,
-                           const std::byte* pf, const std::byte* pf_end) {
-  const std::size_t pf_per_block =
-      pf_end > pf && nb > 0 ? std::size_t(pf_end - pf) / std::size_t(nb) + 1 : 0;
-  const std::byte* cursor = pf;
-  const __m256i flip = _mm256_set1_epi8(char(0x80));
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  const std::byte* wb = w;
-  for (std::int64_t b = 0; b < nb; ++b, wb += q8_block_bytes) {
-    for (const std::byte* target = std::min(pf_end, pf + std::size_t(b + 1) * pf_per_block);
-         cursor < target; cursor += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(cursor), _MM_HINT_T1);  // L2: see gemv_tile_rows in dot_tile.hpp
-    const std::size_t r1 = q8_opaque(row_bytes), r3 = q8_opaque(3 * row_bytes);
-    const std::size_t r5 = q8_opaque(5 * row_bytes), r7 = q8_opaque(7 * row_bytes);
-    const std::byte* wb8 = wb + 8 * r1;
-    const std::byte* rows[q8_gemv_rows] = {
-        wb,  wb + r1,  wb + 2 * r1,  wb + r3,  wb + 4 * r1,  wb + r5,  wb + 2 * r3,  wb + r7,
-        wb8, wb8 + r1, wb8 + 2 * r1, wb8 + r3, wb8 + 4 * r1, wb8 + r5, wb8 + 2 * r3, wb8 + r7};
+// q8_reduce8 on both 256-bit halves at once: lanes 0-7 of the result sum the
+// low halves of p[0..8), lanes 8-15 their high halves (two blocks of 8 rows
+// in one pass of the tree).
+inline __m512i q8_reduce8x2(const __m512i* p) {
+  const auto add32 = [](__m512i a, __m512i b) {
+    return _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+  };
+  const auto add64 = [](__m512i a, __m512i b) {
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+  };
+  // Each 128-bit lane j of u0 (u1) holds rows 0-3 (4-7) summed over lane j of
+  // the inputs; lanes 0-1 come from the low halves, 2-3 from the high ones.
+  const __m512i u0 = add64(add32(p[0], p[1]), add32(p[2], p[3]));
+  const __m512i u1 = add64(add32(p[4], p[5]), add32(p[6], p[7]));
+  // [u0.0 + u0.1, u1.0 + u1.1, u0.2 + u0.3, u1.2 + u1.3]
+  return _mm512_add_epi32(
+      _mm512_permutex2var_epi64(u0, _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), u1),
+      _mm512_permutex2var_epi64(u0, _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15), u1));
+}
+
+// Row r of a tile whose first row is at wb, as wb + index * scale from the
+// offsets of rows 1, 3, 5 and 7 (made opaque so they stay in registers:
+// left to itself GCC keeps the 8 row pointers in an array on the stack).
+struct Q8TileRows {
+  std::size_t r1, r3, r5, r7;
+  explicit Q8TileRows(std::size_t row_bytes)
+      : r1(q8_opaque(row_bytes)),
+        r3(q8_opaque(3 * row_bytes)),
+        r5(q8_opaque(5 * row_bytes)),
+        r7(q8_opaque(7 * row_bytes)) {}
+  const std::byte* at(const std::byte* wb, int r) const {
+    switch (r) {
+      case 0:
+        return wb;
+      case 1:
+        return wb + r1;
+      case 2:
+        return wb + 2 * r1;
+      case 3:
+        return wb + r3;
+      case 4:
+        return wb + 4 * r1;
+      case 5:
+        return wb + r5;
+      case 6:
+        return wb + 2 * r3;
+      default:
+        return wb + r7;
+    }
+  }
+};
+
+// y[r] = row r (r < 8, rows outside store_mask not stored) of w . the
+// quantised row (xq, xd) over nb blocks. pf, when not null, is the next 8
+// rows (right after these), prefetched into the L2 in step: each pair of
+// blocks fetches the next 2 x 8 x 34 bytes of them (9 lines cover those from
+// any start, and consecutive pairs' lines leave no gap), in one unrolled
+// burst (a loop with a bound per line cost about as much as the pair's
+// products). A block's products come from vpdpbusd(w ^ 0x80, x): the flip
+// makes w the unsigned operand w + 128, and the accumulator starts at
+// -128 * x's 4-byte sums, so each row's 8 lanes add up to the exact sum of
+// w * x (one xor per row instead of two vpsignb). Each row's F32 steps take
+// the blocks one by one in ascending order, whether they came two at a time
+// or alone.
+inline void q8_gemv_tile(const std::int8_t* xq, const float* xd, const std::byte* w,
+                         std::size_t row_bytes, std::int64_t nb, float* y, __mmask8 store_mask,
+                         const std::byte* pf) {
+  const auto prefetch_pair = [pf](std::int64_t b) {
+    constexpr std::size_t pf_pair = 2 * q8_gemv_rows * q8_block_bytes;
+    const char* at = reinterpret_cast<const char*>(pf + std::size_t(b / 2) * pf_pair);
+#pragma GCC unroll 9
+    for (int l = 0; l < 9; ++l)
+      _mm_prefetch(at + 64 * l, _MM_HINT_T1);  // L2: see gemv_tile_rows in dot_tile.hpp
+  };
+  __m256 acc = _mm256_setzero_ps();
+  const Q8TileRows rows(row_bytes);
+  std::int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    if (pf) prefetch_pair(b);
+    const std::byte* wb = w + b * q8_block_bytes;
+    const __m512i flip = _mm512_set1_epi8(char(0x80));
+    const __m512i xv = _mm512_loadu_si512(xq + b * 32);  // blocks b and b + 1
+    const __m512i bias = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                          _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, xv));
+    __m512i p[q8_gemv_rows];
+    PENSIEVE_Q8_UNROLL
+    for (int r = 0; r < q8_gemv_rows; ++r) {
+      const std::byte* row = rows.at(wb, r);
+      const __m512i wv = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2))),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 + q8_block_bytes)), 1);
+      p[r] = _mm512_dpbusd_epi32(bias, _mm512_xor_si512(wv, flip), xv);
+    }
+    // Lanes 0-7: rows 0-7 of block b; lanes 8-15: of block b + 1.
+    const __m512 sums = _mm512_cvtepi32_ps(q8_reduce8x2(p));
+    const __m512 xdb = _mm512_insertf32x8(_mm512_set1_ps(xd[b]), _mm256_set1_ps(xd[b + 1]), 1);
+    const __m512 s =
+        _mm512_mul_ps(_mm512_cvtph_ps(_mm256_inserti128_si256(
+                          _mm256_castsi128_si256(q8_scales8([&](int r) { return rows.at(wb, r); })),
+                          q8_scales8([&](int r) { return rows.at(wb + q8_block_bytes, r); }), 1)),
+                      xdb);
+    acc = _mm256_fmadd_ps(_mm512_castps512_ps256(s), _mm512_castps512_ps256(sums), acc);
+    acc = _mm256_fmadd_ps(_mm512_extractf32x8_ps(s, 1), _mm512_extractf32x8_ps(sums, 1), acc);
+  }
+  if (b < nb) {  // an odd last block, alone in 256-bit registers
+    if (pf) prefetch_pair(b);
+    const std::byte* wb = w + b * q8_block_bytes;
+    const __m256i flip = _mm256_set1_epi8(char(0x80));
     const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32));
     const __m256i bias = _mm256_sub_epi32(_mm256_setzero_si256(),
                                           _mm256_dpbusd_epi32(_mm256_setzero_si256(), flip, xv));
     __m256i p[q8_gemv_rows];
-#pragma GCC unroll 16
+    PENSIEVE_Q8_UNROLL
     for (int r = 0; r < q8_gemv_rows; ++r) {
-      const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + 2));
+      const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows.at(wb, r) + 2));
       p[r] = _mm256_dpbusd_epi32(bias, _mm256_xor_si256(wv, flip), xv);
     }
-    const __m256 xdb = _mm256_set1_ps(xd[b]);
-    const __m256 s0 = _mm256_mul_ps(_mm256_cvtph_ps(q8_scales8(rows)), xdb);
-    const __m256 s1 = _mm256_mul_ps(_mm256_cvtph_ps(q8_scales8(rows + 8)), xdb);
-    acc0 = _mm256_fmadd_ps(s0, _mm256_cvtepi32_ps(q8_reduce8(p)), acc0);
-    acc1 = _mm256_fmadd_ps(s1, _mm256_cvtepi32_ps(q8_reduce8(p + 8)), acc1);
+    const __m256 s = _mm256_mul_ps(
+        _mm256_cvtph_ps(q8_scales8([&](int r) { return rows.at(wb, r); })), _mm256_set1_ps(xd[b]));
+    acc = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(q8_reduce8(p)), acc);
   }
-  _mm256_mask_storeu_ps(y, __mmask8(store_mask & 0xff), acc0);
-  _mm256_mask_storeu_ps(y + 8, __mmask8(store_mask >> 8), acc1);
+  _mm256_mask_storeu_ps(y, store_mask, acc);
 }
 
 // 32 weight rows over all nb blocks in VNNI order, for one thread.
