@@ -163,7 +163,8 @@ inline float hsum16(__m512 v) {
 // fetched, each a multiple of 4 KiB apart (an F32 row of 1024), fall into the
 // same L1 sets and evict each other; into the L1 the stream ran at ~11 GB/s
 // per core, into the L2 at ~18 (2 MiB pages, single core, BM_MatmulDecode).
-// F32 rows prefetch only their heads (below; session 18).
+// F32 rows prefetch only their heads (below; session 18); F16 tiles are 4
+// rows with a burst of 4 lines per step (f16_tile_rows; session 19).
 constexpr int gemv_tile_rows = 8;
 
 // Lines of each following row that an F32 decode tile prefetches (into the
@@ -187,6 +188,23 @@ inline void prefetch_row_heads(const std::byte* first, const std::byte* last, st
   }
 }
 
+// F16 decode tiles: 4 rows, each 32-element step prefetching the next 4
+// rows' 4 lines (the 256 bytes the step itself reads, one tile ahead) in one
+// unrolled burst. Against 8 rows with a line-at-a-time loop, side by side
+// (2 threads, 2 MiB pages, M-400 gate 2816 x 1024): with the probe at
+// 76-81 GB/s 8 rows read 55-58, 4 rows 63-69; with the probe at ~48 both
+// match it. Fewer rows are fewer streams for the prefetchers, and the loop's
+// compare per line cost about as much as the step's conversions.
+constexpr int f16_tile_rows = 4;
+
+// Prefetches (into the L2) `Lines` lines from p on.
+template <int Lines>
+inline void prefetch_burst(const std::byte* p) {
+  PENSIEVE_UNROLL
+  for (int l = 0; l < Lines; ++l)
+    _mm_prefetch(reinterpret_cast<const char*>(p) + 64 * l, _MM_HINT_T1);
+}
+
 // Advances the prefetch cursor to `target` (at most `end`), a line at a time.
 inline void prefetch_until(const std::byte*& cursor, const std::byte* target, const std::byte* end) {
   if (target > end) target = end;
@@ -197,16 +215,22 @@ inline void prefetch_until(const std::byte*& cursor, const std::byte* target, co
 // 16-lane accumulator of x row r (rows x_stride apart) . row c of w) takes
 // k in [k0, k1) in ascending order: whole 32-element steps, then 16, then a
 // masked tail. [pf, pf_end) is prefetched into the L2 in step with the
-// 32-element steps, pf_per_32 bytes per step (pf_end <= pf: none).
-template <class L, int R, int C>
-inline void dot_tile_k(const float* x, std::int64_t x_stride, const std::byte* w, std::size_t w_row_bytes,
-                       std::int64_t k0, std::int64_t k1, __m512 (&acc)[R][C], const std::byte* pf,
-                       const std::byte* pf_end, std::size_t pf_per_32) {
-  const bool prefetching = pf_end > pf;
+// 32-element steps, pf_per_32 bytes per step (pf_end <= pf: none); or, for
+// a Burst tile, C lines per step from pf on (pf null: none).
+template <class L, int R, int C, bool Burst = false>
+inline void dot_tile_k(const float* x, std::int64_t x_stride, const std::byte* w,
+                       std::size_t w_row_bytes, std::int64_t k0, std::int64_t k1,
+                       __m512 (&acc)[R][C], const std::byte* pf, const std::byte* pf_end,
+                       std::size_t pf_per_32) {
+  const bool prefetching = Burst ? pf != nullptr : pf_end > pf;
   const std::byte* cursor = pf;
   std::int64_t k = k0;
   for (std::size_t step = 1; k + 32 <= k1; k += 32, ++step) {
-    if (prefetching) prefetch_until(cursor, pf + step * pf_per_32, pf_end);
+    if constexpr (Burst) {
+      if (prefetching) prefetch_burst<C>(pf + (step - 1) * 64 * C);
+    } else if (prefetching) {
+      prefetch_until(cursor, pf + step * pf_per_32, pf_end);
+    }
     __m512 xlo[R], xhi[R];
     PENSIEVE_UNROLL
     for (int r = 0; r < R; ++r) {
@@ -229,7 +253,7 @@ inline void dot_tile_k(const float* x, std::int64_t x_stride, const std::byte* w
       }
     }
   }
-  if (prefetching) prefetch_until(cursor, pf_end, pf_end);
+  if (!Burst && prefetching) prefetch_until(cursor, pf_end, pf_end);
   for (; k + 16 <= k1; k += 16) {
     PENSIEVE_UNROLL
     for (int c = 0; c < C; ++c) {
@@ -253,8 +277,8 @@ inline void dot_tile_k(const float* x, std::int64_t x_stride, const std::byte* w
 // y[r * y_stride + c] = row c of w (c < C) . x row r (r < R) over n
 // elements (dot_tile_k's order); [pf, pf_end) is prefetched into the L2 in
 // step with the k loop (the decode tiles pass the rows after theirs;
-// default: none).
-template <class L, int R, int C>
+// default: none), for a Burst tile C lines per step from pf on.
+template <class L, int R, int C, bool Burst = false>
 inline void dot_tile_fixed(const float* x, std::int64_t x_stride, const std::byte* w,
                            std::size_t w_row_bytes, std::int64_t n, float* y, std::int64_t y_stride,
                            const std::byte* pf = nullptr, const std::byte* pf_end = nullptr) {
@@ -265,7 +289,7 @@ inline void dot_tile_fixed(const float* x, std::int64_t x_stride, const std::byt
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
   // Bytes of the next rows to prefetch per 32 elements: the C rows' share.
   const std::size_t pf_per_32 = (C * w_row_bytes * 32 + std::size_t(n) - 1) / std::size_t(n);
-  dot_tile_k<L, R, C>(x, x_stride, w, w_row_bytes, 0, n, acc, pf, pf_end, pf_per_32);
+  dot_tile_k<L, R, C, Burst>(x, x_stride, w, w_row_bytes, 0, n, acc, pf, pf_end, pf_per_32);
   alignas(64) float sums[16];
   PENSIEVE_UNROLL
   for (int r = 0; r < R; ++r) {
@@ -317,15 +341,16 @@ using LoadQ4_0 = LoadPortable<model::DType::q4_0>;
 using LoadQ4_K = LoadPortable<model::DType::q4_k>;
 
 constexpr int gemv_tile_rows = 8;
+constexpr int f16_tile_rows = 4;
 
 // The AVX-512 decode tiles' prefetches: nothing to do here.
 inline void prefetch_row_heads(const std::byte*, const std::byte*, std::size_t) {}
 
 // [pf, pf_end): the AVX-512 tile's prefetch range, nothing to do here.
-template <class L, int R, int C>
+template <class L, int R, int C, bool Burst = false>
 inline void dot_tile_fixed(const float* x, std::int64_t x_stride, const std::byte* w,
-                           std::size_t w_row_bytes, std::int64_t n, float* y,
-                           std::int64_t y_stride, const std::byte* /*pf*/ = nullptr,
+                           std::size_t w_row_bytes, std::int64_t n, float* y, std::int64_t y_stride,
+                           const std::byte* /*pf*/ = nullptr,
                            const std::byte* /*pf_end*/ = nullptr) {
   std::vector<float> wrow(static_cast<std::size_t>(n));
   PENSIEVE_UNROLL

@@ -48,33 +48,52 @@ void run_rows_by_4(const ConstRowsView& x, const WeightView& w, const RowsView& 
   }
 }
 
-// A decode step of up to decode_max_tokens tokens: 8 weight rows at a time,
-// the tokens two by two (each row read once per pair); the next 8 rows are
-// prefetched in step by the first pair, or for F32 only their heads, first
-// (prefetch_row_heads, dot_tile.hpp); the rest by run_rows_by_4.
-template <class Loader>
-void run_rows_decode(const ConstRowsView& x, const WeightView& w, const RowsView& y,
-                     std::int64_t o0, std::int64_t o1) {
-  constexpr int C = gemv_tile_rows;
+// Decode tiles of C weight rows over rows [o0, o1), the tokens two by two
+// (each row read once per pair); the first pair prefetches the next tile's
+// rows in step (Burst: in bursts of C lines), or for F32 only their heads,
+// first (prefetch_row_heads, dot_tile.hpp). Returns where the whole tiles
+// end.
+template <class Loader, int C, bool Burst>
+std::int64_t run_decode_tiles(const ConstRowsView& x, const WeightView& w, const RowsView& y,
+                              std::int64_t o0, std::int64_t o1) {
   constexpr bool heads_only = std::is_same_v<Loader, LoadF32>;
   std::int64_t o = o0;
   for (; o + C <= o1; o += C) {
     const std::byte* next = w.row(o + C);
     const std::byte* next_end = w.row(std::min(o1, o + 2 * C));
     if (heads_only) prefetch_row_heads(next, next_end, w.row_bytes);
-    const std::byte* pf = heads_only ? nullptr : next;
+    // A burst fetches whole tiles: none after the range's last full one.
+    const std::byte* pf = heads_only || (Burst && o + 2 * C > o1) ? nullptr : next;
     const std::byte* pf_end = heads_only ? nullptr : next_end;
     for (std::int64_t t = 0; t < x.rows; t += 2) {
-      if (t > 0) pf_end = pf;  // the first pair fetched them
+      if (t > 0) {  // the first pair fetched them
+        pf_end = pf;
+        if (Burst) pf = nullptr;
+      }
       if (x.rows - t >= 2) {
-        dot_tile_fixed<Loader, 2, C>(x.row(t), x.stride, w.row(o), w.row_bytes, w.cols, y.row(t) + o, y.stride,
-                                     pf, pf_end);
+        dot_tile_fixed<Loader, 2, C, Burst>(x.row(t), x.stride, w.row(o), w.row_bytes, w.cols,
+                                            y.row(t) + o, y.stride, pf, pf_end);
       } else {
-        dot_tile_fixed<Loader, 1, C>(x.row(t), x.stride, w.row(o), w.row_bytes, w.cols, y.row(t) + o, y.stride,
-                                     pf, pf_end);
+        dot_tile_fixed<Loader, 1, C, Burst>(x.row(t), x.stride, w.row(o), w.row_bytes, w.cols,
+                                            y.row(t) + o, y.stride, pf, pf_end);
       }
     }
   }
+  return o;
+}
+
+// A decode step of up to decode_max_tokens tokens: tiles of 8 weight rows;
+// one F16 token 4-row tiles with burst prefetches (f16_tile_rows,
+// dot_tile.hpp: fewer streams, DRAM-bound); what is left by run_rows_by_4.
+// Several F16 tokens keep 8 rows: there the conversions, shared by each
+// pair of tokens, bound the tile, and 4 rows cost 25-30% of the rate
+// (BM_MatmulSmallBatch, 3-32 tokens).
+template <class Loader>
+void run_rows_decode(const ConstRowsView& x, const WeightView& w, const RowsView& y,
+                     std::int64_t o0, std::int64_t o1) {
+  const std::int64_t o = std::is_same_v<Loader, LoadF16> && x.rows == 1
+                             ? run_decode_tiles<Loader, f16_tile_rows, true>(x, w, y, o0, o1)
+                             : run_decode_tiles<Loader, gemv_tile_rows, false>(x, w, y, o0, o1);
   run_rows_by_4<Loader>(x, w, y, o, o1);
 }
 

@@ -6,7 +6,8 @@
 // order is fixed by `in` alone (16 lanes, each accumulating k = lane, lane+16,
 // ... with fused multiply-adds in ascending k, then one fixed horizontal sum).
 // Decode (up to 8 tokens, 32 for halves) streams the weights in tiles of 2
-// tokens x 8 rows with software prefetch, edges up to 4 x 4 (dot_tile.hpp);
+// tokens x 8 rows (one F16 token: 1 x 4) with software prefetch, edges up to
+// 4 x 4 (dot_tile.hpp);
 // batches convert 64-row x 512-k blocks of weights to F32 panels once and
 // sweep them with 6-token x 4-row register tiles (gemm_tile.hpp). Tiles share
 // loads, never partial sums, and a k-blocked accumulator continues the same
