@@ -4,6 +4,7 @@
 // element keeps its own 16-lane accumulator fed in ascending k, then one
 // fixed horizontal sum, so its bits never depend on the tile shape.
 #include "gpu/kernels/cpu/dequant.hpp"
+#include "gpu/kernels/cpu/prefetch.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -184,7 +185,7 @@ constexpr int row_head_lines = 4;
 inline void prefetch_row_heads(const std::byte* first, const std::byte* last, std::size_t row_bytes) {
   for (const std::byte* r = first; r < last; r += row_bytes) {
     PENSIEVE_UNROLL
-    for (int l = 0; l < row_head_lines; ++l) _mm_prefetch(reinterpret_cast<const char*>(r) + 64 * l, _MM_HINT_T1);
+    for (int l = 0; l < row_head_lines; ++l) prefetch_l2(r + 64 * l);
   }
 }
 
@@ -197,18 +198,10 @@ inline void prefetch_row_heads(const std::byte* first, const std::byte* last, st
 // compare per line cost about as much as the step's conversions.
 constexpr int f16_tile_rows = 4;
 
-// Prefetches (into the L2) `Lines` lines from p on.
-template <int Lines>
-inline void prefetch_burst(const std::byte* p) {
-  PENSIEVE_UNROLL
-  for (int l = 0; l < Lines; ++l)
-    _mm_prefetch(reinterpret_cast<const char*>(p) + 64 * l, _MM_HINT_T1);
-}
-
 // Advances the prefetch cursor to `target` (at most `end`), a line at a time.
 inline void prefetch_until(const std::byte*& cursor, const std::byte* target, const std::byte* end) {
   if (target > end) target = end;
-  for (; cursor < target; cursor += 64) _mm_prefetch(reinterpret_cast<const char*>(cursor), _MM_HINT_T1);
+  for (; cursor < target; cursor += 64) prefetch_l2(cursor);
 }
 
 // The dot products' k loop, shared by the two tiles below: acc[r][c] (the
@@ -227,7 +220,7 @@ inline void dot_tile_k(const float* x, std::int64_t x_stride, const std::byte* w
   std::int64_t k = k0;
   for (std::size_t step = 1; k + 32 <= k1; k += 32, ++step) {
     if constexpr (Burst) {
-      if (prefetching) prefetch_burst<C>(pf + (step - 1) * 64 * C);
+      if (prefetching) prefetch_l2_lines<C>(pf + (step - 1) * 64 * C);
     } else if (prefetching) {
       prefetch_until(cursor, pf + step * pf_per_32, pf_end);
     }

@@ -16,6 +16,7 @@
 //    order (per block and 4-k step, 16 rows x 4 bytes), swept by tiles of 6
 //    tokens x 32 rows whose int32 lanes are rows, so no reduction is needed:
 //    vpdpbusd(x + 128, w) minus 128 * sum(w), the latter packed with the rows.
+#include "gpu/kernels/cpu/prefetch.hpp"
 #include "gpu/kernels/cpu/q8_activations.hpp"
 
 #include <algorithm>
@@ -147,6 +148,13 @@ struct Q8TileRows {
   }
 };
 
+// Prefetches (into the L2: see gemv_tile_rows in dot_tile.hpp) pair b / 2's
+// share of the 8 rows at pf: its 2 x 8 x 34 bytes, which 9 lines cover from
+// any start; consecutive pairs' lines leave no gap between them.
+inline void q8_prefetch_pair(const std::byte* pf, std::int64_t b) {
+  prefetch_l2_lines<9>(pf + std::size_t(b / 2) * (2 * q8_gemv_rows * q8_block_bytes));
+}
+
 // y[r] = row r (r < 8, rows outside store_mask not stored) of w . the
 // quantised row (xq, xd) over nb blocks. pf, when not null, is the next 8
 // rows (right after these), prefetched into the L2 in step: each pair of
@@ -162,18 +170,11 @@ struct Q8TileRows {
 inline void q8_gemv_tile(const std::int8_t* xq, const float* xd, const std::byte* w,
                          std::size_t row_bytes, std::int64_t nb, float* y, __mmask8 store_mask,
                          const std::byte* pf) {
-  const auto prefetch_pair = [pf](std::int64_t b) {
-    constexpr std::size_t pf_pair = 2 * q8_gemv_rows * q8_block_bytes;
-    const char* at = reinterpret_cast<const char*>(pf + std::size_t(b / 2) * pf_pair);
-#pragma GCC unroll 9
-    for (int l = 0; l < 9; ++l)
-      _mm_prefetch(at + 64 * l, _MM_HINT_T1);  // L2: see gemv_tile_rows in dot_tile.hpp
-  };
   __m256 acc = _mm256_setzero_ps();
   const Q8TileRows rows(row_bytes);
   std::int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
-    if (pf) prefetch_pair(b);
+    if (pf) q8_prefetch_pair(pf, b);
     const std::byte* wb = w + b * q8_block_bytes;
     const __m512i flip = _mm512_set1_epi8(char(0x80));
     const __m512i xv = _mm512_loadu_si512(xq + b * 32);  // blocks b and b + 1
@@ -200,7 +201,7 @@ inline void q8_gemv_tile(const std::int8_t* xq, const float* xd, const std::byte
     acc = _mm256_fmadd_ps(_mm512_extractf32x8_ps(s, 1), _mm512_extractf32x8_ps(sums, 1), acc);
   }
   if (b < nb) {  // an odd last block, alone in 256-bit registers
-    if (pf) prefetch_pair(b);
+    if (pf) q8_prefetch_pair(pf, b);
     const std::byte* wb = w + b * q8_block_bytes;
     const __m256i flip = _mm256_set1_epi8(char(0x80));
     const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32));

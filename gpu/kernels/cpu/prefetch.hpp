@@ -1,0 +1,26 @@
+#pragma once
+// Software prefetches into the L2 for the decode tiles (internal to
+// gpu/kernels/cpu). Not _mm_prefetch: GCC 12 drops a call to an inline
+// function whose only effect is __builtin_prefetch (its IPA mod/ref
+// analysis finds no side effect, so the call is dead; -fno-ipa-modref keeps
+// it). The Q8_0 decode tile lost all its prefetches that way (session 19:
+// decode from DRAM fell ~20%) while its tests, which check values, passed.
+// A volatile asm statement is never removed.
+namespace pensieve::kernels::cpu {
+
+inline void prefetch_l2(const void* p) {
+#if defined(__x86_64__)
+  asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p)));
+#else
+  __builtin_prefetch(p, 0, 2);
+#endif
+}
+
+// `Lines` lines from p on.
+template <int Lines>
+inline void prefetch_l2_lines(const void* p) {
+#pragma GCC unroll 16
+  for (int l = 0; l < Lines; ++l) prefetch_l2(static_cast<const char*>(p) + 64 * l);
+}
+
+}  // namespace pensieve::kernels::cpu
