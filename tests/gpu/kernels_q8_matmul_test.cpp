@@ -157,14 +157,16 @@ TEST_CASE("the VNNI Q8_0 paths give the portable path's bits", "[kernels][q8]") 
 }
 #endif
 
-TEST_CASE("a Q8_0 matmul with 15 to 47 output rows writes each row's reference bits and "
-          "nothing past the row ends",
-          "[kernels][q8]") {
-  // Row counts around the 16-row decode tile: a last tile that moves down
-  // over rows another range owns, and its stores confined to the range.
+TEST_CASE(
+    "a Q8_0 matmul with 7 to 47 output rows writes each row's reference bits and "
+    "nothing past the row ends",
+    "[kernels][q8]") {
+  // Row counts around the 8-row decode tile and the 16-row grain: a last
+  // tile that moves down over rows another range owns, and its stores
+  // confined to the range (7: fewer rows than a tile).
   const float poison = -12345.0f;
   for (const std::int64_t in : {32, 64, 1056}) {
-    for (const std::int64_t out : {15, 16, 17, 31, 33, 47}) {
+    for (const std::int64_t out : {7, 9, 15, 16, 17, 23, 31, 33, 47}) {
       Q8Weight w(out, in, std::uint32_t(3 * in + out));
       const auto x = random_rows(3, in, std::uint32_t(in + 7 * out));
       const auto want = reference(w.view, x, 3);

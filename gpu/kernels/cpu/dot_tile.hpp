@@ -176,8 +176,9 @@ constexpr int gemv_tile_rows = 8;
 // repetitions, in step / heads: from the L2 97 / 119 GB/s, from DRAM one
 // thread 33.4 / 38.3, two 54 / 53-70 (noisy); model-bench F32 decode, %
 // of the probes, medians of 3 alternated: M-tiny 107 / 120, M-100 87 / 100,
-// M-400 91 / 94. F16 rows (1.5-2 KiB) keep the in-step prefetch: with heads
-// only, M-100 F16 fell 89.5 -> 75.5% (medians of 4 alternated), M-400 level.
+// M-400 91 / 94. Heads only did not suit F16 rows (1.5-2 KiB): M-100 F16
+// fell 89.5 -> 75.5% (medians of 4 alternated), M-400 level; one F16 token
+// takes the burst tile below, several the in-step prefetch.
 constexpr int row_head_lines = 4;
 
 // Prefetches the first row_head_lines lines of rows [first, last), rows
