@@ -3,6 +3,7 @@
 // block is left. Prints the front end's added latency (a token leaving the
 // scheduler to its bytes on the socket) at that load.
 #include "actors/engine.hpp"
+#include "bench/common/one_layer_model.hpp"
 #include "bench/common/stream_load.hpp"
 #include "gpu/model/builtin_vocab.hpp"
 #include "gpu/model/model_loader.hpp"
@@ -30,14 +31,7 @@ namespace asio = boost::asio;
 namespace {
 
 model::ModelWeights soak_model() {
-  model::TestModelOptions o = testing::tiny_model_options();
-  o.n_layers = 1;
-  o.dim = 32;
-  o.n_heads = 2;
-  o.n_kv_heads = 1;
-  o.ff_dim = 64;
-  o.seed = 3;
-  return testing::tiny_model(o);
+  return testing::tiny_model(bench::one_layer_model_options());
 }
 
 }  // namespace
