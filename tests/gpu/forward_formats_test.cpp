@@ -6,6 +6,7 @@
 #include "gpu/model/hf_export.hpp"
 #include "gpu/model/model_loader.hpp"
 #include "gpu/model/test_model.hpp"
+#include "tests/prompt_logits.hpp"
 #include "tests/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -19,17 +20,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using pensieve::testing::prompt_logits;
 using pensieve::testing::TempDir;
-
-std::vector<float> logits_of(ModelWeights weights, const std::vector<std::int32_t>& prompt) {
-  auto forward = CpuForward::create(std::move(weights), {.n_threads = 1, .round_f16_activations = false});
-  REQUIRE(forward.has_value());
-  auto kv = forward->make_kv_cache(std::int32_t(prompt.size()));
-  ForwardSequence seq{prompt, 0, &kv, true};
-  auto out = forward->forward(std::span(&seq, 1));
-  REQUIRE(out.has_value());
-  return out->logits;
-}
 
 void check_same_logits(DType dtype) {
   TempDir dir("formats");
@@ -53,8 +45,8 @@ void check_same_logits(DType dtype) {
   REQUIRE(hf->config.rope_style == RopeStyle::half_split);
 
   const std::vector<std::int32_t> prompt{1, 40, 77, 200, 13, 99, 150, 7, 300, 41};
-  const auto a = logits_of(std::move(*gguf), prompt);
-  const auto b = logits_of(std::move(*hf), prompt);
+  const auto a = prompt_logits(std::move(*gguf), prompt);
+  const auto b = prompt_logits(std::move(*hf), prompt);
   REQUIRE(a.size() == b.size());
   REQUIRE(a.size() == prompt.size() * std::size_t(builtin_vocab().tokens.size()));
   float max_abs = 0.0f;

@@ -7,6 +7,7 @@
 #include "gpu/model/hf_export.hpp"
 #include "gpu/model/model_loader.hpp"
 #include "gpu/model/test_model.hpp"
+#include "tests/prompt_logits.hpp"
 #include "tests/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -21,17 +22,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using pensieve::testing::prompt_logits;
 using pensieve::testing::TempDir;
-
-std::vector<float> logits_of(ModelWeights weights, const std::vector<std::int32_t>& prompt) {
-  auto forward = CpuForward::create(std::move(weights), {.n_threads = 1, .round_f16_activations = false});
-  REQUIRE(forward.has_value());
-  auto kv = forward->make_kv_cache(std::int32_t(prompt.size()));
-  ForwardSequence seq{prompt, 0, &kv, true};
-  auto out = forward->forward(std::span(&seq, 1));
-  REQUIRE(out.has_value());
-  return out->logits;
-}
 
 TestModelOptions options(const fs::path& vocab, bool tied) {
   TestModelOptions o;
@@ -75,8 +67,8 @@ TEST_CASE("an untied test model loads with its own output head and different log
   CHECK_FALSE(same_bytes(tied->output, untied->output));
 
   const std::vector<std::int32_t> prompt{1, 40, 77, 200, 13};
-  const auto a = logits_of(std::move(*tied), prompt);
-  const auto b = logits_of(std::move(*untied), prompt);
+  const auto a = prompt_logits(std::move(*tied), prompt);
+  const auto b = prompt_logits(std::move(*untied), prompt);
   REQUIRE(a.size() == b.size());
   float differ = 0.0f;
   for (std::size_t i = 0; i < a.size(); ++i) differ = std::max(differ, std::abs(a[i] - b[i]));
@@ -95,8 +87,8 @@ TEST_CASE("an untied test model and its safetensors twin give the same logits", 
   REQUIRE(hf.has_value());
   CHECK_FALSE(hf->config.tied_output);
   const std::vector<std::int32_t> prompt{1, 40, 77, 200, 13, 99, 150, 7};
-  const auto a = logits_of(std::move(*gguf), prompt);
-  const auto b = logits_of(std::move(*hf), prompt);
+  const auto a = prompt_logits(std::move(*gguf), prompt);
+  const auto b = prompt_logits(std::move(*hf), prompt);
   REQUIRE(a.size() == b.size());
   float max_abs = 0.0f, worst = 0.0f;
   for (std::size_t i = 0; i < a.size(); ++i) {
