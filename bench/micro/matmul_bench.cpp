@@ -101,6 +101,14 @@ class WeightRing {
         const std::uint16_t h = pensieve::f32_to_f16(normal(rng));
         std::memcpy(&bytes[2 * i], &h, 2);
       }
+    } else if (dtype_ == DType::bf16) {
+      for (std::size_t i = 0; i < n; ++i) {
+        float v = normal(rng);
+        std::uint32_t bits;
+        std::memcpy(&bits, &v, 4);
+        const auto h = std::uint16_t(bits >> 16);
+        std::memcpy(&bytes[2 * i], &h, 2);
+      }
     } else {  // Q8_0 (and other block types): random quants, small scales
       const std::size_t block = pensieve::model::dtype_block_bytes(dtype_);
       for (std::size_t b = 0; b < bytes.size() / block; ++b) {
@@ -169,11 +177,14 @@ void BM_MatmulDecode(benchmark::State& state) {
 }
 // One thread: bytes per CPU second (what a core can stream, robust to a
 // shared machine); two: per wall second, the forward pass's setting.
+// BF16: the current kernel only (the baseline has no BF16 path).
 BENCHMARK(BM_MatmulDecode)
-    ->ArgsProduct({{int(DType::f32), int(DType::f16), int(DType::q8_0)}, {0, 1, 2}, {0, 1}, {1}});
+    ->ArgsProduct({{int(DType::f32), int(DType::f16), int(DType::q8_0)}, {0, 1, 2}, {0, 1}, {1}})
+    ->ArgsProduct({{int(DType::bf16)}, {0, 1, 2}, {0}, {1}});
 void BM_MatmulDecode2Threads(benchmark::State& state) { BM_MatmulDecode(state); }
 BENCHMARK(BM_MatmulDecode2Threads)
     ->ArgsProduct({{int(DType::f32), int(DType::f16), int(DType::q8_0)}, {0, 1, 2}, {0, 1}, {2}})
+    ->ArgsProduct({{int(DType::bf16)}, {0, 1, 2}, {0}, {2}})
     ->UseRealTime();
 
 // One token against one matrix, again and again (so from the caches it
@@ -200,7 +211,8 @@ void BM_MatmulDecodeCached(benchmark::State& state) {
   decode_one_matrix(state, 256, 1024, Placement::heap, 1);
 }
 BENCHMARK(BM_MatmulDecodeCached)
-    ->ArgsProduct({{int(DType::f32), int(DType::f16), int(DType::q8_0)}, {0, 1}});
+    ->ArgsProduct({{int(DType::f32), int(DType::f16), int(DType::q8_0)}, {0, 1}})
+    ->ArgsProduct({{int(DType::bf16)}, {0}});
 
 // M-tiny's output head (32000 x 256, 32 MB in F32) with 2 threads: a GEMV
 // that the 32 MiB L3 mostly serves, between the L2 case above and DRAM.
