@@ -63,24 +63,6 @@ inline T q8_opaque(T v) {
   return v;
 }
 
-// Lane r of the result = the sum of the 8 lanes of p[r] (exact: int32), by
-// the transposing tree: interleave and add pairs of vectors, then pairs of
-// those, then the 128-bit halves. All non-destructive ops (no register
-// copies); vphaddd, which does the first two steps in one instruction, costs
-// three cycles a piece on Zen 4.
-inline __m256i q8_reduce8(const __m256i* p) {
-  const auto add32 = [](__m256i a, __m256i b) {
-    return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
-  };
-  const auto add64 = [](__m256i a, __m256i b) {
-    return _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
-  };
-  const __m256i u0 = add64(add32(p[0], p[1]), add32(p[2], p[3]));
-  const __m256i u1 = add64(add32(p[4], p[5]), add32(p[6], p[7]));
-  return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
-                          _mm256_permute2x128_si256(u0, u1, 0x31));
-}
-
 // The F16 scales of 8 blocks at rows[0..8) as 8 words, from 4-byte loads
 // and blends (fewer vector ops than 8 word inserts): the even rows' scale is
 // the low word at rows[r], the odd rows' the high word at rows[r] - 2 (the
@@ -96,9 +78,12 @@ inline __m128i q8_scales8(RowAt row) {
   return _mm_blend_epi16(even, odd, 0xaa);
 }
 
-// q8_reduce8 on both 256-bit halves at once: lanes 0-7 of the result sum the
-// low halves of p[0..8), lanes 8-15 their high halves (two blocks of 8 rows
-// in one pass of the tree).
+// Lane r of the result (r < 8) = the sum of the low 8 lanes of p[r], lane
+// 8 + r the sum of its high 8 lanes (exact: int32): two blocks of 8 rows in
+// one pass of a transposing tree (interleave and add pairs of vectors, then
+// pairs of those, then the 128-bit lanes). All non-destructive ops (no
+// register copies); vphaddd, which does the first two steps in one
+// instruction, costs three cycles a piece on Zen 4.
 inline __m512i q8_reduce8x2(const __m512i* p) {
   const auto add32 = [](__m512i a, __m512i b) {
     return _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
@@ -200,22 +185,22 @@ inline void q8_gemv_tile(const std::int8_t* xq, const float* xd, const std::byte
     acc = _mm256_fmadd_ps(_mm512_castps512_ps256(s), _mm512_castps512_ps256(sums), acc);
     acc = _mm256_fmadd_ps(_mm512_extractf32x8_ps(s, 1), _mm512_extractf32x8_ps(sums, 1), acc);
   }
-  if (b < nb) {  // an odd last block, alone in 256-bit registers
+  if (b < nb) {  // an odd last block, alone in the low halves (the high ones zero)
     if (pf) q8_prefetch_pair(pf, b);
     const std::byte* wb = w + b * q8_block_bytes;
     const __m256i flip = _mm256_set1_epi8(char(0x80));
     const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 32));
     const __m256i bias = _mm256_sub_epi32(_mm256_setzero_si256(),
                                           _mm256_dpbusd_epi32(_mm256_setzero_si256(), flip, xv));
-    __m256i p[q8_gemv_rows];
+    __m512i p[q8_gemv_rows];
     PENSIEVE_Q8_UNROLL
     for (int r = 0; r < q8_gemv_rows; ++r) {
       const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows.at(wb, r) + 2));
-      p[r] = _mm256_dpbusd_epi32(bias, _mm256_xor_si256(wv, flip), xv);
+      p[r] = _mm512_zextsi256_si512(_mm256_dpbusd_epi32(bias, _mm256_xor_si256(wv, flip), xv));
     }
     const __m256 s = _mm256_mul_ps(
         _mm256_cvtph_ps(q8_scales8([&](int r) { return rows.at(wb, r); })), _mm256_set1_ps(xd[b]));
-    acc = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(q8_reduce8(p)), acc);
+    acc = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(_mm512_castsi512_si256(q8_reduce8x2(p))), acc);
   }
   _mm256_mask_storeu_ps(y, store_mask, acc);
 }
