@@ -1,7 +1,7 @@
 #pragma once
-// The logits a CPU forward pass gives for a prompt's last token (one thread,
-// activations not rounded to F16), for tests that compare two ways of
-// loading or writing the same weights.
+// The logits a CPU forward pass gives for every position of a prompt
+// (prompt.size() x vocabulary, one thread, activations not rounded to F16),
+// for tests that compare two ways of loading or writing the same weights.
 #include "gpu/model/cpu_forward.hpp"
 
 #include <catch2/catch.hpp>

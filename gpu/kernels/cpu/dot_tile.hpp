@@ -192,11 +192,13 @@ inline void prefetch_row_heads(const std::byte* first, const std::byte* last, st
 
 // F16 decode tiles: 4 rows, each 32-element step prefetching the next 4
 // rows' 4 lines (the 256 bytes the step itself reads, one tile ahead) in one
-// unrolled burst. Against 8 rows with a line-at-a-time loop, side by side
-// (2 threads, 2 MiB pages, M-400 gate 2816 x 1024): with the probe at
-// 76-81 GB/s 8 rows read 55-58, 4 rows 63-69; with the probe at ~48 both
-// match it. Fewer rows are fewer streams for the prefetchers, and the loop's
-// compare per line cost about as much as the step's conversions.
+// unrolled burst. Side by side with the probe in the same rounds (2
+// threads, 2 MiB pages), probe at 76-81 GB/s: M-400's gate 2816 x 1024, 8
+// rows with a line-at-a-time loop 54-59 GB/s, 4 rows with that loop 65-67;
+// M-100's gate 2048 x 768, 8 rows 54.7, 4 rows with the loop 62.9, with a
+// burst 68.7; probe at ~48: all within a few % of it. Fewer rows are fewer
+// streams for the prefetchers, and the loop's compare per line cost about
+// as much as the step's conversions.
 constexpr int f16_tile_rows = 4;
 
 // Advances the prefetch cursor to `target` (at most `end`), a line at a time.
