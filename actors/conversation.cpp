@@ -1,8 +1,8 @@
 #include "actors/conversation.hpp"
 
 #include "actors/history_journal.hpp"
-#include "gpu/model/stop_matcher.hpp"
-#include "gpu/model/utf8_stream.hpp"
+#include "gpu/text/stop_matcher.hpp"
+#include "gpu/text/utf8_stream.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/this_coro.hpp>

@@ -15,8 +15,8 @@
 #include "actors/ids.hpp"
 #include "actors/scheduler_protocol.hpp"
 #include "actors/turn_stream.hpp"
-#include "gpu/model/chat_template.hpp"
-#include "gpu/model/tokenizer.hpp"
+#include "gpu/text/chat_template.hpp"
+#include "gpu/text/tokenizer.hpp"
 #include "runtime/actor.hpp"
 
 #include <atomic>

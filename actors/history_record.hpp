@@ -25,7 +25,7 @@
 // before (a turn for an unknown conversation, a turn whose "before" counts
 // differ from the history), is corruption: replay stops there and reports
 // it with its offset; the journal decides what to do (history_journal.hpp).
-#include "gpu/model/chat_template.hpp"
+#include "gpu/text/chat_template.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,6 +1,6 @@
 #pragma once
 // The messages of one chat turn between a front end and the engine.
-#include "gpu/model/chat_template.hpp"
+#include "gpu/text/chat_template.hpp"
 #include "gpu/model/sampler.hpp"
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 #include "net/openai_json.hpp"
 
-#include "gpu/model/utf8_stream.hpp"
+#include "gpu/text/utf8_stream.hpp"
 
 #include <boost/json.hpp>
 

@@ -11,7 +11,7 @@
 #include "bench/micro/matmul_baseline.hpp"
 #include "gpu/kernels/cpu/matmul.hpp"
 #include "gpu/model/weight_arena.hpp"
-#include "gpu/numeric/half.hpp"
+#include "gpu/formats/half.hpp"
 
 #include <benchmark/benchmark.h>
 

@@ -10,7 +10,7 @@
 #include "gpu/kernels/cpu/paged_attention.hpp"
 #include "gpu/kernels/cpu/thread_pool.hpp"
 #include "gpu/kv/kv_pool.hpp"
-#include "gpu/numeric/half.hpp"
+#include "gpu/formats/half.hpp"
 
 #include <benchmark/benchmark.h>
 

@@ -3,7 +3,7 @@
 // of decode steps on the CPU forward pass, and count the bytes and FLOPs
 // those steps need. Runs on the calling thread (the forward pass brings its
 // own worker threads).
-#include "gpu/model/tensor.hpp"
+#include "gpu/formats/tensor.hpp"
 #include "runtime/error.hpp"
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 #include "gpu/model/builtin_vocab.hpp"
 
-#include "gpu/model/gguf_writer.hpp"
+#include "gpu/formats/gguf_writer.hpp"
 
 #include <cstdio>
 

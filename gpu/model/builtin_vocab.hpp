@@ -3,7 +3,7 @@
 // runs with no file at all: SentencePiece-style with byte fallback (every
 // UTF-8 byte is a token, so any text encodes), the usual control tokens, and a
 // ChatML chat template whose markers are control tokens.
-#include "gpu/model/tokenizer_data.hpp"
+#include "gpu/text/tokenizer_data.hpp"
 #include "runtime/error.hpp"
 
 #include <filesystem>

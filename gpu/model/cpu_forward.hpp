@@ -17,7 +17,7 @@
 //
 // Owns its thread pool and scratch buffers; shares the weights' storage.
 // Not thread-safe: one forward() at a time, from the owner's thread.
-#include "gpu/backend/collective.hpp"
+#include "gpu/model/collective.hpp"
 #include "gpu/kernels/cpu/attention_workspace.hpp"
 #include "gpu/kernels/cpu/paged_attention_plan.hpp"
 #include "gpu/kernels/cpu/thread_pool.hpp"
@@ -58,7 +58,7 @@ struct CpuForwardOptions {
   // `collective` (not owned; required when tp.ranks > 1, its rank and size
   // equal tp's) joins the ranks. Every rank must run the same batches.
   TpRank tp;
-  backend::Collective* collective = nullptr;
+  model::Collective* collective = nullptr;
 };
 
 // One sequence's part of a batch.

@@ -1,7 +1,7 @@
 #pragma once
 // GGUF model files (llama.cpp's format) -> ModelWeights, for the `llama`
 // (Llama 2/3, TinyLlama, Mistral, SmolLM) and `qwen2` architectures.
-#include "gpu/model/gguf_file.hpp"
+#include "gpu/formats/gguf_file.hpp"
 #include "gpu/model/model_weights.hpp"
 #include "runtime/error.hpp"
 

@@ -1,7 +1,7 @@
 #pragma once
 // The vocabulary stored in a GGUF file's tokenizer.* metadata, as TokenizerData.
-#include "gpu/model/gguf_file.hpp"
-#include "gpu/model/tokenizer_data.hpp"
+#include "gpu/formats/gguf_file.hpp"
+#include "gpu/text/tokenizer_data.hpp"
 #include "runtime/error.hpp"
 
 #include <filesystem>

@@ -1,6 +1,6 @@
 #include "gpu/model/hf_export.hpp"
 
-#include "gpu/model/safetensors_writer.hpp"
+#include "gpu/formats/safetensors_writer.hpp"
 #include "gpu/model/test_model.hpp"
 #include "gpu/model/tokenizer_json_export.hpp"
 

@@ -2,7 +2,7 @@
 
 #include "gpu/model/hf_config.hpp"
 #include "gpu/model/model_loader_shapes.hpp"
-#include "gpu/model/safetensors_file.hpp"
+#include "gpu/formats/safetensors_file.hpp"
 #include "gpu/model/tokenizer_json.hpp"
 
 #include <boost/json.hpp>

@@ -1,25 +1,15 @@
 #pragma once
 // The hyper-parameters of a Llama-family decoder, whatever file they came from.
+#include "gpu/kernels/rope_scaling.hpp"
+
 #include <cstdint>
 #include <string>
 
 namespace pensieve::model {
 
-// Which pairs of a head's dimensions RoPE rotates together.
-enum class RopeStyle : std::uint8_t {
-  interleaved,  // (x[2i], x[2i+1]): llama2.c, GGUF "normal" (llama)
-  half_split,   // (x[i], x[i + d/2]): Hugging Face rotate_half, GGUF "neox" (qwen2)
-};
-
-enum class RopeScalingType : std::uint8_t { none, linear, llama3 };
-
-struct RopeScaling {
-  RopeScalingType type = RopeScalingType::none;
-  float factor = 1.0f;
-  float low_freq_factor = 1.0f;   // llama3
-  float high_freq_factor = 4.0f;  // llama3
-  std::int32_t original_context = 8192;
-};
+using kernels::RopeScaling;
+using kernels::RopeScalingType;
+using kernels::RopeStyle;
 
 struct ModelConfig {
   std::string architecture = "llama";  // "llama" or "qwen2"

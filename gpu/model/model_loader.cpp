@@ -1,6 +1,6 @@
 #include "gpu/model/model_loader.hpp"
 
-#include "gpu/model/gguf_file.hpp"
+#include "gpu/formats/gguf_file.hpp"
 #include "gpu/model/gguf_loader.hpp"
 #include "gpu/model/hf_loader.hpp"
 #include "gpu/model/llama2c_loader.hpp"

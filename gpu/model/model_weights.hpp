@@ -2,8 +2,8 @@
 // A loaded model: its config and views of every weight tensor. The storage
 // (an mmap of the file, or a heap buffer) lives as long as any copy of this.
 #include "gpu/model/model_config.hpp"
-#include "gpu/model/tensor.hpp"
-#include "gpu/model/tokenizer_data.hpp"
+#include "gpu/formats/tensor.hpp"
+#include "gpu/text/tokenizer_data.hpp"
 
 #include <memory>
 #include <optional>

@@ -1,10 +1,10 @@
 #include "gpu/model/test_model.hpp"
 
 #include "gpu/model/builtin_vocab.hpp"
-#include "gpu/model/gguf_file.hpp"
-#include "gpu/model/gguf_writer.hpp"
+#include "gpu/formats/gguf_file.hpp"
+#include "gpu/formats/gguf_writer.hpp"
 #include "gpu/model/model_loader.hpp"
-#include "gpu/numeric/half.hpp"
+#include "gpu/formats/half.hpp"
 
 #include <algorithm>
 #include <atomic>

@@ -4,7 +4,7 @@
 // real vocabulary copied from a vocab GGUF. Its weights mean nothing; the
 // file says so in general.description.
 #include "gpu/model/model_weights.hpp"
-#include "gpu/model/tensor.hpp"
+#include "gpu/formats/tensor.hpp"
 #include "runtime/error.hpp"
 
 #include <cstdint>

@@ -3,7 +3,7 @@
 // A BPE model with byte_fallback is a SentencePiece-style vocabulary (Llama 2,
 // TinyLlama, Mistral); a BPE model with a ByteLevel pre-tokenizer is byte-level
 // BPE (GPT-2, Llama 3, Qwen2). Other model types are an Error.
-#include "gpu/model/tokenizer_data.hpp"
+#include "gpu/text/tokenizer_data.hpp"
 #include "runtime/error.hpp"
 
 #include <filesystem>

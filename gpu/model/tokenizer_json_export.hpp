@@ -4,7 +4,7 @@
 // SentencePiece vocabularies become BPE with byte_fallback, their merges
 // derived from the scores the way Hugging Face's converter does it: every
 // split of a token into two tokens is a merge, ranked by the token's score.
-#include "gpu/model/tokenizer_data.hpp"
+#include "gpu/text/tokenizer_data.hpp"
 #include "runtime/error.hpp"
 
 #include <filesystem>

@@ -9,7 +9,7 @@ namespace pensieve::model {
 
 Result<TpForward> TpForward::create(const ModelWeights& full, std::int32_t ranks, CpuForwardOptions options) {
   if (auto ok = check_tensor_parallel(full.config, ranks); !ok) return ok.error();
-  auto group = std::make_unique<backend::HostCollectiveGroup>(ranks);
+  auto group = std::make_unique<model::HostCollectiveGroup>(ranks);
   std::vector<CpuForward> shards;
   for (std::int32_t r = 0; r < ranks; ++r) {
     const TpRank tp{r, ranks};

@@ -12,7 +12,7 @@
 // Owns the shards, the collective group and one persistent thread per rank
 // beyond the caller's (TpRankThreads; rank 0 runs on the calling thread).
 // Not thread-safe: one call at a time, from the owner's thread.
-#include "gpu/backend/host_collective.hpp"
+#include "gpu/model/host_collective.hpp"
 #include "gpu/model/cpu_forward.hpp"
 #include "gpu/model/tp_rank_threads.hpp"
 
@@ -50,7 +50,7 @@ class TpForward {
                                       const CpuForward::LayerHook& before_layer = {});
 
  private:
-  TpForward(ModelConfig config, std::unique_ptr<backend::HostCollectiveGroup> group,
+  TpForward(ModelConfig config, std::unique_ptr<model::HostCollectiveGroup> group,
             std::vector<CpuForward> shards)
       : config_(std::move(config)),
         group_(std::move(group)),
@@ -58,7 +58,7 @@ class TpForward {
         threads_(std::make_unique<TpRankThreads>(std::int32_t(shards_.size()))) {}
 
   ModelConfig config_;
-  std::unique_ptr<backend::HostCollectiveGroup> group_;  // shards_ point into it
+  std::unique_ptr<model::HostCollectiveGroup> group_;  // shards_ point into it
   std::vector<CpuForward> shards_;
   std::unique_ptr<TpRankThreads> threads_;  // idle between calls
 };

@@ -1,8 +1,8 @@
 // Chat templates: recognising a model's family from its Jinja source, the
 // name override, the default, and the error for templates we do not know.
 #include "gpu/model/builtin_vocab.hpp"
-#include "gpu/model/chat_template.hpp"
-#include "gpu/model/tokenizer.hpp"
+#include "gpu/text/chat_template.hpp"
+#include "gpu/text/tokenizer.hpp"
 
 #include <catch2/catch.hpp>
 

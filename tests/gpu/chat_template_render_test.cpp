@@ -1,8 +1,8 @@
 // Chat templates: the exact prompt text of each family for one conversation,
 // and the continuation property the stateful server relies on.
-#include "gpu/model/chat_template.hpp"
+#include "gpu/text/chat_template.hpp"
 #include "gpu/model/gguf_tokenizer.hpp"
-#include "gpu/model/tokenizer.hpp"
+#include "gpu/text/tokenizer.hpp"
 #include "tests/shared_data.hpp"
 
 #include <catch2/catch.hpp>

@@ -3,7 +3,7 @@
 // 77, reported as SKIPPED by ctest and device-checks.sh, never as a pass),
 // owning device copies of host arrays, and error measures.
 #include "gpu/backend/cuda/device_memory.hpp"
-#include "gpu/numeric/half.hpp"
+#include "gpu/formats/half.hpp"
 #include "tests/shared_data.hpp"
 
 #include <catch2/catch.hpp>

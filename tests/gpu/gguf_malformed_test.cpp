@@ -1,8 +1,8 @@
 // Malformed GGUF files give a clear Error naming the file and the problem,
 // never a crash or an out-of-bounds read (this suite also runs under ASan).
-#include "gpu/model/gguf_file.hpp"
+#include "gpu/formats/gguf_file.hpp"
 #include "gpu/model/gguf_loader.hpp"
-#include "gpu/model/gguf_writer.hpp"
+#include "gpu/formats/gguf_writer.hpp"
 #include "tests/shared_data.hpp"
 #include "tests/result_checks.hpp"
 

@@ -1,8 +1,8 @@
 // A qwen2 GGUF: Q/K/V biases, half-split ("neox") rope, rope scaling and
 // untied output, read from a file made with the GGUF writer.
-#include "gpu/model/gguf_file.hpp"
+#include "gpu/formats/gguf_file.hpp"
 #include "gpu/model/gguf_loader.hpp"
-#include "gpu/model/gguf_writer.hpp"
+#include "gpu/formats/gguf_writer.hpp"
 #include "tests/result_checks.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,6 +1,6 @@
 // The shared tiny Llama GGUF and the two vocabulary GGUFs, read exactly as
 // their READMEs describe them.
-#include "gpu/model/gguf_file.hpp"
+#include "gpu/formats/gguf_file.hpp"
 #include "gpu/model/gguf_loader.hpp"
 #include "gpu/model/gguf_tokenizer.hpp"
 #include "tests/shared_data.hpp"

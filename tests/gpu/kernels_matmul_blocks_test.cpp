@@ -3,7 +3,7 @@
 // spans two token passes and three k blocks gives every row the bits of that
 // row alone (the 1-token decode tile).
 #include "gpu/kernels/cpu/matmul.hpp"
-#include "gpu/numeric/half.hpp"
+#include "gpu/formats/half.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -2,7 +2,7 @@
 // every output element exactly as one matmul() per weight does, whatever the
 // thread count splits across the weights' boundaries.
 #include "gpu/kernels/cpu/matmul.hpp"
-#include "gpu/numeric/half.hpp"
+#include "gpu/formats/half.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -2,7 +2,7 @@
 // weights), close to a double-precision reference, and batch invariant.
 #include "gpu/kernels/cpu/dequant.hpp"
 #include "gpu/kernels/cpu/matmul.hpp"
-#include "gpu/numeric/half.hpp"
+#include "gpu/formats/half.hpp"
 
 #include <catch2/catch.hpp>
 

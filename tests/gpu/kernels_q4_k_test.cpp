@@ -3,7 +3,7 @@
 // matmul on their dequantised copy, alone or in a batch.
 #include "gpu/kernels/cpu/dequant.hpp"
 #include "gpu/kernels/cpu/matmul.hpp"
-#include "gpu/numeric/half.hpp"
+#include "gpu/formats/half.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -6,7 +6,7 @@
 #include "gpu/kernels/cpu/q8_activations.hpp"
 #include "gpu/kernels/cpu/q8_matmul.hpp"
 #include "gpu/kernels/cpu/q8_tiles.hpp"
-#include "gpu/numeric/half.hpp"
+#include "gpu/formats/half.hpp"
 
 #include <catch2/catch.hpp>
 

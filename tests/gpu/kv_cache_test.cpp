@@ -1,6 +1,6 @@
 #include "gpu/kv/kv_cache.hpp"
 #include "gpu/kernels/cpu/reshape_and_cache.hpp"
-#include "gpu/numeric/half.hpp"
+#include "gpu/formats/half.hpp"
 
 #include <catch2/catch.hpp>
 

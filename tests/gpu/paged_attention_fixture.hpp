@@ -6,7 +6,7 @@
 #include "gpu/kernels/cpu/reshape_and_cache.hpp"
 #include "gpu/kernels/cpu/thread_pool.hpp"
 #include "gpu/kv/kv_pool.hpp"
-#include "gpu/numeric/half.hpp"
+#include "gpu/formats/half.hpp"
 
 #include <algorithm>
 #include <cmath>

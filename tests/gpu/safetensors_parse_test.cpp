@@ -1,7 +1,7 @@
 // The safetensors parser reads what the writer wrote and turns every
 // malformed header, offset or size into an Error naming the file.
-#include "gpu/model/safetensors_file.hpp"
-#include "gpu/model/safetensors_writer.hpp"
+#include "gpu/formats/safetensors_file.hpp"
+#include "gpu/formats/safetensors_writer.hpp"
 #include "tests/result_checks.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,5 +1,5 @@
 // Stop strings across token boundaries: the client never sees their start.
-#include "gpu/model/stop_matcher.hpp"
+#include "gpu/text/stop_matcher.hpp"
 
 #include <catch2/catch.hpp>
 

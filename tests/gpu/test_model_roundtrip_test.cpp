@@ -1,10 +1,10 @@
 // make_test_model writes what it promises: the config asked for, weights from
 // the documented recipe and seed, the vocabulary of the vocab GGUF.
-#include "gpu/model/gguf_file.hpp"
+#include "gpu/formats/gguf_file.hpp"
 #include "gpu/model/gguf_loader.hpp"
 #include "gpu/model/gguf_tokenizer.hpp"
 #include "gpu/model/test_model.hpp"
-#include "gpu/numeric/half.hpp"
+#include "gpu/formats/half.hpp"
 #include "tests/shared_data.hpp"
 #include "tests/result_checks.hpp"
 

@@ -1,7 +1,7 @@
 // Byte-level BPE on small hand-made vocabularies: the GPT-2 byte mapping and
 // merges applied by rank.
-#include "gpu/model/bpe_tokenizer.hpp"
-#include "gpu/model/tokenizer.hpp"
+#include "gpu/text/bpe_tokenizer.hpp"
+#include "gpu/text/tokenizer.hpp"
 
 #include <catch2/catch.hpp>
 

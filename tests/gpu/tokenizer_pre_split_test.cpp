@@ -1,6 +1,6 @@
 // Pre-tokenizer regexes, matched by hand over Unicode categories.
-#include "gpu/model/pre_tokenizer.hpp"
-#include "gpu/model/unicode_tables.hpp"
+#include "gpu/text/pre_tokenizer.hpp"
+#include "gpu/text/unicode_tables.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,6 @@
 // SentencePiece-style BPE on small hand-made vocabularies: merge order by
 // score, byte fallback, the leading-space rule and special tokens.
-#include "gpu/model/tokenizer.hpp"
+#include "gpu/text/tokenizer.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,9 +1,9 @@
 // Acceptance: llama.cpp's tokenizer test vectors (../shared/vocab/*.inp/.out)
 // reproduced exactly, from the vocabularies read out of the GGUF files.
 #include "gpu/model/gguf_tokenizer.hpp"
-#include "gpu/model/tokenizer.hpp"
-#include "gpu/model/unicode_tables.hpp"
-#include "gpu/model/utf8_stream.hpp"
+#include "gpu/text/tokenizer.hpp"
+#include "gpu/text/unicode_tables.hpp"
+#include "gpu/text/utf8_stream.hpp"
 #include "tests/shared_data.hpp"
 
 #include <catch2/catch.hpp>

@@ -2,7 +2,7 @@
 // give the 1-way forward pass's logits (to float rounding: only the order of
 // the row-parallel sums differs), greedy stories260K generation still gives
 // the golden tokens, and a model that does not split N ways is a clear error.
-#include "gpu/backend/host_collective.hpp"
+#include "gpu/model/host_collective.hpp"
 #include "gpu/model/cpu_forward.hpp"
 #include "gpu/model/llama2c_loader.hpp"
 #include "gpu/model/model_loader.hpp"
@@ -178,7 +178,7 @@ std::vector<std::vector<std::int32_t>> generate(const RunFn& run, const std::vec
 TEST_CASE("the host all-reduce adds in rank order and every rank gets the same bits", "[tp]") {
   // 1e8 + -1e8 + 1 is 1 in rank order; any other order loses the 1 (1e8 + 1
   // rounds to 1e8 in float), so the result shows the order.
-  backend::HostCollectiveGroup group(3);
+  model::HostCollectiveGroup group(3);
   const float values[3] = {1e8f, -1e8f, 1.0f};
   std::vector<std::vector<float>> data(3), gathered(3);
   std::vector<std::jthread> threads;
@@ -323,7 +323,7 @@ TEST_CASE("a shard without a matching collective, or pools of the wrong layout, 
   auto shard = shard_weights(w, {0, 2});
   REQUIRE(shard.has_value());
   CHECK_FALSE(CpuForward::create(*shard, {.n_threads = 1, .tp = {0, 2}}).has_value());
-  backend::HostCollectiveGroup three(3);
+  model::HostCollectiveGroup three(3);
   CHECK_FALSE(CpuForward::create(*shard, {.n_threads = 1, .tp = {0, 2}, .collective = &three.rank(0)}).has_value());
 
   auto tp = TpForward::create(w, 2, {.n_threads = 1});

@@ -1,6 +1,6 @@
 // The streaming UTF-8 decoder never hands out half a character.
-#include "gpu/model/unicode_tables.hpp"
-#include "gpu/model/utf8_stream.hpp"
+#include "gpu/text/unicode_tables.hpp"
+#include "gpu/text/utf8_stream.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -3,7 +3,7 @@
 // those ids back to the same bytes.
 #include "gpu/model/builtin_vocab.hpp"
 #include "gpu/model/gguf_tokenizer.hpp"
-#include "gpu/model/tokenizer.hpp"
+#include "gpu/text/tokenizer.hpp"
 #include "tests/shared_data.hpp"
 #include "tests/temp_dir.hpp"
 

@@ -8,7 +8,7 @@
 #include "gpu/model/cpu_forward.hpp"
 #include "gpu/model/model_loader.hpp"
 #include "gpu/model/sampler.hpp"
-#include "gpu/model/tokenizer.hpp"
+#include "gpu/text/tokenizer.hpp"
 #include "tools/pensieve-model/commands.hpp"
 
 #include <algorithm>

@@ -6,7 +6,7 @@
 // FILE is a GGUF model or vocabulary, or a Hugging Face directory (or its
 // tokenizer.json).
 #include "gpu/model/gguf_tokenizer.hpp"
-#include "gpu/model/tokenizer.hpp"
+#include "gpu/text/tokenizer.hpp"
 #include "gpu/model/tokenizer_json.hpp"
 #include "tools/pensieve-model/commands.hpp"
 

@@ -4,7 +4,7 @@
 #include "gpu/kernels/cpu/dequant.hpp"
 #include "gpu/kernels/cuda/ops_launch.hpp"
 #include "gpu/model/forward_scratch.hpp"
-#include "gpu/numeric/half.hpp"
+#include "gpu/formats/half.hpp"
 
 #include <cmath>
 #include <cstring>

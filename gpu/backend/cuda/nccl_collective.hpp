@@ -12,7 +12,7 @@
 // ncclInvalidUsage), because its topology search assumes one rank per GPU.
 // create_group() therefore rejects repeated devices with that explanation.
 // On a one-GPU machine `--tp 2` is tested with the same sharded forward pass
-// over HostCollective (gpu/backend/host_collective.hpp) on the CPU backend;
+// over HostCollective (gpu/model/host_collective.hpp) on the CPU backend;
 // NcclCollective with one rank (a no-op all-reduce, a copy for all-gather)
 // still runs the real NCCL path there.
 //
@@ -25,7 +25,7 @@
 // ncclGroupStart/End around them, which this class does not do. create_group() makes every communicator from the
 // calling thread (ncclCommInitAll); create() makes one rank's, called by
 // every rank with the same id (from its own thread or process).
-#include "gpu/backend/collective.hpp"
+#include "gpu/model/collective.hpp"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -36,7 +36,7 @@
 
 namespace pensieve::backend::cuda {
 
-class NcclCollective final : public Collective {
+class NcclCollective final : public model::Collective {
  public:
   ~NcclCollective() override;
   NcclCollective(const NcclCollective&) = delete;

@@ -1,7 +1,7 @@
 #pragma once
 // Widening F16/BF16 rows to F32 for the CPU attention kernels (exact).
 #include "gpu/kv/paged_kv_view.hpp"
-#include "gpu/numeric/half.hpp"
+#include "gpu/formats/half.hpp"
 
 #include <cstdint>
 

@@ -1,6 +1,6 @@
 #include "gpu/kernels/cpu/dequant.hpp"
 
-#include "gpu/numeric/half.hpp"
+#include "gpu/formats/half.hpp"
 
 #include <cassert>
 #include <cstring>

@@ -14,9 +14,9 @@ std::vector<float> rope_inv_freq(const RopeParams& p) {
     inv[std::size_t(i)] = 1.0f / std::pow(p.theta, float(2 * i) / float(p.rope_dims));
   }
   const auto& s = p.scaling;
-  if (s.type == model::RopeScalingType::linear) {
+  if (s.type == RopeScalingType::linear) {
     for (auto& f : inv) f /= s.factor;
-  } else if (s.type == model::RopeScalingType::llama3) {
+  } else if (s.type == RopeScalingType::llama3) {
     const float low_wavelen = float(s.original_context) / s.low_freq_factor;
     const float high_wavelen = float(s.original_context) / s.high_freq_factor;
     for (auto& f : inv) {
@@ -50,8 +50,8 @@ void rope(const RopeParams& p, std::span<const float> inv_freq, RowsView rows,
     for (int h = 0; h < p.n_heads; ++h) {
       float* x = rows.row(t) + std::int64_t(h) * p.head_dim;
       for (int i = 0; i < half; ++i) {
-        const int a = p.style == model::RopeStyle::interleaved ? 2 * i : i;
-        const int b = p.style == model::RopeStyle::interleaved ? 2 * i + 1 : i + half;
+        const int a = p.style == RopeStyle::interleaved ? 2 * i : i;
+        const int b = p.style == RopeStyle::interleaved ? 2 * i + 1 : i + half;
         const float x0 = x[a], x1 = x[b], c = cos_v[std::size_t(i)], s = sin_v[std::size_t(i)];
         x[a] = x0 * c - x1 * s;
         x[b] = x0 * s + x1 * c;

@@ -4,7 +4,7 @@
 // rotates (x[i], x[i + rope_dims/2]) (Hugging Face rotate_half, qwen2).
 // Only the first rope_dims dimensions of a head rotate.
 #include "gpu/kernels/cpu/views.hpp"
-#include "gpu/model/model_config.hpp"
+#include "gpu/kernels/rope_scaling.hpp"
 
 #include <span>
 #include <vector>
@@ -16,8 +16,8 @@ struct RopeParams {
   std::int32_t head_dim = 0;
   std::int32_t rope_dims = 0;  // <= head_dim, even
   float theta = 10000.0f;
-  model::RopeStyle style = model::RopeStyle::interleaved;
-  model::RopeScaling scaling;
+  RopeStyle style = RopeStyle::interleaved;
+  RopeScaling scaling;
 };
 
 // The rope_dims/2 inverse frequencies theta^(-2i/rope_dims), with linear or

@@ -2,7 +2,7 @@
 // Non-owning views the CPU kernels take: activation rows (F32, row-major with
 // a stride) and weight matrices in their stored type. Shapes follow
 // model::Tensor: a weight is {out_features rows, in_features cols}.
-#include "gpu/model/tensor.hpp"
+#include "gpu/formats/tensor.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,7 +1,7 @@
 #pragma once
 // Device helpers shared by the CUDA kernels of the decoder: conversions
 // between F32 and the storage dtypes (round to nearest even, as the CPU's
-// gpu/numeric/half.hpp) and warp / block reductions.
+// gpu/formats/half.hpp) and warp / block reductions.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

@@ -1,7 +1,7 @@
 // libFuzzer target: any bytes through the GGUF parser, then (when they parse)
 // the model config, tensor views, shape checks and tokenizer reading. Each
 // must return an Error or a value; ASan/UBSan catch anything else.
-#include "gpu/model/gguf_file.hpp"
+#include "gpu/formats/gguf_file.hpp"
 #include "gpu/model/gguf_loader.hpp"
 #include "gpu/model/gguf_tokenizer.hpp"
 

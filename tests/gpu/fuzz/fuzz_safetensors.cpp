@@ -2,7 +2,7 @@
 // through the config.json and tokenizer.json readers. Each must return an
 // Error or a value; ASan/UBSan catch anything else.
 #include "gpu/model/hf_config.hpp"
-#include "gpu/model/safetensors_file.hpp"
+#include "gpu/formats/safetensors_file.hpp"
 #include "gpu/model/tokenizer_json.hpp"
 
 #include <cstddef>

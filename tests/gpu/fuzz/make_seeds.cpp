@@ -1,8 +1,8 @@
 // Writes small valid inputs for the fuzz targets (a one-layer GGUF with a
 // vocabulary, a safetensors file, a config.json, a tokenizer.json), so that
 // fuzzing starts from the interesting part of the input space.
-#include "gpu/model/gguf_writer.hpp"
-#include "gpu/model/safetensors_writer.hpp"
+#include "gpu/formats/gguf_writer.hpp"
+#include "gpu/formats/safetensors_writer.hpp"
 
 #include <cstdio>
 #include <fstream>

@@ -11,12 +11,13 @@ work=$2
 seconds=${3:-20}
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 cxx=${FUZZ_CXX:-clang++-14}
+formats=$root/gpu/formats
 model=$root/gpu/model
-common=("$model/gguf_reader.cpp" "$model/gguf_file.cpp" "$model/gguf_value.cpp" "$model/gguf_tokenizer.cpp"
-        "$model/mmap_file.cpp" "$model/tensor.cpp")
+common=("$formats/gguf_reader.cpp" "$formats/gguf_file.cpp" "$formats/gguf_value.cpp" "$model/gguf_tokenizer.cpp"
+        "$formats/mmap_file.cpp" "$formats/tensor.cpp")
 case $target in
   gguf) sources=("${common[@]}" "$model/gguf_loader.cpp" "$model/model_loader_shapes.cpp") ;;
-  safetensors) sources=("${common[@]}" "$model/safetensors_reader.cpp" "$model/hf_config.cpp"
+  safetensors) sources=("${common[@]}" "$formats/safetensors_reader.cpp" "$model/hf_config.cpp"
                         "$model/tokenizer_json.cpp" "$root/tests/gpu/fuzz/boost_json_src.cpp") ;;
   *) echo "run_fuzz.sh: unknown target '$target' (gguf, safetensors)" >&2; exit 2 ;;
 esac
@@ -28,8 +29,8 @@ rm -rf "$work/corpus_gguf" "$work/corpus_safetensors"
 mkdir -p "$work/corpus_gguf" "$work/corpus_safetensors"
 flags=(-std=c++20 -O1 -g -I"$root" -DBOOST_JSON_NO_LIB -DBOOST_CONTAINER_NO_LIB)
 # Seeds: built with the same compiler, no sanitizers needed.
-"$cxx" "${flags[@]}" "$root/tests/gpu/fuzz/make_seeds.cpp" "$model/gguf_writer.cpp" "$model/gguf_value.cpp" \
-  "$model/gguf_reader.cpp" "$model/gguf_file.cpp" "$model/mmap_file.cpp" "$model/safetensors_writer.cpp" "$model/tensor.cpp" \
+"$cxx" "${flags[@]}" "$root/tests/gpu/fuzz/make_seeds.cpp" "$formats/gguf_writer.cpp" "$formats/gguf_value.cpp" \
+  "$formats/gguf_reader.cpp" "$formats/gguf_file.cpp" "$formats/mmap_file.cpp" "$formats/safetensors_writer.cpp" "$formats/tensor.cpp" \
   "$root/tests/gpu/fuzz/boost_json_src.cpp" -o "$work/make_seeds"
 "$work/make_seeds" "$work/corpus_gguf" "$work/corpus_safetensors"
 "$cxx" "${flags[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \

@@ -1,0 +1,2 @@
+#pragma once
+// A fixture for the layering check (see ../kernels/upward.hpp).
