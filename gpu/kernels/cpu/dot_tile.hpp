@@ -164,15 +164,15 @@ inline float hsum16(__m512 v) {
 // fetched, each a multiple of 4 KiB apart (an F32 row of 1024), fall into the
 // same L1 sets and evict each other; into the L1 the stream ran at ~11 GB/s
 // per core, into the L2 at ~18 (2 MiB pages, single core, BM_MatmulDecode).
-// F32 rows prefetch only their heads (below; session 18); F16 tiles are 4
-// rows with a burst of 4 lines per step (f16_tile_rows; session 19).
+// F32 rows prefetch only their heads (below; since 5c8243a); F16 tiles are 4
+// rows with a burst of 4 lines per step (f16_tile_rows; since 742f67c).
 constexpr int gemv_tile_rows = 8;
 
 // Lines of each following row that an F32 decode tile prefetches (into the
 // L2) before it starts: a row is a new stream that the hardware prefetchers
 // must first learn, and its head is what they miss; on 2 MiB pages they
 // fetch the rest of an F32 row (3-4 KiB) in time, and streaming the whole
-// rows in step only costs. Session 18, one token, 4-8 interleaved
+// rows in step only costs. Measured at 5c8243a (2026-12-01), one token, 4-8 interleaved
 // repetitions, in step / heads: from the L2 97 / 119 GB/s, from DRAM one
 // thread 33.4 / 38.3, two 54 / 53-70 (noisy); model-bench F32 decode, %
 // of the probes, medians of 3 alternated: M-tiny 107 / 120, M-100 87 / 100,

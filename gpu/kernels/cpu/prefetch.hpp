@@ -3,8 +3,8 @@
 // gpu/kernels/cpu). Not _mm_prefetch: GCC 12 drops a call to an inline
 // function whose only effect is __builtin_prefetch (its IPA mod/ref
 // analysis finds no side effect, so the call is dead; -fno-ipa-modref keeps
-// it). The Q8_0 decode tile lost all its prefetches that way (session 19:
-// decode from DRAM fell ~20%) while its tests, which check values, passed.
+// it). The Q8_0 decode tile lost all its prefetches that way (408caeb, fixed
+// in eb8ad46: decode from DRAM fell ~20%) while its tests, which check values, passed.
 // A volatile asm statement is never removed.
 namespace pensieve::kernels::cpu {
 

@@ -1,7 +1,7 @@
 #include "gpu/kernels/cpu/q8_matmul.hpp"
 
 #include "gpu/kernels/cpu/q8_tiles.hpp"
-#include "gpu/numeric/half.hpp"
+#include "gpu/formats/half.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -28,8 +28,8 @@ constexpr std::size_t decode_grain = 16;
 constexpr std::size_t batched_grain = 32;
 // From this many tokens on, packing 32 weight rows for the VNNI GEMM tile
 // pays for itself; fewer tokens run the decode tile once per token
-// (BM_MatmulSmallBatch, Q8_0: session 17's 16-row decode tile was as fast at
-// 16 tokens and 1.6x faster at 8; session 19's 8-row one is 18-30% faster
+// (BM_MatmulSmallBatch, Q8_0: 992b460's 16-row decode tile was as fast at
+// 16 tokens and 1.6x faster at 8; 408caeb's 8-row one is 18-30% faster
 // than that at 2-12 tokens).
 constexpr std::int64_t batched_min_tokens = 16;
 

@@ -10,7 +10,7 @@
 //    a tree of unpacks and adds. Its cost is the count of vector ops per
 //    byte, not their width (Zen 5 runs a zmm op at a ymm op's rate), so two
 //    blocks per op; and 8 rows, not 16: 16 rows are 16 streams that the
-//    prefetchers follow worse (session 19: 8 rows read 2 MiB-page DRAM at
+//    prefetchers follow worse (408caeb, 2026-12-01: 8 rows read 2 MiB-page DRAM at
 //    the probe's rate, 16 at 85-90% of it).
 //  - batches: 32 weight rows packed once per thread into a panel in VNNI
 //    order (per block and 4-k step, 16 rows x 4 bytes), swept by tiles of 6
