@@ -98,6 +98,8 @@ TEST_CASE("a quantised tensor with fewer bytes than its blocks is refused as tru
     auto r = check_quant_blocks(cut);
     REQUIRE_FALSE(bool(r));
     CHECK_THAT(r.error().message, Catch::Contains("truncated"));
+    const Tensor empty{"w", t, {1, cols}, nullptr, 0};  // no bytes at all (found by fuzzing)
+    CHECK_FALSE(bool(check_quant_blocks(empty)));
   }
 }
 

@@ -20,10 +20,11 @@ TEST_CASE("pensieve --model serves each kq-* quantised GGUF over HTTP", "[tools]
                                             {"--model", model.string(), "--port", "0", "--rpc-port",
                                              "0", "--threads", "1", "--kv-device-mb", "64"});
     const auto port = server.http_port();
-    // Line 5 of the golden files: BOS + 5 SentencePiece tokens.
+    // Line 5 of the golden files (BOS + 5 SentencePiece tokens); every kq
+    // file keeps the base model's general.name, kq-base-f16.
     const auto reply = pensieve::testing::http_call(
         port, boost::beast::http::verb::post, "/v1/completions",
-        R"({"model":"m","prompt":"The capital of France is","max_tokens":3,"temperature":0})");
+        R"({"model":"kq-base-f16","prompt":"The capital of France is","max_tokens":3,"temperature":0})");
     INFO(reply.body);
     REQUIRE(reply.status == 200);
     const auto usage = boost::json::parse(reply.body).as_object().at("usage").as_object();
