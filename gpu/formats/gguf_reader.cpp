@@ -2,6 +2,7 @@
 #include "gpu/formats/mmap_file.hpp"
 
 #include <cstring>
+#include <iterator>
 #include <limits>
 
 namespace pensieve::model {
@@ -195,8 +196,11 @@ Result<GgufTensorInfo> read_tensor_info(Cursor& cur) {
   if (!type) return type.error();
   auto dtype = dtype_from_ggml(*type);
   if (!dtype) {
+    const std::string name = ggml_type_name(*type);
     return cur.error("tensor '" + t.name + "': unsupported tensor type " + std::to_string(*type) +
-                     " (this engine reads F32, F16, BF16, Q8_0, Q4_0, Q4_K)");
+                     (name.empty() ? "" : " (" + name + ")") +
+                     " (this engine reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, "
+                     "Q5_K, Q6_K, IQ4_NL)");
   }
   t.dtype = *dtype;
   auto offset = cur.read<std::uint64_t>("a tensor offset");
@@ -251,8 +255,28 @@ std::optional<DType> dtype_from_ggml(std::uint32_t ggml_type) {
     case GgmlType::q8_0: return DType::q8_0;
     case GgmlType::q4_0: return DType::q4_0;
     case GgmlType::q4_k: return DType::q4_k;
+    case GgmlType::q4_1: return DType::q4_1;
+    case GgmlType::q5_0: return DType::q5_0;
+    case GgmlType::q5_1: return DType::q5_1;
+    case GgmlType::q2_k: return DType::q2_k;
+    case GgmlType::q3_k: return DType::q3_k;
+    case GgmlType::q5_k: return DType::q5_k;
+    case GgmlType::q6_k: return DType::q6_k;
+    case GgmlType::iq4_nl: return DType::iq4_nl;
   }
   return std::nullopt;
+}
+
+const char* ggml_type_name(std::uint32_t ggml_type) {
+  // ggml.h's enum ggml_type (4, 5: removed Q4_2/Q4_3; 31-33: removed Q4_0_4_4 ...).
+  static constexpr const char* names[] = {
+      "F32",    "F16",    "Q4_0",  "Q4_1",    "",      "",        "Q5_0",   "Q5_1",
+      "Q8_0",   "Q8_1",   "Q2_K",  "Q3_K",    "Q4_K",  "Q5_K",    "Q6_K",   "Q8_K",
+      "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S",  "IQ2_S",  "IQ4_XS",
+      "I8",     "I16",    "I32",   "I64",     "F64",   "IQ1_M",   "BF16",   "Q4_0_4_4",
+      "Q4_0_4_8", "Q4_0_8_8", "TQ1_0", "TQ2_0",
+  };
+  return ggml_type < std::size(names) ? names[ggml_type] : "";
 }
 
 GgmlType ggml_from_dtype(DType t) {
@@ -263,6 +287,14 @@ GgmlType ggml_from_dtype(DType t) {
     case DType::q8_0: return GgmlType::q8_0;
     case DType::q4_0: return GgmlType::q4_0;
     case DType::q4_k: return GgmlType::q4_k;
+    case DType::q4_1: return GgmlType::q4_1;
+    case DType::q5_0: return GgmlType::q5_0;
+    case DType::q5_1: return GgmlType::q5_1;
+    case DType::q2_k: return GgmlType::q2_k;
+    case DType::q3_k: return GgmlType::q3_k;
+    case DType::q5_k: return GgmlType::q5_k;
+    case DType::q6_k: return GgmlType::q6_k;
+    case DType::iq4_nl: return GgmlType::iq4_nl;
   }
   return GgmlType::f32;
 }

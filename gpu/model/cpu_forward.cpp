@@ -281,6 +281,7 @@ Result<void> CpuForward::layer(std::int32_t l, const AttendFn& attend) {
   auto params = [&](const kc::WeightView& wt) {
     kc::MatmulParams mp;
     mp.round_activations_to_f16 = options_.round_f16_activations && wt.dtype == DType::f16;
+    mp.float_activations = options_.float_activations;
     return mp;
   };
   auto mm = [&](std::vector<float>& in, std::int64_t in_cols, const kc::WeightView& wt,
@@ -360,6 +361,7 @@ Result<ForwardOutput> CpuForward::output_head(std::span<const OutputRow> seqs) {
   out.logits.resize(n_sel * std::size_t(c.vocab_size));
   kc::MatmulParams mp;
   mp.round_activations_to_f16 = options_.round_f16_activations && prepared_.output.dtype == DType::f16;
+  mp.float_activations = options_.float_activations;
   kc::matmul(mp, s, prepared_.output, rows_of(out.logits, n_sel, c.vocab_size), *pool_,
              scratch_.rounded);
   return out;
@@ -373,6 +375,7 @@ Result<void> CpuForward::sharded_logits(kc::ConstRowsView rows, ForwardOutput& o
   slice_logits_.assign(n * slice, 0.0f);
   kc::MatmulParams mp;
   mp.round_activations_to_f16 = options_.round_f16_activations && prepared_.output.dtype == DType::f16;
+  mp.float_activations = options_.float_activations;
   const kc::RowsView mine{slice_logits_.data(), std::int64_t(n), tp.vocab_rows(vocab), std::int64_t(slice)};
   kc::matmul(mp, rows, prepared_.output, mine, *pool_, scratch_.rounded);
   gathered_logits_.resize(n * slice * std::size_t(tp.ranks));

@@ -43,6 +43,11 @@ struct CpuForwardOptions {
   // Round matmul activations to F16 for F16 weights, as llama.cpp's CPU
   // backend does (brings logits within ~0.03 of it instead of ~0.14).
   bool round_f16_activations = true;
+  // Quantised weights on F32 activations (the F32 matmul on their
+  // dequantised values) instead of the default, llama.cpp's numerics: the
+  // activations quantised as ggml does per weight type (Q8_0, Q8_1 or Q8_K
+  // blocks) and integer block dot products (kernels/cpu/matmul.hpp).
+  bool float_activations = false;
   std::int32_t kv_tile_tokens = 32;  // attention's fixed KV tile
   // Kernel loops cheaper than this (about multiply-adds) stay on one thread;
   // 0 sends every loop through the pool (tests of thread invariance).

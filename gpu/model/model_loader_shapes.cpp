@@ -1,5 +1,7 @@
 #include "gpu/model/model_loader_shapes.hpp"
 
+#include "gpu/formats/quant_block_check.hpp"
+
 namespace pensieve::model {
 
 namespace {
@@ -21,7 +23,7 @@ Result<void> expect(const Tensor& t, std::vector<std::int64_t> shape) {
     return fail(std::string("tensor ") + t.name + " is a vector of type " + dtype_name(t.dtype) +
                 " (F32/F16/BF16 expected)");
   }
-  return {};
+  return check_quant_blocks(t);
 }
 
 Result<void> check_config(const ModelConfig& c) {

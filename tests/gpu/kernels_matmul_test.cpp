@@ -61,11 +61,12 @@ std::vector<float> random_rows(std::int64_t rows, std::int64_t cols, std::uint32
 }
 
 std::vector<float> run(const kc::WeightView& w, const std::vector<float>& x, std::int64_t n_tokens,
-                       std::size_t threads, bool round_f16 = false) {
+                       std::size_t threads, bool round_f16 = false, bool float_activations = false) {
   kc::ThreadPool pool(threads);
   std::vector<float> y(std::size_t(n_tokens * w.rows));
   kc::MatmulParams params;
   params.round_activations_to_f16 = round_f16;
+  params.float_activations = float_activations;
   kc::matmul(params, kc::ConstRowsView(x.data(), n_tokens, w.cols, w.cols), w,
              kc::RowsView{y.data(), n_tokens, w.rows, w.rows}, pool);
   return y;
@@ -76,9 +77,10 @@ bool same_bits(const float* a, const float* b, std::size_t n) {
 }
 
 const DType all_types[] = {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0};
-// The types computed on their dequantised values; Q8_0 multiplies int8 x
-// int8 on quantised activations instead (kernels_q8_matmul_test.cpp checks
-// it against its own reference and bounds its distance to these).
+// The types computed on their dequantised values (Q4_0 with
+// MatmulParams::float_activations; by default it and Q8_0 multiply integers
+// on quantised activations instead, which kernels_q8_matmul_test.cpp and
+// kernels_quant_dot_test.cpp check against their own references).
 const DType dequantised_types[] = {DType::f32, DType::f16, DType::bf16, DType::q4_0};
 
 }  // namespace
@@ -107,7 +109,7 @@ TEST_CASE("a matmul row has the same bits alone and in batches of 2 to 33 tokens
   }
 }
 
-TEST_CASE("a matmul on stored weights equals the F32 matmul on their dequantised copy bit for bit",
+TEST_CASE("a matmul on stored weights and float activations equals the F32 matmul on their dequantised copy bit for bit",
           "[kernels]") {
   for (DType t : dequantised_types) {
     const std::int64_t in = 128, out = 19, n = 5;
@@ -117,17 +119,17 @@ TEST_CASE("a matmul on stored weights equals the F32 matmul on their dequantised
                              std::size_t(in) * 4};
     const auto x = random_rows(n, in, 5);
     INFO("dtype " << pensieve::model::dtype_name(t));
-    CHECK(same_bits(run(w.view, x, n, 2).data(), run(f32, x, n, 2).data(), std::size_t(n * out)));
+    CHECK(same_bits(run(w.view, x, n, 2, false, true).data(), run(f32, x, n, 2).data(), std::size_t(n * out)));
   }
 }
 
-TEST_CASE("a matmul agrees with a double-precision reference", "[kernels]") {
+TEST_CASE("a matmul on float activations agrees with a double-precision reference", "[kernels]") {
   for (DType t : dequantised_types) {
     const std::int64_t in = 160, out = 23, n = 9;
     RandomWeight w(t, out, in, 21);
     const auto deq = w.dequantized();
     const auto x = random_rows(n, in, 22);
-    const auto y = run(w.view, x, n, 2);
+    const auto y = run(w.view, x, n, 2, false, true);
     for (std::int64_t r = 0; r < n; ++r) {
       for (std::int64_t o = 0; o < out; ++o) {
         double ref = 0, mag = 0;

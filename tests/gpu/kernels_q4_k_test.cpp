@@ -79,7 +79,9 @@ std::vector<float> random_rows(std::int64_t n, std::uint32_t seed) {
 std::vector<float> run(const kc::WeightView& w, const float* x, std::int64_t n_tokens, std::size_t threads) {
   kc::ThreadPool pool(threads, 0.0);
   std::vector<float> y(std::size_t(n_tokens * w.rows));
-  kc::matmul({}, kc::ConstRowsView(x, n_tokens, w.cols, w.cols), w,
+  kc::MatmulParams params;
+  params.float_activations = true;  // the F32 path; quant_dot tests cover the default
+  kc::matmul(params, kc::ConstRowsView(x, n_tokens, w.cols, w.cols), w,
              kc::RowsView{y.data(), n_tokens, w.rows, w.rows}, pool);
   return y;
 }
@@ -124,7 +126,7 @@ TEST_CASE("a q4_k block with chosen scales gives the values its layout defines",
   CHECK(y[0] == 0.0f);
 }
 
-TEST_CASE("a q4_k matmul equals the f32 matmul on its dequantised copy, alone and in a batch",
+TEST_CASE("a q4_k matmul on float activations equals the f32 matmul on its dequantised copy, alone and in a batch",
           "[kernels]") {
   const std::int64_t rows = 45, cols = 1280, tokens = 9;  // k blocks of 512 end mid-superblock-run
   const auto bytes = random_q4_k(rows, cols, 23);

@@ -1,6 +1,7 @@
 #include "gpu/kernels/cpu/dequant.hpp"
 
 #include "gpu/formats/half.hpp"
+#include "gpu/kernels/cpu/dequant_blocks.hpp"
 
 #include <cassert>
 #include <cstring>
@@ -90,6 +91,14 @@ void dequantize_row(DType t, const std::byte* row, std::int64_t n, float* out) {
       }
       return;
     case DType::q4_k: dequantize_q4_k(row, n, out); return;
+    case DType::q4_1: dequantize_q4_1(row, n, out); return;
+    case DType::q5_0: dequantize_q5_0(row, n, out); return;
+    case DType::q5_1: dequantize_q5_1(row, n, out); return;
+    case DType::iq4_nl: dequantize_iq4_nl(row, n, out); return;
+    case DType::q2_k: dequantize_q2_k(row, n, out); return;
+    case DType::q3_k: dequantize_q3_k(row, n, out); return;
+    case DType::q5_k: dequantize_q5_k(row, n, out); return;
+    case DType::q6_k: dequantize_q6_k(row, n, out); return;
   }
   assert(false && "dequantize_row: unsupported dtype");
 }

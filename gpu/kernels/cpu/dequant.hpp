@@ -1,6 +1,7 @@
 #pragma once
-// Converting stored rows (F32/F16/BF16/Q8_0/Q4_0) to F32, exactly: every
-// kernel that reads a quantised weight computes with these same values.
+// Converting stored rows (every model::DType) to F32, exactly as ggml's
+// dequantize_row_* does: every kernel that reads a quantised weight in float
+// computes with these same values.
 #include "gpu/kernels/cpu/views.hpp"
 
 #include <vector>
@@ -11,7 +12,7 @@ namespace pensieve::kernels::cpu {
 bool dtype_supported(model::DType t);
 
 // out[0..n) = the first n elements of a stored row of type t (n whole blocks
-// for the quantised types: 32, or 256 for Q4_K).
+// for the quantised types: 32, or 256 for the K-quants).
 void dequantize_row(model::DType t, const std::byte* row, std::int64_t n, float* out);
 
 // Sub-block j's (0..7) 6-bit scale and min of a Q4_K block's 12 scale bytes

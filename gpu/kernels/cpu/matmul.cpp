@@ -4,6 +4,7 @@
 #include "gpu/kernels/cpu/dot_tile.hpp"
 #include "gpu/kernels/cpu/gemm_tile.hpp"
 #include "gpu/kernels/cpu/q8_matmul.hpp"
+#include "gpu/kernels/cpu/quant_matmul.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -202,6 +203,23 @@ void run_rows(const ConstRowsView& x, const WeightView& w, const RowsView& y, st
   run_rows_blocked<Loader>(x, w, y, o0, o1, buf);
 }
 
+// Types without a register loader: rows_block rows at a time dequantised
+// into F32 rows, then the F32 kernels on them (the same values, so the same
+// bits as the F32 matmul on the dequantised weight).
+void run_rows_dequantised(const ConstRowsView& x, const WeightView& w, const RowsView& y, std::int64_t o0,
+                          std::int64_t o1, std::vector<float>& buf) {
+  constexpr std::int64_t rows_at_once = 64;
+  std::vector<float> rows(std::size_t(std::min(rows_at_once, o1 - o0) * w.cols));
+  for (std::int64_t o = o0; o < o1; o += rows_at_once) {
+    const std::int64_t n = std::min(rows_at_once, o1 - o);
+    for (std::int64_t r = 0; r < n; ++r) dequantize_row(w.dtype, w.row(o + r), w.cols, rows.data() + r * w.cols);
+    const WeightView f{DType::f32, reinterpret_cast<const std::byte*>(rows.data()), n, w.cols,
+                       std::size_t(w.cols) * sizeof(float)};
+    const RowsView yo{y.data + o, y.rows, n, y.stride};
+    run_rows<LoadF32>(x, f, yo, 0, n, buf);
+  }
+}
+
 void run_rows_for(const ConstRowsView& x, const WeightView& w, const RowsView& y, std::int64_t o0,
                   std::int64_t o1, std::vector<float>& buf) {
   switch (w.dtype) {
@@ -211,6 +229,14 @@ void run_rows_for(const ConstRowsView& x, const WeightView& w, const RowsView& y
     case DType::q8_0: return run_rows<LoadQ8_0>(x, w, y, o0, o1, buf);
     case DType::q4_0: return run_rows<LoadQ4_0>(x, w, y, o0, o1, buf);
     case DType::q4_k: return run_rows<LoadQ4_K>(x, w, y, o0, o1, buf);
+    case DType::q4_1:
+    case DType::q5_0:
+    case DType::q5_1:
+    case DType::iq4_nl:
+    case DType::q2_k:
+    case DType::q3_k:
+    case DType::q5_k:
+    case DType::q6_k: return run_rows_dequantised(x, w, y, o0, o1, buf);
   }
   assert(false && "matmul: unsupported weight type");
 }
@@ -226,17 +252,27 @@ ConstRowsView activations(const MatmulParams& params, ConstRowsView x, std::vect
   return ConstRowsView(scratch.data(), x.rows, x.cols, x.cols);
 }
 
+// Whether w takes llama.cpp's quantised-activation path.
+bool integer_path(const MatmulParams& params, const WeightView& w) {
+  if (model::dtype_block_elems(w.dtype) == 1 || params.float_activations) return false;
+  return w.dtype != DType::q8_0 || !params.dequantize_q8_0;
+}
+
 }  // namespace
 
 void matmul(const MatmulParams& params, ConstRowsView x, const WeightView& w, RowsView y,
             ThreadPool& pool, std::vector<float>& scratch) {
   assert(x.cols == w.cols && y.cols == w.rows && y.rows == x.rows);
   x = activations(params, x, scratch);
-  if (w.dtype == DType::q8_0 && !params.dequantize_q8_0) {
-    // int8 x int8 on Q8-quantised activations (q8_matmul.hpp); scratch
-    // already holds x when it was rounded.
+  if (integer_path(params, w)) {
+    // Integers on quantised activations; scratch already holds x when it
+    // was rounded.
     std::vector<float> own;
-    return q8_matmul(x, w, y, pool, params.round_activations_to_f16 ? own : scratch);
+    std::vector<float>& buf = params.round_activations_to_f16 ? own : scratch;
+    // Q8_0's VNNI tiles where built in; elsewhere its AVX2/portable
+    // quant_dot (the same definition, the same bits).
+    if (w.dtype == DType::q8_0 && q8_vnni_available()) return q8_matmul(x, w, y, pool, buf);
+    return quant_matmul(x, w, y, pool, buf);
   }
   pool.parallel_for(
       std::size_t(w.rows),
@@ -256,14 +292,14 @@ void matmul_many(const MatmulParams& params, ConstRowsView x, std::span<const We
                  std::span<const RowsView> y, ThreadPool& pool, std::vector<float>& scratch) {
   assert(w.size() == y.size());
   constexpr std::size_t max_weights = 4;
-  // Q8_0 takes its own path (activations quantised once per call), and a
+  // The integer paths quantise the activations per call (Q8_0 once for all its weights), and a
   // longer list than the layer's is not worth a special case: one call each.
   bool fused = w.size() <= max_weights, all_q8 = w.size() <= q8_max_weights;
   for (const WeightView& wi : w) {
-    fused = fused && wi.dtype != DType::q8_0;
-    all_q8 = all_q8 && wi.dtype == DType::q8_0;
+    fused = fused && !integer_path(params, wi);
+    all_q8 = all_q8 && wi.dtype == DType::q8_0 && integer_path(params, wi);
   }
-  if (all_q8 && !params.dequantize_q8_0 && !params.round_activations_to_f16)
+  if (all_q8 && q8_vnni_available() && !params.round_activations_to_f16)
     return q8_matmul_many(x, w, y, pool, scratch);  // quantised once for all
   if (!fused) {
     for (std::size_t i = 0; i < w.size(); ++i) matmul(params, x, w[i], y[i], pool, scratch);

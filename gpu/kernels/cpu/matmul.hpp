@@ -1,6 +1,11 @@
 #pragma once
 // y[t][o] = sum_k x[t][k] * W[o][k] for activations x {n_tokens, in} and a
-// weight W {out, in} in F32, F16, BF16, Q8_0, Q4_0 or Q4_K.
+// weight W {out, in} of any model::DType.
+//
+// Quantised weights by default take llama.cpp's numerics: the activations are
+// quantised as ggml does for the weight type and multiplied block by block
+// in integers (Q8_0: q8_matmul.hpp; the others: quant_matmul.hpp). With
+// MatmulParams::float_activations they take the F32 path below instead.
 //
 // Batch invariance: every output element is one dot product whose reduction
 // order is fixed by `in` alone (16 lanes, each accumulating k = lane, lane+16,
@@ -13,8 +18,9 @@
 // loads, never partial sums, and a k-blocked accumulator continues the same
 // FMA sequence, so a token's row has the same bits alone, in a batch of any
 // size, and with any thread count.
-// Other quantised weights are dequantised to exactly the values
-// dequantize_row() gives, so a matmul on F16, BF16, Q4_0 or Q4_K weights
+// On the F32 path quantised weights are dequantised to exactly the values
+// dequantize_row() gives (Q4_0 and Q4_K in registers, the others into a
+// per-call buffer of F32 rows), so a matmul on F16, BF16 or quantised weights
 // equals the F32 matmul on their dequantised copy bit for bit.
 // Q8_0 weights are the exception (q8_matmul.hpp): the activation rows are
 // quantised to Q8 blocks once per call and each block multiplied int8 x int8,
@@ -43,6 +49,11 @@ struct MatmulParams {
   // Compute Q8_0 weights as the F32 matmul on their dequantised values (the
   // previous kernel, for comparisons) instead of int8 x int8.
   bool dequantize_q8_0 = false;
+  // Compute every quantised weight (Q8_0 included) as the F32 matmul on its
+  // dequantised values, on float activations, instead of llama.cpp's
+  // quantised activations and integer block dot products (the default:
+  // q8_matmul.hpp for Q8_0, quant_matmul.hpp for the others).
+  bool float_activations = false;
 };
 
 // x: {n_tokens, w.cols}; y: {n_tokens, w.rows}. y must not alias x.

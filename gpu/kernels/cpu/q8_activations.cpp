@@ -1,5 +1,7 @@
 #include "gpu/kernels/cpu/q8_activations.hpp"
 
+#include "gpu/formats/half.hpp"
+
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -13,14 +15,17 @@ namespace pensieve::kernels::cpu {
 
 namespace {
 
-// The scale of a block and its reciprocal, exactly as both quantisers use it.
+// The scale of a block and the factor its values are multiplied by, exactly
+// as both quantisers (and ggml's quantize_row_q8_0) use them: d rounded to
+// F16, the factor 127 / amax in F32. A block past F16's range (amax > 8.3e6,
+// where ggml's d would be infinite) keeps its F32 d.
 struct BlockScale {
   float d, inv;
 };
 
 BlockScale block_scale(float amax) {
-  const float d = amax / 127.0f;
-  return {d, d != 0.0f ? 1.0f / d : 0.0f};
+  const float d = amax / 127.0f, d16 = f16_to_f32(f32_to_f16(d));
+  return {std::isfinite(d16) ? d16 : d, amax != 0.0f ? 127.0f / amax : 0.0f};
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
 #pragma once
 // Activation rows quantised to Q8 blocks for the int8 Q8_0 matmul
-// (q8_matmul.hpp): each block of 32 values becomes 32 int8 quants and one F32
-// scale, d = max|x| / 127, q = x * (1 / d) rounded to nearest (ties to even:
-// the rounding of ggml's x86 quantize_row_q8_0; its scalar reference rounds
-// ties away from zero), so q is in [-127, 127]. Unlike ggml's block_q8_0 the
-// scale stays F32 (no F16 rounding, no overflow for |x| > 8e6).
+// (q8_matmul.hpp): each block of 32 values becomes 32 int8 quants and one
+// scale, as ggml's x86 quantize_row_q8_0 makes them: d = max|x| / 127 rounded
+// to F16 (held as F32), q = x * (127 / max|x|) rounded to nearest, ties to
+// even (ggml's scalar reference rounds ties away from zero), so q is in
+// [-127, 127]. Only where ggml's F16 d would overflow (max|x| > 8.3e6) the
+// scale stays F32.
 // The SIMD and the portable quantiser give the same bytes.
 #include "gpu/kernels/cpu/views.hpp"
 

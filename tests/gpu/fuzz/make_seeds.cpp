@@ -16,7 +16,7 @@ void write(const std::string& path, const std::vector<std::byte>& bytes) {
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
 }
 
-std::vector<std::byte> gguf_seed() {
+std::vector<std::byte> gguf_seed(bool new_types) {
   GgufWriter w;
   w.set("general.architecture", GgufValue::of_string("llama"));
   w.set("llama.block_count", GgufValue::of_u32(1));
@@ -38,12 +38,14 @@ std::vector<std::byte> gguf_seed() {
   add("token_embd.weight", DType::q8_0, {32, 4});
   add("blk.0.attn_norm.weight", DType::f32, {32});
   add("blk.0.attn_q.weight", DType::f16, {32, 32});
-  add("blk.0.attn_k.weight", DType::f16, {32, 16});
-  add("blk.0.attn_v.weight", DType::f16, {32, 16});
-  add("blk.0.attn_output.weight", DType::bf16, {32, 32});
+  // The second seed holds the block types of 32 (the K-quants' 256 do not
+  // fit this model's 32-wide rows).
+  add("blk.0.attn_k.weight", new_types ? DType::q4_1 : DType::f16, {32, 16});
+  add("blk.0.attn_v.weight", new_types ? DType::q5_0 : DType::f16, {32, 16});
+  add("blk.0.attn_output.weight", new_types ? DType::q5_1 : DType::bf16, {32, 32});
   add("blk.0.ffn_norm.weight", DType::f32, {32});
-  add("blk.0.ffn_gate.weight", DType::q8_0, {32, 32});
-  add("blk.0.ffn_up.weight", DType::q8_0, {32, 32});
+  add("blk.0.ffn_gate.weight", new_types ? DType::iq4_nl : DType::q8_0, {32, 32});
+  add("blk.0.ffn_up.weight", new_types ? DType::q4_0 : DType::q8_0, {32, 32});
   add("blk.0.ffn_down.weight", DType::q8_0, {32, 32});
   add("output_norm.weight", DType::f32, {32});
   return w.serialize();
@@ -57,7 +59,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string gguf_dir = argv[1], st_dir = argv[2];
-  write(gguf_dir + "/seed.gguf", gguf_seed());
+  write(gguf_dir + "/seed.gguf", gguf_seed(false));
+  write(gguf_dir + "/seed_blocks.gguf", gguf_seed(true));
   std::vector<SafetensorsOut> t;
   t.push_back({"model.norm.weight", DType::f32, {2}, std::vector<std::byte>(8)});
   t.push_back({"model.embed_tokens.weight", DType::bf16, {2, 2}, std::vector<std::byte>(8)});

@@ -16,7 +16,9 @@ model=$root/gpu/model
 common=("$formats/gguf_reader.cpp" "$formats/gguf_file.cpp" "$formats/gguf_value.cpp" "$model/gguf_tokenizer.cpp"
         "$formats/mmap_file.cpp" "$formats/tensor.cpp")
 case $target in
-  gguf) sources=("${common[@]}" "$model/gguf_loader.cpp" "$model/model_loader_shapes.cpp") ;;
+  gguf) sources=("${common[@]}" "$model/gguf_loader.cpp" "$model/model_loader_shapes.cpp"
+                 "$formats/quant_block_check.cpp" "$root/gpu/kernels/cpu/dequant.cpp"
+                 "$root/gpu/kernels/cpu/dequant_blocks.cpp") ;;
   safetensors) sources=("${common[@]}" "$formats/safetensors_reader.cpp" "$model/hf_config.cpp"
                         "$model/tokenizer_json.cpp" "$root/tests/gpu/fuzz/boost_json_src.cpp") ;;
   *) echo "run_fuzz.sh: unknown target '$target' (gguf, safetensors)" >&2; exit 2 ;;

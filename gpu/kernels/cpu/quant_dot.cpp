@@ -1,0 +1,229 @@
+#include "gpu/kernels/cpu/quant_dot.hpp"
+
+#include "gpu/kernels/cpu/q8_matmul.hpp"
+#include "gpu/kernels/cpu/quant_dot_steps.hpp"
+
+#include <cassert>
+
+namespace pensieve::kernels::cpu {
+
+using model::DType;
+namespace qs = quant_steps;
+
+namespace {
+
+// Legacy blocks of 32: `quant(blk, j)` is element j's integer quant.
+template <class Quant>
+std::int32_t legacy_isum(const std::byte* blk, std::size_t qs_offset, const std::int8_t* xq,
+                         const Quant& quant) {
+  const std::uint8_t* q = block_bytes(blk + qs_offset);
+  std::int32_t isum = 0;
+  for (int j = 0; j < 16; ++j) {
+    isum += quant(q[j] & 0xf, j) * xq[j];
+    isum += quant(q[j] >> 4, j + 16) * xq[j + 16];
+  }
+  return isum;
+}
+
+int fifth(const std::byte* qh, int j) {
+  return int((block_u32(qh) >> j) & 1u) << 4;
+}
+
+// K-quant isum: sum over sub-blocks of `sub` values of scale(j) * sum q * x.
+template <int Sub, class Quant, class Scale>
+std::int32_t k_isum(const std::byte* blk, const std::int8_t* xq, const Quant& quant,
+                    const Scale& scale) {
+  std::int32_t isum = 0;
+  for (int j = 0; j < 256 / Sub; ++j) {
+    std::int32_t s = 0;
+    for (int l = 0; l < Sub; ++l) s += quant(blk, j * Sub + l) * xq[j * Sub + l];
+    isum += scale(j) * s;
+  }
+  return isum;
+}
+
+}  // namespace
+
+float quant_dot_q8_0(const std::byte* w, const QuantActRow& x, std::int64_t nb) {
+  return q8_dot_reference(x.q, x.d, w, nb);
+}
+
+float quant_dot_q4_0(const std::byte* w, const QuantActRow& x, std::int64_t nb) {
+  qs::Acc a;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = w + b * 18;
+    const std::int32_t isum = legacy_isum(blk, 2, x.q + b * 32, [](int q, int) { return q - 8; });
+    qs::block(a, block_f16(blk) * x.d[b], isum);
+  }
+  return a.result();
+}
+
+float quant_dot_q4_1(const std::byte* w, const QuantActRow& x, std::int64_t nb) {
+  qs::Acc a;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = w + b * 20;
+    const std::int32_t isum = legacy_isum(blk, 4, x.q + b * 32, [](int q, int) { return q; });
+    qs::block(a, block_f16(blk) * x.d[b], isum);
+    qs::mins(a, block_f16(blk + 2), x.s[b]);
+  }
+  return a.result();
+}
+
+float quant_dot_q5_0(const std::byte* w, const QuantActRow& x, std::int64_t nb) {
+  qs::Acc a;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = w + b * 22;
+    const std::int32_t isum = legacy_isum(
+        blk, 6, x.q + b * 32, [blk](int q, int j) { return (q | fifth(blk + 2, j)) - 16; });
+    qs::block(a, block_f16(blk) * x.d[b], isum);
+  }
+  return a.result();
+}
+
+float quant_dot_q5_1(const std::byte* w, const QuantActRow& x, std::int64_t nb) {
+  qs::Acc a;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = w + b * 24;
+    const std::int32_t isum =
+        legacy_isum(blk, 8, x.q + b * 32, [blk](int q, int j) { return q | fifth(blk + 4, j); });
+    qs::block(a, block_f16(blk) * x.d[b], isum);
+    qs::mins(a, block_f16(blk + 2), x.s[b]);
+  }
+  return a.result();
+}
+
+float quant_dot_iq4_nl(const std::byte* w, const QuantActRow& x, std::int64_t nb) {
+  qs::Acc a;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = w + b * 18;
+    const std::int32_t isum =
+        legacy_isum(blk, 2, x.q + b * 32, [](int q, int) { return int(iq4nl_values[q]); });
+    qs::block(a, block_f16(blk) * x.d[b], isum);
+  }
+  return a.result();
+}
+
+float quant_dot_q2_k(const std::byte* w, const QuantActRow& x, std::int64_t nb) {
+  qs::Acc a;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = w + b * 84;
+    const std::uint8_t* scales = block_bytes(blk);
+    const std::int32_t isum =
+        k_isum<16>(blk, x.q + b * 256, q2_k_quant, [scales](int j) { return scales[j] & 0xf; });
+    qs::block(a, x.d[b] * block_f16(blk + 80), isum);
+    qs::mins(a, -(x.d[b] * block_f16(blk + 82)), float(qs::q2_k_mins(scales, x.bsums + b * 16)));
+  }
+  return a.result();
+}
+
+float quant_dot_q3_k(const std::byte* w, const QuantActRow& x, std::int64_t nb) {
+  qs::Acc a;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = w + b * 110;
+    const std::uint8_t* scales = block_bytes(blk + 96);
+    const std::int32_t isum = k_isum<16>(blk, x.q + b * 256, q3_k_quant,
+                                         [scales](int j) { return q3_k_scale(scales, j); });
+    qs::block(a, x.d[b] * block_f16(blk + 108), isum);
+  }
+  return a.result();
+}
+
+float quant_dot_q4_k(const std::byte* w, const QuantActRow& x, std::int64_t nb) {
+  qs::Acc a;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = w + b * 144;
+    const std::uint8_t* scales = block_bytes(blk + 4);
+    const std::int32_t isum = k_isum<32>(blk, x.q + b * 256, q4_k_quant,
+                                         [scales](int j) { return k_scale_min(scales, j).scale; });
+    qs::block(a, x.d[b] * block_f16(blk), isum);
+    qs::mins(a, -(x.d[b] * block_f16(blk + 2)), float(qs::k4_mins(scales, x.bsums + b * 16)));
+  }
+  return a.result();
+}
+
+float quant_dot_q5_k(const std::byte* w, const QuantActRow& x, std::int64_t nb) {
+  qs::Acc a;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = w + b * 176;
+    const std::uint8_t* scales = block_bytes(blk + 4);
+    const std::int32_t isum = k_isum<32>(blk, x.q + b * 256, q5_k_quant,
+                                         [scales](int j) { return k_scale_min(scales, j).scale; });
+    qs::block(a, x.d[b] * block_f16(blk), isum);
+    qs::mins(a, -(x.d[b] * block_f16(blk + 2)), float(qs::k4_mins(scales, x.bsums + b * 16)));
+  }
+  return a.result();
+}
+
+float quant_dot_q6_k(const std::byte* w, const QuantActRow& x, std::int64_t nb) {
+  qs::Acc a;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = w + b * 210;
+    const auto* scales = reinterpret_cast<const std::int8_t*>(blk + 192);
+    const std::int32_t isum =
+        k_isum<16>(blk, x.q + b * 256, q6_k_quant, [scales](int j) { return int(scales[j]); });
+    qs::block(a, x.d[b] * block_f16(blk + 208), isum);
+  }
+  return a.result();
+}
+
+namespace {
+
+QuantDotFn scalar_fn(DType t) {
+  switch (t) {
+    case DType::q8_0:
+      return quant_dot_q8_0;
+    case DType::q4_0:
+      return quant_dot_q4_0;
+    case DType::q4_1:
+      return quant_dot_q4_1;
+    case DType::q5_0:
+      return quant_dot_q5_0;
+    case DType::q5_1:
+      return quant_dot_q5_1;
+    case DType::iq4_nl:
+      return quant_dot_iq4_nl;
+    case DType::q2_k:
+      return quant_dot_q2_k;
+    case DType::q3_k:
+      return quant_dot_q3_k;
+    case DType::q4_k:
+      return quant_dot_q4_k;
+    case DType::q5_k:
+      return quant_dot_q5_k;
+    case DType::q6_k:
+      return quant_dot_q6_k;
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16:
+      break;
+  }
+  assert(false && "quant_dot_fn: not a quantised type");
+  return nullptr;
+}
+
+bool cpu_has_avx2() {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+QuantDotFn quant_dot_fn(DType t, QuantDotPath path) {
+  if (path == QuantDotPath::best && cpu_has_avx2()) {
+    if (QuantDotFn f = quant_dot_avx2_fn(t)) return f;
+  }
+  return scalar_fn(t);
+}
+
+bool quant_dot_vectorised(DType t) {
+  return cpu_has_avx2() && quant_dot_avx2_fn(t) != nullptr;
+}
+
+const char* quant_dot_isa() {
+  return cpu_has_avx2() ? "avx2" : "portable";
+}
+
+}  // namespace pensieve::kernels::cpu

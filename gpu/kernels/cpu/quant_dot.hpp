@@ -1,0 +1,60 @@
+#pragma once
+// Dot products of a stored quantised weight row with an activation row
+// quantised as ggml does for that type (quant_activations.hpp), computed as
+// ggml's vec_dot_<type>_q8_<0|1|K>: an exact integer sum per weight block,
+// then F32 steps fixed per block:
+//   Q4_0, Q5_0, IQ4_NL, Q8_0:  acc = fma(d_w * d_x, isum, acc)
+//   Q4_1, Q5_1:               acc = fma(d_w * d_x, isum, acc), accm = fma(m_w, s_x, accm)
+//   Q3_K, Q6_K:               acc = fma(d_x * d_w, isum, acc)
+//   Q2_K, Q4_K, Q5_K:         acc = fma(d_x * d_w, isum, acc),
+//                             accm = fma(-(d_x * dmin_w), sum_j min_j * bsum_j, accm)
+//   result = acc + accm (accm = 0 where there are no mins)
+// where isum = sum_j scale_j * sum_{k in sub-block j} q_w[k] * q_x[k] for the
+// K-quants (Q6_K's scales are signed, Q3_K's 6-bit ones biased by -32).
+// ggml's SIMD kernels add the F32 block terms in per-lane partial sums; this
+// order differs from theirs only by F32 rounding of the sum (a few ulps).
+//
+// The vectorised paths compute the same integers (exact in any order) and
+// then the same F32 steps, so every path gives the scalar reference's bits.
+#include "gpu/kernels/cpu/quant_activations.hpp"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace pensieve::kernels::cpu {
+
+enum class QuantDotPath : std::uint8_t {
+  best,      // the fastest the CPU running this has (AVX2 where present)
+  portable,  // the scalar reference
+};
+
+// One weight row of n_blocks blocks against one quantised activation row.
+using QuantDotFn = float (*)(const std::byte* w_row, const QuantActRow& x, std::int64_t n_blocks);
+
+// The kernel for weight type t (quantised) on `path`.
+QuantDotFn quant_dot_fn(model::DType t, QuantDotPath path);
+
+// Whether quant_dot_fn(t, best) is vectorised on this CPU (a run-time check
+// of its features), and the name of the instruction set it uses.
+bool quant_dot_vectorised(model::DType t);
+const char* quant_dot_isa();
+
+// The scalar references (the definitions), one per type.
+float quant_dot_q8_0(const std::byte* w, const QuantActRow& x, std::int64_t nb);
+float quant_dot_q4_0(const std::byte* w, const QuantActRow& x, std::int64_t nb);
+float quant_dot_q4_1(const std::byte* w, const QuantActRow& x, std::int64_t nb);
+float quant_dot_q5_0(const std::byte* w, const QuantActRow& x, std::int64_t nb);
+float quant_dot_q5_1(const std::byte* w, const QuantActRow& x, std::int64_t nb);
+float quant_dot_iq4_nl(const std::byte* w, const QuantActRow& x, std::int64_t nb);
+float quant_dot_q2_k(const std::byte* w, const QuantActRow& x, std::int64_t nb);
+float quant_dot_q3_k(const std::byte* w, const QuantActRow& x, std::int64_t nb);
+float quant_dot_q4_k(const std::byte* w, const QuantActRow& x, std::int64_t nb);
+float quant_dot_q5_k(const std::byte* w, const QuantActRow& x, std::int64_t nb);
+float quant_dot_q6_k(const std::byte* w, const QuantActRow& x, std::int64_t nb);
+
+// The AVX2 kernels (quant_dot_avx2.cpp, compiled for AVX2 + FMA whatever the
+// build's -march; call only where the CPU has them). Null where a type has
+// none yet.
+QuantDotFn quant_dot_avx2_fn(model::DType t);
+
+}  // namespace pensieve::kernels::cpu

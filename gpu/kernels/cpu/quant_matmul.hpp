@@ -1,0 +1,20 @@
+#pragma once
+// The matmul for quantised weights other than Q8_0 (which has its own VNNI
+// tiles, q8_matmul.hpp) with llama.cpp's numerics: the activation rows are
+// quantised once per call as ggml does for the weight type
+// (quant_activations.hpp) and every output element is one quant_dot (its
+// definition in quant_dot.hpp), so y[t][o] has the same bits alone, in a
+// batch of any size, with any thread count and on every QuantDotPath.
+#include "gpu/kernels/cpu/quant_dot.hpp"
+#include "gpu/kernels/cpu/thread_pool.hpp"
+
+#include <vector>
+
+namespace pensieve::kernels::cpu {
+
+// x: {n_tokens, w.cols}, w quantised {rows, cols}; y: {n_tokens, w.rows}.
+// scratch holds the quantised activations (caller-owned).
+void quant_matmul(ConstRowsView x, const WeightView& w, RowsView y, ThreadPool& pool,
+                  std::vector<float>& scratch, QuantDotPath path = QuantDotPath::best);
+
+}  // namespace pensieve::kernels::cpu

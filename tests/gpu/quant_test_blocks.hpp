@@ -1,0 +1,66 @@
+#pragma once
+// Random quantised weight rows for the kernel tests: random bytes with every
+// F16 scale field set to a finite, moderate value (random bytes there would
+// give NaN and infinite scales).
+#include "gpu/formats/tensor.hpp"
+#include "gpu/formats/half.hpp"
+
+#include <cstddef>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace pensieve::testing {
+
+// Byte offsets of a block's F16 fields (scale first, then min where there is one).
+inline std::vector<std::size_t> f16_fields(model::DType t) {
+  using model::DType;
+  switch (t) {
+    case DType::q4_1:
+    case DType::q5_1:
+    case DType::q4_k:
+    case DType::q5_k:
+      return {0, 2};
+    case DType::q2_k:
+      return {80, 82};
+    case DType::q3_k:
+      return {108};
+    case DType::q6_k:
+      return {208};
+    default:
+      return {0};
+  }
+}
+
+inline std::vector<std::byte> random_blocks(model::DType t, std::int64_t n_blocks,
+                                            std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  const std::size_t bb = model::dtype_block_bytes(t);
+  std::vector<std::byte> bytes(std::size_t(n_blocks) * bb);
+  for (auto& b : bytes) b = std::byte(rng() & 0xff);
+  for (std::int64_t b = 0; b < n_blocks; ++b) {
+    for (std::size_t off : f16_fields(t)) {
+      const float v =
+          (0.001f + 0.01f * float(rng() % 1000) / 1000.0f) * ((rng() & 1) ? 1.0f : -1.0f);
+      const std::uint16_t h = f32_to_f16(v);
+      std::memcpy(bytes.data() + std::size_t(b) * bb + off, &h, 2);
+    }
+  }
+  return bytes;
+}
+
+inline std::vector<float> random_floats(std::int64_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<std::size_t>(n));
+  for (auto& v : x) v = normal(rng);
+  return x;
+}
+
+inline constexpr model::DType quantised_dtypes[] = {
+    model::DType::q8_0, model::DType::q4_0,   model::DType::q4_1, model::DType::q5_0,
+    model::DType::q5_1, model::DType::iq4_nl, model::DType::q2_k, model::DType::q3_k,
+    model::DType::q4_k, model::DType::q5_k,   model::DType::q6_k,
+};
+
+}  // namespace pensieve::testing
