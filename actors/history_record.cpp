@@ -170,7 +170,9 @@ void encode_record(const JournalRecord& record, std::vector<std::byte>& out) {
 
 void encode_conversation(const JournaledConversation& c, std::vector<std::byte>& out) {
   encode_record(JournalCreate{c.uid, c.tenant, c.id, c.created_unix_s}, out);
-  if (c.turns == 0 && c.messages.empty() && c.tokens.empty()) return;
+  const bool untouched = c.turns == 0 && c.messages.empty() && c.tokens.empty() &&
+                         c.last_active_unix_s == c.created_unix_s;
+  if (untouched) return;  // the create record says it all
   encode_record(JournalTurn{c.uid, c.last_active_unix_s, c.turns, 0, 0, c.messages, c.tokens}, out);
 }
 

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <sys/socket.h>
 
@@ -214,15 +215,38 @@ const UpgradeHandler* find_upgrade(const HttpServerOptions& options, const HttpR
   return nullptr;
 }
 
+// Reads one request in three deadlines: its first byte within the idle
+// timeout (a keep-alive connection may wait that long between requests), the
+// rest of its header within the header timeout after that (a client sending
+// a header a byte at a time, slowloris, is cut off there), its body within
+// the idle timeout again. A header timeout is a beast timeout: the
+// connection closes without an answer.
+asio::awaitable<std::tuple<boost::system::error_code, std::size_t>> read_request(
+    beast::tcp_stream& stream, beast::flat_buffer& buffer, http::request_parser<http::string_body>& parser,
+    const HttpServerOptions& options) {
+  const auto idle = std::chrono::seconds(options.idle_timeout_s);
+  if (buffer.size() == 0) {  // else a pipelined request has begun already
+    stream.expires_after(idle);
+    auto [ec, n] = co_await stream.async_read_some(buffer.prepare(4096), tuple_awaitable);
+    if (ec) co_return std::tuple{ec, std::size_t{0}};
+    buffer.commit(n);
+  }
+  stream.expires_after(std::chrono::milliseconds(options.header_timeout_ms));
+  auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, tuple_awaitable);
+  if (ec || parser.is_done()) co_return std::tuple{ec, n};
+  stream.expires_after(idle);
+  co_return co_await http::async_read(stream, buffer, parser, tuple_awaitable);
+}
+
 asio::awaitable<void> serve_connection(std::shared_ptr<HttpServer::State> st, tcp::socket socket) {
   beast::tcp_stream stream(std::move(socket));
   st->connections.insert(&stream);
   beast::flat_buffer buffer;
   while (!st->stopping) {
     http::request_parser<http::string_body> parser;
+    parser.header_limit(st->options.max_header_bytes);
     parser.body_limit(st->options.max_body_bytes);
-    stream.expires_after(std::chrono::seconds(st->options.idle_timeout_s));
-    auto [ec, n] = co_await http::async_read(stream, buffer, parser, tuple_awaitable);
+    auto [ec, n] = co_await read_request(stream, buffer, parser, st->options);
     if (ec) {
       if (!is_disconnect(ec)) co_await answer_error(stream, read_error(ec), 11);
       break;

@@ -44,7 +44,14 @@ struct WebSocketRoute {
 
 struct HttpServerOptions {
   std::size_t max_body_bytes = 1 << 20;
+  // The request line and headers together; more is answered 431.
+  std::uint32_t max_header_bytes = 8 << 10;
+  // A connection waits this long for a request to begin (between keep-alive
+  // requests too), and as long again for its body once the header is in.
   std::uint32_t idle_timeout_s = 60;
+  // A request's header must be complete this long after its first byte;
+  // past it the connection is closed (a slowloris client holds nothing longer).
+  std::uint32_t header_timeout_ms = 10'000;
   std::vector<WebSocketRoute> websocket_routes;
   // SO_REUSEPORT: several servers, each on its own thread, listen on one
   // port and the kernel spreads the connections among them.

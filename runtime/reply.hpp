@@ -10,7 +10,10 @@
 // an asker never waits on a request that is gone.
 //
 // Thread-safety: a Reply is answered from any one thread (the actor's); its
-// PendingReply is awaited from one coroutine, on any executor.
+// PendingReply is awaited from one coroutine, on any executor. An answer
+// that comes after the asker gave up (timed out, cancelled, its io_context
+// destroyed) touches nothing of the asker's: the channel it would have
+// landed in went with the PendingReply.
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -23,6 +26,7 @@
 
 #include <concepts>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string_view>
 #include <type_traits>
@@ -56,14 +60,21 @@ AskResult<T> ask_error(AskError error) {
 
 namespace detail {
 
-// Shared by a Reply and its PendingReply: a one-slot channel, so answering
-// never waits and an answer nobody awaits any more is simply freed.
+template <class T>
+using ReplyChannel =
+    asio::experimental::concurrent_channel<void(boost::system::error_code, std::optional<AskResult<T>>)>;
+
+// Shared by a Reply and its PendingReply. The one-slot channel (answering
+// never waits) belongs to the asker alone: it is bound to the asker's
+// io_context, and destroying it unregisters it there, so it must never be
+// destroyed by the answering actor after the asker (and its context) may be
+// gone. The answer reaches it through `channel` under `mutex`, which the
+// PendingReply clears before it destroys the channel; what the answering
+// side holds afterwards is plain memory.
 template <class T>
 struct ReplyState {
-  explicit ReplyState(const asio::any_io_executor& executor) : channel(executor, 1) {}
-  asio::experimental::concurrent_channel<void(boost::system::error_code,
-                                              std::optional<AskResult<T>>)>
-      channel;
+  std::mutex mutex;
+  ReplyChannel<T>* channel = nullptr;  // null once the asker's end is gone
 };
 
 }  // namespace detail
@@ -110,22 +121,35 @@ class Reply {
 
   void finish(AskResult<T> result) noexcept {
     if (!state_) return;
-    // Never fails: the slot has room for the one answer it will ever get.
-    (void)state_->channel.try_send(boost::system::error_code{}, std::move(result));
+    {
+      std::lock_guard lock(state_->mutex);
+      // Never fails: the slot has room for the one answer it will ever get.
+      // (try_send posts the asker's handler; it never runs it here.)
+      if (state_->channel) (void)state_->channel->try_send(boost::system::error_code{}, std::move(result));
+    }
     state_.reset();
   }
 
   std::shared_ptr<detail::ReplyState<T>> state_;
 };
 
-// The asker's end of a Reply.
+// The asker's end of a Reply: owns the channel the answer lands in.
 template <class T>
 class PendingReply {
  public:
+  PendingReply(PendingReply&&) noexcept = default;
+  PendingReply& operator=(PendingReply&&) = delete;
+  PendingReply(const PendingReply&) = delete;
+  ~PendingReply() {
+    if (!state_) return;  // moved from
+    std::lock_guard lock(state_->mutex);
+    state_->channel = nullptr;  // from here on the answer goes nowhere
+  }
+
   // Waits for the answer; cancellation through the awaiting coroutine's slot
   // yields AskError::cancelled.
   asio::awaitable<AskResult<T>> wait() {
-    auto [ec, result] = co_await state_->channel.async_receive(asio::as_tuple(asio::use_awaitable));
+    auto [ec, result] = co_await channel_->async_receive(asio::as_tuple(asio::use_awaitable));
     if (ec || !result) co_return ask_error<T>(AskError::cancelled);
     co_return std::move(*result);
   }
@@ -134,16 +158,23 @@ class PendingReply {
   template <class U>
   friend std::pair<Reply<U>, PendingReply<U>> make_reply(const asio::any_io_executor&);
 
-  explicit PendingReply(std::shared_ptr<detail::ReplyState<T>> state) : state_(std::move(state)) {}
+  PendingReply(std::shared_ptr<detail::ReplyState<T>> state, std::unique_ptr<detail::ReplyChannel<T>> channel)
+      : state_(std::move(state)), channel_(std::move(channel)) {
+    state_->channel = channel_.get();
+  }
 
+  // Declared first, destroyed last: the destructor clears the state's
+  // pointer before the channel goes.
   std::shared_ptr<detail::ReplyState<T>> state_;
+  std::unique_ptr<detail::ReplyChannel<T>> channel_;
 };
 
 // A bound slot and its asker's end. The executor is the asker's.
 template <class T>
 std::pair<Reply<T>, PendingReply<T>> make_reply(const asio::any_io_executor& executor) {
-  auto state = std::make_shared<detail::ReplyState<T>>(executor);
-  return {Reply<T>(state), PendingReply<T>(state)};
+  auto state = std::make_shared<detail::ReplyState<T>>();
+  PendingReply<T> pending(state, std::make_unique<detail::ReplyChannel<T>>(executor, 1));
+  return {Reply<T>(std::move(state)), std::move(pending)};
 }
 
 // The answer of a request that carries no value.

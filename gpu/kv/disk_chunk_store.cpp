@@ -2,8 +2,6 @@
 
 #include "gpu/kv/chunk_checksum.hpp"
 
-#include <zlib.h>
-
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -15,18 +13,6 @@ namespace pensieve::kv {
 namespace {
 
 using rt::AlignedBuffer;
-
-std::uint32_t crc_of(std::uint32_t crc, const void* data, std::size_t bytes) {
-  return static_cast<std::uint32_t>(crc32_z(crc, static_cast<const Bytef*>(data), bytes));
-}
-
-std::uint32_t header_crc(const ChunkHeader& h) {
-  return crc_of(0, &h, offsetof(ChunkHeader, header_crc32));
-}
-
-std::uint32_t tokens_crc(std::span<const std::int32_t> tokens) {
-  return crc_of(0, tokens.data(), tokens.size_bytes());
-}
 
 ChunkError chunk_error(ChunkFault fault, std::string message) { return ChunkError{fault, std::move(message)}; }
 
@@ -51,21 +37,6 @@ Result<void> make_file(const std::filesystem::path& path, std::uint64_t bytes) {
 }
 
 }  // namespace
-
-const char* chunk_fault_name(ChunkFault fault) {
-  switch (fault) {
-    case ChunkFault::invalid: return "invalid";
-    case ChunkFault::io: return "io";
-    case ChunkFault::corrupt: return "corrupt";
-    case ChunkFault::stale: return "stale";
-    case ChunkFault::wrong_tokens: return "wrong_tokens";
-  }
-  return "?";
-}
-
-void throw_exception_from_error(ChunkError const& e, boost::source_location const&) {
-  throw std::runtime_error(std::string(chunk_fault_name(e.fault)) + ": " + e.message);
-}
 
 DiskChunkStoreConfig disk_layout_of(const KvPoolConfig& pool) {
   DiskChunkStoreConfig c;
@@ -179,20 +150,9 @@ boost::asio::awaitable<ChunkResult<void>> DiskChunkStore::write(DiskSlot slot,
     std::memcpy(at, layers[l].data(), each);
     crc = chunk_checksum(crc, at, each);  // over the copy while it is in cache
   }
-  ChunkHeader h;
-  h.magic = ChunkHeader::magic_value;
-  h.version = ChunkHeader::current_version;
-  h.header_bytes = sizeof(ChunkHeader);
-  h.slot = slot.value;
-  h.n_layers = std::uint32_t(config_.n_layers);
-  h.layer_bytes = config_.layer_bytes;
-  h.payload_bytes = payload_bytes_;
-  h.run_id = run_id_;
-  h.generation = next_generation_++;
-  h.payload_crc32 = crc;
-  h.token_count = std::uint32_t(tokens.size());
-  h.tokens_crc32 = tokens_crc(tokens);
-  h.header_crc32 = header_crc(h);
+  ChunkExpectation sealed = expectation(slot);
+  sealed.generation = next_generation_++;
+  const ChunkHeader h = seal_chunk_header(sealed, crc, tokens);
   std::memset(staging.data(), 0, header_block_bytes);
   std::memcpy(staging.data(), &h, sizeof h);
   auto written = co_await file_.write_at(slot_offset_bytes(slot), std::span<const std::byte>(staging.data(), slot_bytes_));
@@ -209,26 +169,9 @@ boost::asio::awaitable<ChunkResult<void>> DiskChunkStore::write(DiskSlot slot, c
   co_return co_await write(slot, std::span(layers), tokens);
 }
 
-ChunkResult<void> DiskChunkStore::verify(DiskSlot slot, const ChunkHeader& h,
-                                         std::span<const std::int32_t> tokens) const {
-  const std::string name = slot_name(slot) + " (" + path_.string() + ")";
-  if (h.magic != ChunkHeader::magic_value || h.header_crc32 != header_crc(h)) {
-    return chunk_error(ChunkFault::corrupt, name + ": the chunk header is torn or corrupt");
-  }
-  if (h.version != ChunkHeader::current_version || h.header_bytes != sizeof(ChunkHeader) || h.slot != slot.value ||
-      h.n_layers != std::uint32_t(config_.n_layers) || h.layer_bytes != config_.layer_bytes ||
-      h.payload_bytes != payload_bytes_) {
-    return chunk_error(ChunkFault::corrupt, name + ": the chunk header does not describe this slot's layout");
-  }
-  if (h.run_id != run_id_ || h.generation != generation_[slot.value]) {
-    return chunk_error(ChunkFault::stale, name + ": holds write " + std::to_string(h.generation) +
-                                              ", not the last one (" + std::to_string(generation_[slot.value]) + ")");
-  }
-  if (h.token_count != tokens.size() || h.tokens_crc32 != tokens_crc(tokens)) {
-    return chunk_error(ChunkFault::wrong_tokens, name + ": the chunk covers other tokens (" +
-                                                     std::to_string(h.token_count) + " tokens, digest differs)");
-  }
-  return {};
+ChunkExpectation DiskChunkStore::expectation(DiskSlot slot) const {
+  return ChunkExpectation{slot.value, std::uint32_t(config_.n_layers), config_.layer_bytes, payload_bytes_, run_id_,
+                          generation_[slot.value]};
 }
 
 boost::asio::awaitable<ChunkResult<void>> DiskChunkStore::read(DiskSlot slot,
@@ -245,17 +188,13 @@ boost::asio::awaitable<ChunkResult<void>> DiskChunkStore::read(DiskSlot slot,
     give_back(std::move(staging));
     co_return chunk_error(ChunkFault::io, got.error().message);
   }
-  if (*got < header_block_bytes + payload_bytes_) {
+  const auto checked = check_chunk_slot(std::span<const std::byte>(staging.data(), *got), expectation(slot), tokens,
+                                        slot_name(slot) + " (" + path_.string() + ")");
+  if (!checked) {
     give_back(std::move(staging));
-    co_return chunk_error(ChunkFault::corrupt, slot_name(slot) + " is torn: the file ends " +
-                                                   std::to_string(*got) + " bytes into it");
+    co_return checked.error();
   }
-  ChunkHeader h;
-  std::memcpy(&h, staging.data(), sizeof h);
-  if (auto ok = verify(slot, h, tokens); !ok) {
-    give_back(std::move(staging));
-    co_return ok.error();
-  }
+  const ChunkHeader& h = *checked;
   const std::byte* payload = staging.data() + header_block_bytes;
   std::uint32_t crc = 0;
   for (std::size_t l = 0; l < layers.size(); ++l) {

@@ -11,7 +11,8 @@
 //   [0, 4096)        ChunkHeader (below), zero padded to one 4 KiB block
 //   [4096, +payload) layer 0's chunk bytes, layer 1's, ... (layer_bytes each)
 //   up to slot_bytes zero/garbage padding (whole 4 KiB blocks for O_DIRECT)
-// The header carries a checksum of the payload (kv/chunk_checksum.hpp:
+// The header (gpu/kv/chunk_header.hpp: its layout, and the check a read
+// makes before using a chunk) carries a checksum of the payload (kv/chunk_checksum.hpp:
 // hardware CRC-32C in lanes, at memory speed), a CRC-32 and count of
 // the token ids the chunk covers, this store's run id and the slot's write
 // generation, and a CRC-32 of itself. A read checks them in that order, so a
@@ -29,6 +30,7 @@
 // (one thread), from coroutines; several reads and writes may be in flight.
 // The spans passed in must stay alive until the awaited call returns.
 #include "gpu/kv/block_id.hpp"
+#include "gpu/kv/chunk_header.hpp"
 #include "gpu/kv/kv_pool.hpp"
 #include "runtime/aligned_buffer.hpp"
 #include "runtime/error.hpp"
@@ -36,8 +38,6 @@
 #include "runtime/uring_file.hpp"
 
 #include <boost/asio/awaitable.hpp>
-#include <boost/system/result.hpp>
-
 #include <compare>
 #include <cstddef>
 #include <cstdint>
@@ -53,51 +53,6 @@ struct DiskSlot {
   std::uint32_t value = 0;
   friend constexpr auto operator<=>(DiskSlot, DiskSlot) = default;
 };
-
-// Why a chunk could not be written or read back.
-enum class ChunkFault : std::uint8_t {
-  invalid,       // the caller's mistake: a slot out of range or never written, spans of the wrong size
-  io,            // the read or write itself failed (errno); the chunk may be fine
-  corrupt,       // torn, flipped or zeroed: a checksum, the magic or the length did not match
-  stale,         // a well-formed chunk from an earlier write of the slot (or another run)
-  wrong_tokens,  // a well-formed, current chunk whose token digest differs from the caller's tokens
-};
-const char* chunk_fault_name(ChunkFault fault);
-
-struct ChunkError {
-  ChunkFault fault = ChunkFault::io;
-  std::string message;
-  // corrupt, stale and wrong_tokens: the data is unusable; recompute it.
-  bool unusable_chunk() const {
-    return fault == ChunkFault::corrupt || fault == ChunkFault::stale || fault == ChunkFault::wrong_tokens;
-  }
-};
-
-template <class T>
-using ChunkResult = boost::system::result<T, ChunkError>;
-
-[[noreturn]] void throw_exception_from_error(ChunkError const& e, boost::source_location const&);
-
-// The header at the start of every slot. Fixed layout; `version` changes
-// when it does.
-struct ChunkHeader {
-  static constexpr std::uint64_t magic_value = 0x314b43564b565350ull;  // "PSVKVCK1"
-  static constexpr std::uint32_t current_version = 1;
-  std::uint64_t magic = 0;
-  std::uint32_t version = 0;
-  std::uint32_t header_bytes = 0;  // sizeof(ChunkHeader)
-  std::uint32_t slot = 0;
-  std::uint32_t n_layers = 0;
-  std::uint64_t layer_bytes = 0;
-  std::uint64_t payload_bytes = 0;
-  std::uint64_t run_id = 0;      // random per open(): another run's chunk is stale
-  std::uint64_t generation = 0;  // the slot's write number in this run (from 1)
-  std::uint32_t payload_crc32 = 0;
-  std::uint32_t token_count = 0;
-  std::uint32_t tokens_crc32 = 0;
-  std::uint32_t header_crc32 = 0;  // of every byte above
-};
-static_assert(sizeof(ChunkHeader) == 72, "ChunkHeader has no padding");
 
 struct DiskChunkStoreConfig {
   std::filesystem::path dir;
@@ -115,7 +70,7 @@ std::vector<std::span<std::byte>> chunk_layers(const KvPool& pool, BlockId block
 
 class DiskChunkStore {
  public:
-  static constexpr std::size_t header_block_bytes = 4096;
+  static constexpr std::size_t header_block_bytes = chunk_header_block_bytes;
   static constexpr const char* file_name = "kv-chunks.bin";
 
   // Deletes a previous run's chunk file in config.dir (creating the
@@ -160,7 +115,7 @@ class DiskChunkStore {
   DiskChunkStore(DiskChunkStoreConfig config, rt::UringFile file, std::filesystem::path path,
                  std::uint32_t slot_count, std::uint64_t slot_bytes, std::uint64_t run_id);
   ChunkResult<void> check_request(DiskSlot slot, std::size_t n_layers, std::size_t each_bytes, bool reading) const;
-  ChunkResult<void> verify(DiskSlot slot, const ChunkHeader& header, std::span<const std::int32_t> tokens) const;
+  ChunkExpectation expectation(DiskSlot slot) const;
   rt::AlignedBuffer take_staging();
   void give_back(rt::AlignedBuffer buffer);
 

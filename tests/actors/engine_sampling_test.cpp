@@ -25,11 +25,11 @@ model::SamplingParams seeded(std::uint64_t seed) {
 // Plays six conversations at once, then each alone, with seeded sampling;
 // every turn must get the same tokens both ways.
 void check_alone_equals_batched(const actors::EngineOptions& o) {
+  asio::io_context io;  // outlives the engine, whose threads complete operations on it
   TempDir dir("sampling");
   auto engine = actors::Engine::create(generated_model(dir), o);
   REQUIRE(engine.has_value());
   const auto convs = user_turns("sharegpt.jsonl", 6, 2, 120);
-  asio::io_context io;
   // All at once: one batch per iteration.
   std::vector<std::future<ConversationRecord>> futures;
   for (std::size_t i = 0; i < convs.size(); ++i)

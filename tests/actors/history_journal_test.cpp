@@ -329,3 +329,27 @@ TEST_CASE("a record that passes its checksum but does not fit its history is cor
   CHECK(out.records == 1);
   CHECK(out.conversations.size() == 1);
 }
+
+// Found by the journal fuzzer (tests/actors/fuzz/fuzz_history_journal.cpp,
+// 2026-12-01): a conversation whose only turn record added nothing kept its
+// last activity in replay but lost it when compaction rewrote it.
+TEST_CASE("a conversation rewritten by compaction keeps its last activity even when no turn added to it",
+          "[journal]") {
+  std::vector<std::byte> file = encode_file_header();
+  encode_record(JournalCreate{5, "t", "c", 10}, file);
+  JournalTurn t;
+  t.uid = 5;
+  t.last_active_unix_s = 99;  // no messages, no tokens, no turn counted
+  encode_record(t, file);
+  const ReplayOutcome out = replay_journal(file);
+  REQUIRE_FALSE(out.corruption.has_value());
+  REQUIRE(out.conversations.size() == 1);
+  CHECK(out.conversations.at(5).last_active_unix_s == 99);
+  std::vector<std::byte> compacted = encode_file_header();
+  encode_conversation(out.conversations.at(5), compacted);
+  const ReplayOutcome back = replay_journal(compacted);
+  REQUIRE_FALSE(back.corruption.has_value());
+  REQUIRE(back.conversations.size() == 1);
+  CHECK(back.conversations.at(5).created_unix_s == 10);
+  CHECK(back.conversations.at(5).last_active_unix_s == 99);
+}

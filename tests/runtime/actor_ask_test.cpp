@@ -32,13 +32,19 @@ struct Hold {
 struct Drop {
   rt::Reply<int> reply;
 };
-using ServerMsg = std::variant<Double, Hold, Drop>;
+// Answers every held request.
+struct Release {};
+using ServerMsg = std::variant<Double, Hold, Drop, Release>;
 
 struct Server {
   std::vector<Hold> held;
   void operator()(Double m) { m.reply.send(2 * m.value); }
   void operator()(Hold m) { held.push_back(std::move(m)); }
   void operator()(Drop) {}
+  void operator()(Release) {
+    for (auto& h : held) h.reply.send(1);
+    held.clear();
+  }
 };
 
 rt::ActorRef<ServerMsg> spawn_server(rt::TaskGroup& group, asio::io_context& ctx) {
@@ -151,4 +157,44 @@ TEST_CASE("a request the actor drops without answering yields no_reply") {
 TEST_CASE("value() on a failed ask throws with the reason") {
   auto failed = rt::ask_error<int>(rt::AskError::timed_out);
   CHECK_THROWS_WITH(failed.value(), "ask failed: timed out");
+}
+
+// The answering actor's thread used to drop the last reference to the reply
+// channel, which is bound to the asker's io_context: destroying it there
+// after that context was gone was a heap-use-after-free (ASan, 2026-12-01,
+// test_actors '[sampling]': a GetSnapshot reply outran its asker's context).
+// Here the asker's context is destroyed for certain before the answer.
+TEST_CASE("an actor that answers after its asker's io_context is gone touches nothing of that context") {
+  asio::io_context server_ctx{1};
+  rt::TaskGroup group;
+  auto server = spawn_server(group, server_ctx);
+  std::weak_ptr<int> request_alive;
+  {
+    asio::io_context asker{1};
+    asio::cancellation_signal cancel;
+    std::optional<rt::AskResult<int>> outcome;
+    auto token = std::make_shared<int>(7);
+    request_alive = token;
+    asio::co_spawn(
+        asker,
+        [&, token = std::move(token)]() mutable -> asio::awaitable<void> {
+          Hold hold{std::move(token)};
+          outcome = co_await server.ask(std::move(hold));
+        },
+        asio::bind_cancellation_slot(cancel.slot(), [](std::exception_ptr e) {
+          if (e) std::rethrow_exception(e);
+        }));
+    asker.poll();       // the request is in the server's mailbox
+    server_ctx.poll();  // and the server holds it
+    REQUIRE_FALSE(request_alive.expired());
+    cancel.emit(asio::cancellation_type::terminal);
+    asker.poll();
+    REQUIRE(outcome.has_value());
+    CHECK(outcome->error() == rt::AskError::cancelled);
+  }  // the asker's context is destroyed here, its request still held
+  REQUIRE_FALSE(request_alive.expired());
+  REQUIRE(server.try_tell(ServerMsg{Release{}}) == rt::SendStatus::sent);
+  server_ctx.poll();  // the answer goes nowhere, and frees only its own memory
+  CHECK(request_alive.expired());
+  rt::test::run_body(server_ctx, [&]() -> asio::awaitable<void> { co_await group.stop(); });
 }

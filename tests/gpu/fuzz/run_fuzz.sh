@@ -2,7 +2,10 @@
 # Builds one libFuzzer target straight from the parser sources with clang
 # (-fsanitize=fuzzer,address,undefined) and runs it for a bounded time from a
 # small generated seed corpus. Fails on any crash, sanitizer report or leak.
-#   usage: run_fuzz.sh gguf|safetensors WORK_DIR [SECONDS]
+#   usage: run_fuzz.sh TARGET WORK_DIR [SECONDS]
+#   TARGET: gguf, safetensors (model files), chat_request (the OpenAI routes'
+#   JSON bodies), ws_message (the WebSocket chat protocol), history_journal
+#   (the journal replay), disk_chunk (the disk KV tier's slot check)
 # WORK_DIR is this run's alone: it is emptied of corpora first (two runs
 # sharing one would delete each other's inputs mid-run).
 set -euo pipefail
@@ -13,30 +16,54 @@ root=$(cd "$(dirname "$0")/../../.." && pwd)
 cxx=${FUZZ_CXX:-clang++-14}
 formats=$root/gpu/formats
 model=$root/gpu/model
+json_src=$root/tests/gpu/fuzz/boost_json_src.cpp
 common=("$formats/gguf_reader.cpp" "$formats/gguf_file.cpp" "$formats/gguf_value.cpp" "$model/gguf_tokenizer.cpp"
         "$formats/mmap_file.cpp" "$formats/tensor.cpp")
+# The targets after the model files carry their own seed writer, built from
+# the same file with -DPENSIEVE_FUZZ_SEEDS.
+libs=()
 case $target in
-  gguf) sources=("${common[@]}" "$model/gguf_loader.cpp" "$model/model_loader_shapes.cpp"
+  gguf) fuzz=$root/tests/gpu/fuzz/fuzz_gguf.cpp
+        sources=("${common[@]}" "$model/gguf_loader.cpp" "$model/model_loader_shapes.cpp"
                  "$formats/quant_block_check.cpp" "$root/gpu/kernels/cpu/dequant.cpp"
                  "$root/gpu/kernels/cpu/dequant_blocks.cpp") ;;
-  safetensors) sources=("${common[@]}" "$formats/safetensors_reader.cpp" "$model/hf_config.cpp"
-                        "$model/tokenizer_json.cpp" "$root/tests/gpu/fuzz/boost_json_src.cpp") ;;
-  *) echo "run_fuzz.sh: unknown target '$target' (gguf, safetensors)" >&2; exit 2 ;;
+  safetensors) fuzz=$root/tests/gpu/fuzz/fuzz_safetensors.cpp
+               sources=("${common[@]}" "$formats/safetensors_reader.cpp" "$model/hf_config.cpp"
+                        "$model/tokenizer_json.cpp" "$json_src") ;;
+  chat_request) fuzz=$root/tests/net/fuzz/fuzz_chat_request.cpp
+                sources=("$root/net/chat_request_json.cpp" "$root/net/api_error.cpp" "$json_src") ;;
+  ws_message) fuzz=$root/tests/net/fuzz/fuzz_ws_message.cpp
+              sources=("$root/net/ws_chat_protocol.cpp" "$json_src") ;;
+  history_journal) fuzz=$root/tests/actors/fuzz/fuzz_history_journal.cpp
+                   sources=("$root/actors/history_record.cpp"); libs=(-lz) ;;
+  disk_chunk) fuzz=$root/tests/gpu/fuzz/fuzz_disk_chunk.cpp
+              sources=("$root/gpu/kv/chunk_header.cpp" "$root/gpu/kv/chunk_checksum.cpp"); libs=(-lz) ;;
+  *) echo "run_fuzz.sh: unknown target '$target'" \
+          "(gguf, safetensors, chat_request, ws_message, history_journal, disk_chunk)" >&2; exit 2 ;;
 esac
 # A fixed seed, a fresh seed corpus and a fixed number of runs make each run
 # explore the same inputs, so CI is reproducible; the time is only a cap.
 # Fuzz longer by hand with FUZZ_RUNS=-1 (and a larger time).
 runs=${FUZZ_RUNS:-150000}
-rm -rf "$work/corpus_gguf" "$work/corpus_safetensors"
-mkdir -p "$work/corpus_gguf" "$work/corpus_safetensors"
+corpus=$work/corpus_$target
+rm -rf "$work"/corpus_*
+mkdir -p "$corpus"
 flags=(-std=c++20 -O1 -g -I"$root" -DBOOST_JSON_NO_LIB -DBOOST_CONTAINER_NO_LIB)
 # Seeds: built with the same compiler, no sanitizers needed.
-"$cxx" "${flags[@]}" "$root/tests/gpu/fuzz/make_seeds.cpp" "$formats/gguf_writer.cpp" "$formats/gguf_value.cpp" \
-  "$formats/gguf_reader.cpp" "$formats/gguf_file.cpp" "$formats/mmap_file.cpp" "$formats/safetensors_writer.cpp" "$formats/tensor.cpp" \
-  "$root/tests/gpu/fuzz/boost_json_src.cpp" -o "$work/make_seeds"
-"$work/make_seeds" "$work/corpus_gguf" "$work/corpus_safetensors"
+case $target in
+  gguf|safetensors)
+    mkdir -p "$work/corpus_gguf" "$work/corpus_safetensors"
+    "$cxx" "${flags[@]}" "$root/tests/gpu/fuzz/make_seeds.cpp" "$formats/gguf_writer.cpp" "$formats/gguf_value.cpp" \
+      "$formats/gguf_reader.cpp" "$formats/gguf_file.cpp" "$formats/mmap_file.cpp" "$formats/safetensors_writer.cpp" \
+      "$formats/tensor.cpp" "$json_src" -o "$work/make_seeds"
+    "$work/make_seeds" "$work/corpus_gguf" "$work/corpus_safetensors" ;;
+  *)
+    "$cxx" "${flags[@]}" -DPENSIEVE_FUZZ_SEEDS "$fuzz" "${sources[@]}" "${libs[@]}" \
+      -o "$work/make_seeds_$target"
+    "$work/make_seeds_$target" "$corpus" ;;
+esac
 "$cxx" "${flags[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-  "$root/tests/gpu/fuzz/fuzz_$target.cpp" "${sources[@]}" -o "$work/fuzz_$target"
+  "$fuzz" "${sources[@]}" "${libs[@]}" -o "$work/fuzz_$target"
 # -rss_limit_mb: a parser that allocates what a fuzzed length asks for fails here.
 "$work/fuzz_$target" -seed=1 -runs="$runs" -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
-  -artifact_prefix="$work/crash_${target}_" "$work/corpus_$target"
+  -artifact_prefix="$work/crash_${target}_" "$corpus"
