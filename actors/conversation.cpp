@@ -22,15 +22,19 @@ std::int64_t unix_now_s() {
       .count();
 }
 
-void send(ClientChannel& out, ClientEvent e) {
-  // Sized for the whole turn; closed only when the client is gone.
-  (void)out.try_send(boost::system::error_code{}, std::move(e));
+// False when the client has left (its stream closed the channel). Sized for
+// the whole turn, so never full.
+bool send(TurnEventChannel& out, TurnEvent e) {
+  return out.try_send(boost::system::error_code{}, std::move(e));
 }
 
-void send_error(ClientChannel& out, TurnErrorKind kind, std::string message) {
-  ClientEvent e{ClientEvent::Kind::error};
-  e.error = TurnError{kind, std::move(message)};
-  send(out, std::move(e));
+void send_error(TurnEventChannel& out, TurnErrorKind kind, std::string message) {
+  (void)send(out, TurnFailed{TurnError{kind, std::move(message)}});
+}
+
+asio::awaitable<void> cancel_turn(const TurnServices& svc, TurnId turn) {
+  CancelTurn cancel{turn};
+  (void)co_await svc.scheduler.tell(cancel);  // a stopping scheduler ends the turn anyway
 }
 
 std::vector<model::TextPiece> pieces_of(const std::vector<model::ChatSegment>& segments) {
@@ -60,16 +64,14 @@ class ReplyText {
       : tokenizer_(tokenizer), stops_(std::move(stops)) {}
 
   // Returns false once a stop string has matched (the reply ends there).
-  bool push(const model::SampledToken& t, bool is_final_stop_token, bool logprobs) {
-    if (!is_final_stop_token) {
-      const std::string piece = tokenizer_.is_special(t.token) ? std::string() : tokenizer_.token_to_piece(t.token);
-      model::StopStep step = stops_.push(utf8_.feed(piece));
-      pending_.text += step.released;
-      text_ += step.released;
-      if (logprobs) pending_.tokens.push_back(t);
-      if (step.stopped) return false;
-    }
-    return true;
+  bool push(const model::SampledToken& t, bool logprobs) {
+    const std::string piece =
+        tokenizer_.is_special(t.token) ? std::string() : tokenizer_.token_to_piece(t.token);
+    model::StopStep step = stops_.push(utf8_.feed(piece));
+    pending_.text += step.released;
+    text_ += step.released;
+    if (logprobs) pending_.tokens.push_back(t);
+    return !step.stopped;
   }
   // The end of the reply: release what was held back unless a stop matched.
   void finish() {
@@ -104,7 +106,7 @@ namespace {
 struct Generated {
   std::vector<std::int32_t> tokens;  // sampled tokens the reply keeps
   std::string text;                  // the text the client saw
-  ClientEvent done{ClientEvent::Kind::done};  // the acknowledgement, for the caller to send
+  TurnEvent done = TurnDone{};       // the acknowledgement, for the caller to send
 };
 
 // What the turn adds to `state`'s history, for the journal.
@@ -122,12 +124,14 @@ JournalRecord turn_record(const ConversationState& state, const std::vector<mode
 }
 
 // Admits `tokens` (the whole history, new prompt last) to the scheduler and
-// streams the reply to `out`. Sends deltas or the error event; returns the
-// reply, with the done event the caller sends, when there was one.
-asio::awaitable<std::optional<Generated>> generate(const TurnServices& svc, ConversationId conversation,
+// streams the reply to `out`. Sends TurnStarted, deltas or the failure;
+// returns the reply, with the TurnDone the caller sends, when there was one.
+// A stop string that matched, or a client that left, cancels the turn.
+asio::awaitable<std::optional<Generated>> generate(const TurnServices& svc,
+                                                   const ConversationState& state, TurnId turn,
                                                    const std::vector<std::int32_t>& tokens,
-                                                   model::SamplingParams sampling, bool keep_kv, ClientChannel& out,
-                                                   std::shared_ptr<CancelFlag> cancel) {
+                                                   model::SamplingParams sampling,
+                                                   TurnEventChannel& out) {
   const std::int64_t needed = std::int64_t(tokens.size()) + sampling.max_tokens;
   if (needed > svc.max_context) {
     send_error(out, TurnErrorKind::invalid_request,
@@ -137,11 +141,11 @@ asio::awaitable<std::optional<Generated>> generate(const TurnServices& svc, Conv
     co_return std::nullopt;
   }
   const auto executor = co_await asio::this_coro::executor;
-  auto events = std::make_shared<TurnEventChannel>(executor, turn_channel_capacity(sampling.max_tokens));
-  const TurnId turn{svc.next_turn->fetch_add(1) + 1};
+  auto events =
+      std::make_shared<TurnEventChannel>(executor, turn_channel_capacity(sampling.max_tokens));
   const std::vector<std::string> stop_strings = sampling.stop_strings;
   const bool logprobs = sampling.logprobs;
-  AdmitTurn admit{TurnSpec{turn, conversation, tokens, std::move(sampling), keep_kv}, events, cancel, {}};
+  AdmitTurn admit{TurnSpec{turn, state.id, tokens, std::move(sampling), state.keep_kv}, events, {}};
   auto admitted = co_await svc.scheduler.ask(std::move(admit));
   if (!admitted) {
     send_error(out, TurnErrorKind::overloaded, "the server is stopping");
@@ -161,54 +165,67 @@ asio::awaitable<std::optional<Generated>> generate(const TurnServices& svc, Conv
 
   ReplyText reply(*svc.tokenizer, stop_strings);
   Generated result;
-  TurnSummary summary;
-  summary.prompt_tokens = std::int32_t(tokens.size());
+  TurnDone done;
+  done.prompt_tokens = std::int32_t(tokens.size());
+  bool cancelled = false;  // CancelTurn sent
   for (;;) {
     auto [ec, e] = co_await events->async_receive(asio::as_tuple(asio::use_awaitable));
     if (ec) {
       send_error(out, TurnErrorKind::internal, "turn events broken: " + ec.message());
       co_return std::nullopt;
     }
-    if (e.kind == TurnEvent::Kind::started) {
-      summary.cached_tokens = e.cached_tokens;
-      continue;
-    }
-    if (e.kind == TurnEvent::Kind::failed) {
-      send_error(out, TurnErrorKind::internal, e.error);
+    bool client_left = false;
+    if (auto* started = std::get_if<TurnStarted>(&e)) {
+      started->prompt_tokens = done.prompt_tokens;
+      done.cached_tokens = started->cached_tokens;
+      client_left = !send(out, *started);
+    } else if (std::holds_alternative<TurnFailed>(e)) {
+      (void)send(out, std::move(e));
       co_return std::nullopt;
-    }
-    if (e.kind == TurnEvent::Kind::token) {
+    } else if (auto* sampled = std::get_if<TurnDelta>(&e)) {
       if (reply.stopped()) continue;  // sampled before the scheduler saw the stop
-      result.tokens.push_back(e.token.token);
-      // A stop token (EOS, a stop id) ends the reply and is not part of its text.
-      const bool stop_token = e.finish == model::FinishReason::stop;
-      if (!reply.push(e.token, stop_token, logprobs)) cancel->store(true, std::memory_order_relaxed);
-      if (reply.has_pending() && !reply.stopped()) {
-        ClientEvent delta{ClientEvent::Kind::delta, reply.take()};
-        delta.delta.computed_ns = e.at_ns;
-        send(out, std::move(delta));
+      bool stopped = false;
+      for (const model::SampledToken& t : sampled->tokens) {
+        result.tokens.push_back(t.token);
+        stopped = !reply.push(t, logprobs) || stopped;
       }
-      continue;
+      if (stopped && !cancelled) {
+        cancelled = true;
+        co_await cancel_turn(svc, turn);
+      }
+      if (reply.has_pending() && !reply.stopped()) {
+        TurnDelta delta = reply.take();
+        delta.computed_ns = sampled->computed_ns;
+        client_left = !send(out, std::move(delta));
+      }
+    } else {
+      // TurnDone; finish none means cancelled (by the client or by our stop string).
+      const TurnDone& end = std::get<TurnDone>(e);
+      if (end.stop_token && !reply.stopped()) result.tokens.push_back(end.stop_token->token);
+      done.finish = reply.stopped() ? model::FinishReason::stop : end.finish;
+      done.cancelled = !reply.stopped() && end.finish == model::FinishReason::none;
+      if (done.finish == model::FinishReason::none) done.finish = model::FinishReason::stop;
+      done.timings = end.timings;
+      break;
     }
-    // finished: none means cancelled (by the client or by our stop string).
-    summary.finish = reply.stopped() ? model::FinishReason::stop : e.finish;
-    summary.cancelled = !reply.stopped() && e.finish == model::FinishReason::none;
-    if (summary.finish == model::FinishReason::none) summary.finish = model::FinishReason::stop;
-    break;
+    if (client_left && !cancelled) {
+      cancelled = true;
+      co_await cancel_turn(svc, turn);
+    }
   }
   reply.finish();
-  if (reply.has_pending()) send(out, ClientEvent{ClientEvent::Kind::delta, reply.take()});
-  summary.completion_tokens = std::int32_t(result.tokens.size());
+  if (reply.has_pending()) (void)send(out, reply.take());
+  done.completion_tokens = std::int32_t(result.tokens.size());
   result.text = reply.text();
-  result.done.summary = summary;
+  result.done = done;
   co_return result;
 }
 
 }  // namespace
 
-asio::awaitable<void> run_turn(const TurnServices& svc, ConversationState& state,
-                               std::vector<model::ChatMessage> messages, model::SamplingParams sampling,
-                               bool keep_kv, ClientChannel& out, std::shared_ptr<CancelFlag> cancel) {
+asio::awaitable<void> run_turn(const TurnServices& svc, ConversationState& state, TurnId turn,
+                               std::vector<model::ChatMessage> messages,
+                               model::SamplingParams sampling, TurnEventChannel& out) {
   if (auto problem = model::validate(sampling); !problem.empty()) {
     send_error(out, TurnErrorKind::invalid_request, problem);
     co_return;
@@ -231,7 +248,7 @@ asio::awaitable<void> run_turn(const TurnServices& svc, ConversationState& state
   tokens.insert(tokens.end(), fresh.begin(), fresh.end());
   // The done event goes out before the history grows: the conversation's
   // next turn waits in this actor's mailbox until this handler returns.
-  auto reply = co_await generate(svc, state.id, tokens, std::move(sampling), keep_kv, out, std::move(cancel));
+  auto reply = co_await generate(svc, state, turn, tokens, std::move(sampling), out);
   if (!reply) co_return;
   // The history grows by the turn as the model saw it, and its reply.
   tokens.insert(tokens.end(), reply->tokens.begin(), reply->tokens.end());
@@ -246,21 +263,21 @@ asio::awaitable<void> run_turn(const TurnServices& svc, ConversationState& state
     const JournalRecord record = turn_record(state, all, tokens, now);
     const Result<void> durable = co_await svc.journal->commit(record);
     if (!durable) {
-      reply->done = ClientEvent{ClientEvent::Kind::error};
-      reply->done.error = TurnError{TurnErrorKind::internal, "the turn could not be made durable: " +
-                                                                 durable.error().message};
+      reply->done =
+          TurnFailed{TurnError{TurnErrorKind::internal,
+                               "the turn could not be made durable: " + durable.error().message}};
     }
   }
-  send(out, std::move(reply->done));
+  (void)send(out, std::move(reply->done));
   state.tokens = std::move(tokens);
   state.messages = std::move(all);
   state.last_active_unix_s = now;
   ++state.turns;
 }
 
-asio::awaitable<void> run_completion(const TurnServices& svc, ConversationId id, std::string prompt,
-                                     model::SamplingParams sampling, ClientChannel& out,
-                                     std::shared_ptr<CancelFlag> cancel) {
+asio::awaitable<void> run_completion(const TurnServices& svc, const ConversationState& state,
+                                     TurnId turn, std::string prompt,
+                                     model::SamplingParams sampling, TurnEventChannel& out) {
   if (auto problem = model::validate(sampling); !problem.empty()) {
     send_error(out, TurnErrorKind::invalid_request, problem);
     co_return;
@@ -272,13 +289,18 @@ asio::awaitable<void> run_completion(const TurnServices& svc, ConversationId id,
     send_error(out, TurnErrorKind::invalid_request, "the prompt is empty");
     co_return;
   }
-  auto reply = co_await generate(svc, id, tokens, std::move(sampling), false, out, std::move(cancel));
-  if (reply) send(out, std::move(reply->done));
+  auto reply = co_await generate(svc, state, turn, tokens, std::move(sampling), out);
+  if (reply) (void)send(out, std::move(reply->done));
 }
 
 asio::awaitable<void> ConversationActor::operator()(StartTurn m) {
-  co_await run_turn(*services_, state_, std::move(m.messages), std::move(m.sampling), true, *m.out,
-                    std::move(m.cancel));
+  if (m.prompt) {
+    co_await run_completion(*services_, state_, m.turn, std::move(*m.prompt), std::move(m.sampling),
+                            *m.out);
+  } else {
+    co_await run_turn(*services_, state_, m.turn, std::move(m.messages), std::move(m.sampling),
+                      *m.out);
+  }
 }
 
 asio::awaitable<void> ConversationActor::operator()(GetSnapshot m) {

@@ -8,20 +8,20 @@
 // the reply's tokens (and the template's end-of-turn markup) to the history.
 // Turns of one conversation run one after another, in arrival order.
 //
-// run_turn() is also used on its own for stateless requests (a client that
-// sends the whole history): a throwaway state whose KV is not kept.
+// A stateless request (a client that sends the whole history, or a raw
+// prompt) is the one turn of an anonymous conversation: an actor whose
+// state keeps no KV and that ends after that turn.
 //
 // Runs on the control executor; the services it is given outlive it.
+#include "actors/conversation_protocol.hpp"
 #include "actors/ids.hpp"
-#include "actors/scheduler_protocol.hpp"
-#include "actors/turn_stream.hpp"
 #include "gpu/text/chat_template.hpp"
 #include "gpu/text/tokenizer.hpp"
 #include "runtime/actor.hpp"
 
-#include <atomic>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -35,7 +35,6 @@ struct TurnServices {
   const model::ChatTemplate* chat = nullptr;
   rt::ActorRef<SchedulerMsg> scheduler;
   std::int32_t max_context = 0;
-  std::atomic<std::uint64_t>* next_turn = nullptr;
   // Where acknowledged turns become durable (invariant 4); null: nowhere.
   HistoryJournal* journal = nullptr;
 };
@@ -49,41 +48,23 @@ struct ConversationState {
   std::int64_t last_active_unix_s = 0;
   std::int32_t turns = 0;
   std::uint64_t journal_uid = 0;  // its name in the history journal; 0: not journaled
+  bool keep_kv = true;            // false: an anonymous conversation (its KV ends with its turn)
 };
 
 // Runs one turn on `state`: `messages` are appended to the conversation.
-// Every outcome goes to `out` (deltas, then done or error); `state` changes
-// only when the turn produced a reply (finished, stopped or cancelled).
+// Every outcome goes to `out` (TurnStarted, deltas, then TurnDone or
+// TurnFailed); `state` changes only when the turn produced a reply
+// (finished, stopped or cancelled).
 boost::asio::awaitable<void> run_turn(const TurnServices& services, ConversationState& state,
-                                      std::vector<model::ChatMessage> messages,
-                                      model::SamplingParams sampling, bool keep_kv, ClientChannel& out,
-                                      std::shared_ptr<CancelFlag> cancel);
+                                      TurnId turn, std::vector<model::ChatMessage> messages,
+                                      model::SamplingParams sampling, TurnEventChannel& out);
 
 // A plain text completion (no chat template, no history kept): the prompt
 // is encoded as client text.
-boost::asio::awaitable<void> run_completion(const TurnServices& services, ConversationId id, std::string prompt,
-                                            model::SamplingParams sampling, ClientChannel& out,
-                                            std::shared_ptr<CancelFlag> cancel);
-
-struct StartTurn {
-  std::vector<model::ChatMessage> messages;
-  model::SamplingParams sampling;
-  std::shared_ptr<ClientChannel> out;
-  std::shared_ptr<CancelFlag> cancel;
-};
-
-struct ConversationSnapshot {
-  std::vector<model::ChatMessage> messages;
-  std::vector<std::int32_t> tokens;
-  std::int32_t turns = 0;
-  std::int64_t last_active_unix_s = 0;
-};
-
-struct GetSnapshot {
-  rt::Reply<ConversationSnapshot> reply;
-};
-
-using ConversationMsg = std::variant<StartTurn, GetSnapshot>;
+boost::asio::awaitable<void> run_completion(const TurnServices& services,
+                                            const ConversationState& state, TurnId turn,
+                                            std::string prompt, model::SamplingParams sampling,
+                                            TurnEventChannel& out);
 
 class ConversationActor {
  public:
@@ -94,6 +75,15 @@ class ConversationActor {
   boost::asio::awaitable<void> operator()(GetSnapshot m);
   // A turn refused by a stopping actor still gets its answer.
   void on_rejected(ConversationMsg& m);
+  // Traces: a turn's span carries the turn's flow id, as the scheduler's
+  // request phases do.
+  std::string_view message_name(const ConversationMsg& m) const {
+    return std::holds_alternative<StartTurn>(m) ? "turn" : "snapshot";
+  }
+  std::uint64_t message_flow_id(const ConversationMsg& m) const {
+    const auto* turn = std::get_if<StartTurn>(&m);
+    return turn ? turn->turn.value : 0;
+  }
 
  private:
   const TurnServices* services_;

@@ -71,6 +71,8 @@ struct Engine::Impl {
   std::atomic<std::uint64_t> next_turn{0};
   std::atomic<std::uint64_t> next_conversation{0};
   TurnServices services;
+  // Where the streams' cancels go; reset first on shutdown.
+  std::shared_ptr<const TurnCanceller> canceller;
   // Durable history (options.history_dir); null: off. Its I/O runs on the
   // control thread, through its own ring.
   std::shared_ptr<rt::IoRing> journal_ring;
@@ -89,11 +91,19 @@ struct Engine::Impl {
       : tokenizer(std::move(t)), chat(std::move(c)), name(std::move(n)), options(std::move(o)) {}
 
   ConversationId new_id() { return ConversationId{next_conversation.fetch_add(1) + 1}; }
+  rt::ActorRef<ConversationMsg> spawn_conversation(ConversationState state) {
+    return rt::spawn_actor<ConversationMsg>(
+        group, control.executor(), ConversationActor(services, std::move(state)),
+        {.name = "conversation", .mailbox_capacity = 16, .tracer = options.tracer});
+  }
+  // Under store_mutex.
+  EngineResult<Entry*> create_locked(const std::string& tenant, std::optional<std::string> id);
   void restore_history();
   void shutdown();
 };
 
 void Engine::Impl::shutdown() {
+  canceller.reset();  // the scheduler fails every turn as it stops
   std::promise<void> done;
   auto stop = [this]() -> asio::awaitable<void> {
     if (scheduler) co_await scheduler->stop();
@@ -262,7 +272,9 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   sc.on_iteration = m.options.on_iteration;
   sc.mailbox_messages = std::size_t(m.options.scheduler_mailbox_messages);
   m.scheduler.emplace(m.group, m.control.executor(), std::move(sc), m.worker);
-  m.services = TurnServices{&m.tokenizer, &m.chat, m.scheduler->ref(), m.max_context, &m.next_turn};
+  m.services = TurnServices{&m.tokenizer, &m.chat, m.scheduler->ref(), m.max_context};
+  m.canceller =
+      std::make_shared<const TurnCanceller>(m.scheduler->ref(), m.group, m.control.executor());
   m.services.journal = m.journal.get();
   if (m.journal) m.restore_history();
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
@@ -273,41 +285,49 @@ std::int32_t Engine::max_context() const { return impl_->max_context; }
 std::string Engine::token_text(std::int32_t token) const { return impl_->tokenizer.token_to_piece(token); }
 const EngineOptions& Engine::options() const { return impl_->options; }
 
-EngineResult<ConversationInfo> Engine::create_conversation(const std::string& tenant, std::optional<std::string> id) {
-  Impl& m = *impl_;
-  std::lock_guard lock(m.store_mutex);
+EngineResult<Engine::Impl::Entry*> Engine::Impl::create_locked(const std::string& tenant,
+                                                               std::optional<std::string> id) {
   if (id) {
     if (!valid_conversation_id(*id)) {
       return TurnError{TurnErrorKind::invalid_request,
-                       "a conversation id is 1-128 characters of letters, digits and . _ : -"};
+                       "a conversation id is 1-128 characters of letters, digits and . _ : -",
+                       "conversation"};
     }
-    if (m.store.contains(store_key(tenant, *id))) {
-      return TurnError{TurnErrorKind::invalid_request, "conversation '" + *id + "' already exists"};
+    if (store.contains(store_key(tenant, *id))) {
+      return TurnError{TurnErrorKind::invalid_request, "conversation '" + *id + "' already exists",
+                       "conversation"};
     }
   } else {
     do {
       char buf[24];
-      std::snprintf(buf, sizeof buf, "conv_%016llx", static_cast<unsigned long long>(m.rng()));
+      std::snprintf(buf, sizeof buf, "conv_%016llx", static_cast<unsigned long long>(rng()));
       id = buf;
-    } while (m.store.contains(store_key(tenant, *id)));
+    } while (store.contains(store_key(tenant, *id)));
   }
   ConversationState state;
-  state.id = m.new_id();
+  state.id = new_id();
   state.tenant = tenant;
   state.created_unix_s = state.last_active_unix_s = unix_now_s();
-  if (m.journal) {
-    state.journal_uid = m.rng() | 1;  // never 0
+  if (journal) {
+    state.journal_uid = rng() | 1;  // never 0
     const JournalRecord created = JournalCreate{state.journal_uid, tenant, *id, state.created_unix_s};
-    m.journal->flush_soon(m.journal->append(created));
+    journal->flush_soon(journal->append(created));
   }
   const std::uint64_t journal_uid = state.journal_uid;
   ConversationInfo info{*id, tenant, state.created_unix_s};
   const ConversationId cid = state.id;
-  auto actor = rt::spawn_actor<ConversationMsg>(m.group, m.control.executor(),
-                                                ConversationActor(m.services, std::move(state)),
-                                                {.name = "conversation", .mailbox_capacity = 16, .tracer = m.options.tracer});
-  m.store.emplace(store_key(tenant, *id), Impl::Entry{info, cid, std::move(actor), journal_uid});
-  return info;
+  auto actor = spawn_conversation(std::move(state));
+  auto [it, inserted] =
+      store.emplace(store_key(tenant, *id), Entry{info, cid, std::move(actor), journal_uid});
+  return &it->second;
+}
+
+EngineResult<ConversationInfo> Engine::create_conversation(const std::string& tenant,
+                                                           std::optional<std::string> id) {
+  std::lock_guard lock(impl_->store_mutex);
+  auto entry = impl_->create_locked(tenant, std::move(id));
+  if (!entry) return entry.error();
+  return (*entry)->info;
 }
 
 // The conversations the journal replayed: their history is back, their KV
@@ -325,8 +345,7 @@ void Engine::Impl::restore_history() {
     state.turns = c.turns;
     state.journal_uid = uid;
     const ConversationId cid = state.id;
-    auto actor = rt::spawn_actor<ConversationMsg>(group, control.executor(), ConversationActor(services, std::move(state)),
-                                                  {.name = "conversation", .mailbox_capacity = 16, .tracer = options.tracer});
+    auto actor = spawn_conversation(std::move(state));
     store.emplace(store_key(c.tenant, c.id), Entry{{c.id, c.tenant, c.created_unix_s}, cid, std::move(actor), uid});
   }
 }
@@ -390,66 +409,50 @@ bool Engine::delete_conversation(const std::string& tenant, const std::string& i
   return true;
 }
 
-EngineResult<TurnStream> Engine::start_turn(const asio::any_io_executor& executor, const std::string& tenant,
-                                            const std::string& id, std::vector<model::ChatMessage> messages,
-                                            model::SamplingParams sampling) {
-  rt::ActorRef<ConversationMsg> actor;
-  {
-    std::lock_guard lock(impl_->store_mutex);
-    auto it = impl_->store.find(store_key(tenant, id));
-    if (it == impl_->store.end()) return not_found(id);
-    actor = it->second.actor;
+EngineResult<TurnStream> Engine::start(const asio::any_io_executor& executor, TurnRequest request) {
+  Impl& m = *impl_;
+  if (request.prompt && request.conversation) {
+    return TurnError{TurnErrorKind::invalid_request, "a raw prompt cannot continue a conversation",
+                     "prompt"};
   }
-  auto channel = std::make_shared<ClientChannel>(executor, turn_channel_capacity(sampling.max_tokens));
-  auto cancel = std::make_shared<CancelFlag>(false);
-  ConversationMsg start = StartTurn{std::move(messages), std::move(sampling), channel, cancel};
-  switch (actor.try_tell(start)) {
+  rt::ActorRef<ConversationMsg> actor;
+  const bool anonymous = !request.conversation;
+  if (anonymous) {
+    // Not in the store: no one else can reach it, and it ends after this turn.
+    ConversationState state;
+    state.id = m.new_id();
+    state.tenant = request.tenant;
+    state.keep_kv = false;
+    actor = m.spawn_conversation(std::move(state));
+  } else {
+    std::lock_guard lock(m.store_mutex);
+    auto it = m.store.find(store_key(request.tenant, *request.conversation));
+    if (it != m.store.end()) {
+      actor = it->second.actor;
+    } else if (!request.create_conversation) {
+      return not_found(*request.conversation);
+    } else {
+      auto created = m.create_locked(request.tenant, *request.conversation);
+      if (!created) return created.error();
+      actor = (*created)->actor;
+    }
+  }
+  const TurnId turn{m.next_turn.fetch_add(1) + 1};
+  auto channel = std::make_shared<TurnEventChannel>(
+      executor, turn_channel_capacity(request.sampling.max_tokens));
+  ConversationMsg message = StartTurn{turn, std::move(request.messages), std::move(request.prompt),
+                                      std::move(request.sampling), channel};
+  const rt::SendStatus sent = actor.try_tell(message);
+  if (anonymous) actor.request_stop(rt::StopMode::drain);  // after its one turn
+  switch (sent) {
     case rt::SendStatus::sent: break;
     case rt::SendStatus::full:
       return TurnError{TurnErrorKind::overloaded, "too many turns are queued on this conversation; retry later"};
-    default: return not_found(id);
+    default:
+      if (anonymous) return TurnError{TurnErrorKind::overloaded, "the server is stopping"};
+      return not_found(*request.conversation);
   }
-  return TurnStream(std::move(channel), std::move(cancel));
-}
-
-EngineResult<TurnStream> Engine::start_stateless_turn(const asio::any_io_executor& executor, TurnRequest request) {
-  Impl& m = *impl_;
-  auto channel = std::make_shared<ClientChannel>(executor, turn_channel_capacity(request.sampling.max_tokens));
-  auto cancel = std::make_shared<CancelFlag>(false);
-  auto state = std::make_shared<ConversationState>();
-  state->id = m.new_id();
-  auto task = [](const TurnServices& svc, std::shared_ptr<ConversationState> st, TurnRequest r,
-                 std::shared_ptr<ClientChannel> out, std::shared_ptr<CancelFlag> c) -> asio::awaitable<void> {
-    co_await actors::run_turn(svc, *st, std::move(r.messages), std::move(r.sampling), false, *out, std::move(c));
-  };
-  if (!m.group.spawn(m.control.executor(), task(m.services, state, std::move(request), channel, cancel))) {
-    return TurnError{TurnErrorKind::overloaded, "the server is stopping"};
-  }
-  return TurnStream(std::move(channel), std::move(cancel));
-}
-
-EngineResult<TurnStream> Engine::start_completion(const asio::any_io_executor& executor, std::string prompt,
-                                                 model::SamplingParams sampling) {
-  Impl& m = *impl_;
-  auto channel = std::make_shared<ClientChannel>(executor, turn_channel_capacity(sampling.max_tokens));
-  auto cancel = std::make_shared<CancelFlag>(false);
-  auto task = [](const TurnServices& svc, ConversationId id, std::string p, model::SamplingParams sp,
-                 std::shared_ptr<ClientChannel> out, std::shared_ptr<CancelFlag> c) -> asio::awaitable<void> {
-    co_await actors::run_completion(svc, id, std::move(p), std::move(sp), *out, std::move(c));
-  };
-  if (!m.group.spawn(m.control.executor(),
-                     task(m.services, m.new_id(), std::move(prompt), std::move(sampling), channel, cancel))) {
-    return TurnError{TurnErrorKind::overloaded, "the server is stopping"};
-  }
-  return TurnStream(std::move(channel), std::move(cancel));
-}
-
-asio::awaitable<TurnResult> Engine::run_completion(std::string prompt, model::SamplingParams sampling,
-                                                   TurnSink sink) {
-  auto executor = co_await asio::this_coro::executor;
-  auto stream = start_completion(executor, std::move(prompt), std::move(sampling));
-  if (!stream) co_return stream.error();
-  co_return co_await drain_turn(std::move(*stream), std::move(sink));
+  return TurnStream(std::move(channel), m.canceller, turn);
 }
 
 asio::awaitable<TurnResult> drain_turn(TurnStream stream, TurnSink sink) {
@@ -465,22 +468,6 @@ asio::awaitable<TurnResult> drain_turn(TurnStream stream, TurnSink sink) {
     }
   }
   co_return stream.result();
-}
-
-asio::awaitable<TurnResult> Engine::run_turn(TurnRequest request, TurnSink sink) {
-  auto executor = co_await asio::this_coro::executor;
-  auto stream = start_stateless_turn(executor, std::move(request));
-  if (!stream) co_return stream.error();
-  co_return co_await drain_turn(std::move(*stream), std::move(sink));
-}
-
-asio::awaitable<TurnResult> Engine::send_turn(const std::string& tenant, const std::string& id,
-                                              std::vector<model::ChatMessage> messages,
-                                              model::SamplingParams sampling, TurnSink sink) {
-  auto executor = co_await asio::this_coro::executor;
-  auto stream = start_turn(executor, tenant, id, std::move(messages), std::move(sampling));
-  if (!stream) co_return stream.error();
-  co_return co_await drain_turn(std::move(*stream), std::move(sink));
 }
 
 asio::awaitable<SwapStats> Engine::swap_stats() {

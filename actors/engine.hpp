@@ -6,10 +6,15 @@
 // stream), and keeps the conversation store.
 //
 //   auto engine = Engine::create(std::move(weights), options).value();
-//   auto conv = engine->create_conversation("tenant").value();
-//   auto stream = engine->start_turn(executor, "tenant", conv.id, {{"user", "Hi"}}, sampling).value();
+//   TurnRequest request{.tenant = "tenant", .conversation = "c1", .messages = {{"user", "Hi"}}};
+//   auto stream = engine->start(executor, std::move(request)).value();
 //   for (;;) { auto delta = co_await stream.next(); if (!delta) break; ... }
 //   (GCC 12 miscompiles co_await in a `while (auto x = ...)` condition.)
+//
+// Every turn enters through start(): a turn of a stored conversation
+// (created on first use), or, without a conversation id, the one turn of an
+// anonymous conversation that is dropped when it ends. Both take the same
+// path: a conversation actor, then the scheduler.
 //
 // Stateful (default): a conversation's KV cache outlives its turns, so the
 // next turn computes only its new tokens. options.stateful = false is the
@@ -17,7 +22,7 @@
 // same code path, and gives the same tokens.
 //
 // Thread-safe: every method may be called from any thread. Turn streams
-// deliver on the executor passed to start_turn, whose context must outlive
+// deliver on the executor passed to start(), whose context must outlive
 // the engine (the engine's threads complete operations on it until the
 // destructor has joined them).
 #include "actors/conversation.hpp"
@@ -135,27 +140,11 @@ class Engine {
   // Frees the conversation's KV; a turn in flight finishes, queued ones fail.
   bool delete_conversation(const std::string& tenant, const std::string& id);
 
-  // A turn on a stored conversation: `messages` (usually one user message)
-  // are appended to it.
-  EngineResult<TurnStream> start_turn(const boost::asio::any_io_executor& executor, const std::string& tenant,
-                                      const std::string& id, std::vector<model::ChatMessage> messages,
-                                      model::SamplingParams sampling);
-  // A turn over a whole history sent by a stateless client; nothing is kept.
-  EngineResult<TurnStream> start_stateless_turn(const boost::asio::any_io_executor& executor,
-                                                TurnRequest request);
-
-  // A plain text completion of `prompt` (no chat template); nothing is kept.
-  EngineResult<TurnStream> start_completion(const boost::asio::any_io_executor& executor, std::string prompt,
-                                            model::SamplingParams sampling);
-
-  // The same, consuming the stream through a sink (the front ends' shape).
-  boost::asio::awaitable<TurnResult> run_turn(TurnRequest request, TurnSink sink);
-  boost::asio::awaitable<TurnResult> send_turn(const std::string& tenant, const std::string& id,
-                                               std::vector<model::ChatMessage> messages,
-                                               model::SamplingParams sampling, TurnSink sink);
-
-  boost::asio::awaitable<TurnResult> run_completion(std::string prompt, model::SamplingParams sampling,
-                                                    TurnSink sink);
+  // Starts a turn (see TurnRequest). Refusals known at once come back
+  // here (a bad conversation id, a missing one that may not be created, a
+  // full conversation mailbox); every later outcome is an event of the
+  // stream.
+  EngineResult<TurnStream> start(const boost::asio::any_io_executor& executor, TurnRequest request);
 
   boost::asio::awaitable<SchedulerStats> stats();
   // The swap engine's counters (all zero without a host tier).
@@ -168,7 +157,8 @@ class Engine {
   std::unique_ptr<Impl> impl_;
 };
 
-// Drains a stream into a sink; cancels the turn when the sink says stop.
+// Drains a stream into a sink; cancels the turn when the sink says stop
+// (for the benchmark and tests; the front ends drain through net/turn_call).
 boost::asio::awaitable<TurnResult> drain_turn(TurnStream stream, TurnSink sink);
 
 }  // namespace pensieve::actors

@@ -61,9 +61,8 @@ void GpuWorker::State::wait_for_layer(std::int32_t layer, std::span<const rt::Ev
   if (std::size_t(layer) >= layer_ready.size()) return;
   const rt::Event& ready = layer_ready[std::size_t(layer)];
   if (ready.is_complete()) return;
-  // CPU backend: this stream's worker waits (the copy stream has its own).
-  // CUDA: cudaStreamWaitEvent(compute, ready.device_event()) instead, so
-  // the host never waits.
+  // This stream's worker waits (the copy stream has its own); the swap
+  // engine, and so these events, exist on the CPU backend only.
   const std::int64_t start = rt::steady_now_ns();
   ready.wait_blocking();
   if (config.tracer != nullptr) {

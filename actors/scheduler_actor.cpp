@@ -11,6 +11,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <map>
+#include <set>
 
 namespace pensieve::actors {
 
@@ -34,7 +35,6 @@ struct Scheduler::State {
 
   struct Route {
     std::shared_ptr<TurnEventChannel> events;
-    std::shared_ptr<CancelFlag> cancel;
     ConversationId conversation;
     // Request phases for the trace: admitted, first planned, first token.
     std::int64_t admitted_ns = 0, planned_ns = 0, first_token_ns = 0;
@@ -52,9 +52,15 @@ struct Scheduler::State {
 
   // computed_ns: when the events' tokens were sampled (0: now); the front
   // ends' latency samples start there.
-  void dispatch(std::vector<TurnEvent>& events, std::int64_t computed_ns = 0);
+  void dispatch(std::vector<TurnUpdate>& events, std::int64_t computed_ns = 0);
+  void cancel(TurnId turn);
   asio::awaitable<rt::AskResult<SwapTicket>> submit_transfers(const IterationPlan& plan);
-  void notify() { wake.cancel(); }
+  // A message that may make work runnable. `woken` keeps it for a loop that
+  // is not waiting yet (it is awaiting the worker or the swap engine).
+  void notify() {
+    woken = true;
+    wake.cancel();
+  }
   asio::awaitable<void> loop();
 
   SchedulerCore core;
@@ -63,30 +69,51 @@ struct Scheduler::State {
   std::map<TurnId, Route> routes;
   asio::steady_timer wake;       // cancelled to wake an idle loop
   asio::steady_timer loop_done;  // cancelled when the loop has ended
+  // Cancels of turns not admitted yet (their conversation is still
+  // preparing them); bounded: the oldest are forgotten first, and a turn
+  // whose client left is cancelled again by its conversation.
+  std::set<TurnId> early_cancels;
+  std::uint64_t loop_passes = 0;
+  bool woken = false;
   bool stopping = false;
   bool loop_ended = false;
 };
 
-void Scheduler::State::dispatch(std::vector<TurnEvent>& events, std::int64_t computed_ns) {
+void Scheduler::State::cancel(TurnId turn) {
+  if (routes.contains(turn)) {
+    core.cancel(turn);
+    notify();
+    return;
+  }
+  constexpr std::size_t kMaxEarlyCancels = 4096;
+  early_cancels.insert(turn);
+  if (early_cancels.size() > kMaxEarlyCancels) early_cancels.erase(early_cancels.begin());
+}
+
+void Scheduler::State::dispatch(std::vector<TurnUpdate>& events, std::int64_t computed_ns) {
   const std::int64_t now = rt::steady_now_ns();
-  for (TurnEvent& e : events) {
-    auto it = routes.find(e.turn);
+  for (TurnUpdate& u : events) {
+    auto it = routes.find(u.turn);
     if (it == routes.end()) continue;
-    const bool last = e.kind == TurnEvent::Kind::finished || e.kind == TurnEvent::Kind::failed;
-    e.at_ns = e.kind == TurnEvent::Kind::token && computed_ns > 0 ? computed_ns : now;
     Route& r = it->second;
-    if (e.kind == TurnEvent::Kind::token && r.first_token_ns == 0) {
-      r.first_token_ns = now;
-      trace_phase(rt::trace_names::phase_queue, e.turn, r.admitted_ns, r.planned_ns);
-      trace_phase(rt::trace_names::phase_prefill, e.turn, r.planned_ns, now);
-      trace_point(rt::trace_names::request_first_token, e.turn, r, now);
+    const bool last = ends_turn(u.event);
+    if (auto* delta = std::get_if<TurnDelta>(&u.event)) {
+      delta->computed_ns = computed_ns > 0 ? computed_ns : now;
+      if (r.first_token_ns == 0) {
+        r.first_token_ns = now;
+        trace_phase(rt::trace_names::phase_queue, u.turn, r.admitted_ns, r.planned_ns);
+        trace_phase(rt::trace_names::phase_prefill, u.turn, r.planned_ns, now);
+        trace_point(rt::trace_names::request_first_token, u.turn, r, now);
+      }
     }
+    if (auto* done = std::get_if<TurnDone>(&u.event))
+      done->timings = {r.admitted_ns, r.first_token_ns, now};
     if (last) {
-      trace_phase(rt::trace_names::phase_decode, e.turn, r.first_token_ns, now);
-      trace_point(rt::trace_names::request_done, e.turn, r, now);
+      trace_phase(rt::trace_names::phase_decode, u.turn, r.first_token_ns, now);
+      trace_point(rt::trace_names::request_done, u.turn, r, now);
     }
     // Sized for the whole turn: never full; closed only if its reader left.
-    (void)it->second.events->try_send(boost::system::error_code{}, std::move(e));
+    (void)r.events->try_send(boost::system::error_code{}, std::move(u.event));
     if (last) routes.erase(it);
   }
   events.clear();
@@ -101,11 +128,10 @@ asio::awaitable<rt::AskResult<SwapTicket>> Scheduler::State::submit_transfers(co
 }
 
 asio::awaitable<void> Scheduler::State::loop() {
-  std::vector<TurnEvent> events;
+  std::vector<TurnUpdate> events;
   while (!stopping) {
-    for (auto& [turn, route] : routes) {
-      if (route.cancel->load(std::memory_order_relaxed)) core.cancel(turn);
-    }
+    ++loop_passes;
+    woken = false;
     IterationPlan plan = core.plan(now_ns(), events);
     dispatch(events);
     // Every plan's tier moves go out, also a plan with nothing to run.
@@ -127,9 +153,10 @@ asio::awaitable<void> Scheduler::State::loop() {
       continue;
     }
     if (plan.empty()) {
-      // Nothing runnable: sleep until a message arrives (or, with work that
-      // is only blocked, briefly: a cancel flag may free it).
-      wake.expires_after(core.has_work() ? std::chrono::milliseconds(1) : std::chrono::hours(24));
+      // Nothing runnable: sleep until a message arrives (what frees blocked
+      // work, a cancel or finished transfers, is a message too).
+      if (woken) continue;
+      wake.expires_at(asio::steady_timer::time_point::max());
       co_await wake.async_wait(asio::as_tuple(asio::use_awaitable));
       continue;
     }
@@ -175,9 +202,8 @@ asio::awaitable<void> Scheduler::State::loop() {
   }
   // Stopping: every turn still routed ends now.
   for (auto& [turn, route] : routes) {
-    TurnEvent e{TurnEvent::Kind::failed, turn};
-    e.error = "the server is stopping";
-    (void)route.events->try_send(boost::system::error_code{}, std::move(e));
+    TurnEvent failed = TurnFailed{TurnError{TurnErrorKind::internal, "the server is stopping"}};
+    (void)route.events->try_send(boost::system::error_code{}, std::move(failed));
   }
   routes.clear();
   loop_ended = true;
@@ -198,15 +224,21 @@ struct SchedulerHandler {
     }
     const AdmitStatus status = state->core.admit(std::move(m.spec), now_ns());
     if (status == AdmitStatus::admitted) {
-      Scheduler::State::Route route{std::move(m.events), std::move(m.cancel), conversation, rt::steady_now_ns()};
+      Scheduler::State::Route route{std::move(m.events), conversation, rt::steady_now_ns()};
       state->trace_point(rt::trace_names::request_arrival, turn, route, route.admitted_ns);
       state->routes[turn] = std::move(route);
+      if (state->early_cancels.erase(turn) > 0) state->core.cancel(turn);
       state->notify();
     }
     m.reply.send(status);
   }
+  void operator()(CancelTurn m) { state->cancel(m.turn); }
   void operator()(DropConversation m) { state->core.drop_conversation(m.conversation); }
-  void operator()(GetSchedulerStats m) { m.reply.send(state->core.stats()); }
+  void operator()(GetSchedulerStats m) {
+    SchedulerStats stats = state->core.stats();
+    stats.loop_passes = state->loop_passes;
+    m.reply.send(stats);
+  }
   void operator()(TransfersFinished m) {
     state->core.transfers_done(m.done);
     state->notify();  // a turn waiting for its restores may run now

@@ -219,11 +219,10 @@ PlannedSequence SchedulerCore::chunk(Sequence& seq, std::int64_t start, std::int
 }
 
 void SchedulerCore::plan_chunk(Sequence& s, std::int64_t start, std::int64_t n, IterationPlan& plan,
-                               std::vector<TurnEvent>& events) {
+                               std::vector<TurnUpdate>& events) {
   if (!s.started) {
-    TurnEvent e{TurnEvent::Kind::started, s.spec.turn};
-    e.cached_tokens = s.reused;
-    events.push_back(std::move(e));
+    events.push_back(
+        {s.spec.turn, TurnStarted{std::int32_t(s.spec.tokens.size()), std::int32_t(s.reused)}});
     s.started = true;
     stats_.reused_tokens += s.reused;
   }
@@ -239,8 +238,8 @@ void SchedulerCore::plan_chunk(Sequence& s, std::int64_t start, std::int64_t n, 
 
 // A prefill chunk of `s`: a dropped range first (positions stay right: each
 // fed token attends only up to its own position), then the rest.
-bool SchedulerCore::prefill(Sequence& s, std::int64_t& budget, std::int64_t now_ns, IterationPlan& plan,
-                            std::vector<TurnEvent>& events) {
+bool SchedulerCore::prefill(Sequence& s, std::int64_t& budget, std::int64_t now_ns,
+                            IterationPlan& plan, std::vector<TurnUpdate>& events) {
   if (!s.holes.empty()) {
     auto& hole = s.holes.front();
     const std::int64_t n = std::min(hole.second - hole.first, budget);
@@ -263,10 +262,12 @@ bool SchedulerCore::prefill(Sequence& s, std::int64_t& budget, std::int64_t now_
 }
 
 void SchedulerCore::finish(Sequence& seq, model::FinishReason reason, std::int64_t now_ns,
-                           IterationPlan*, std::vector<TurnEvent>& events) {
-  TurnEvent e{TurnEvent::Kind::finished, seq.spec.turn};
-  e.finish = reason;
-  events.push_back(std::move(e));
+                           IterationPlan*, std::vector<TurnUpdate>& events,
+                           std::optional<model::SampledToken> stop_token) {
+  TurnDone done;
+  done.finish = reason;
+  done.stop_token = stop_token;
+  events.push_back({seq.spec.turn, std::move(done)});
   if (seq.sampler_ready) released_since_plan_.push_back(seq.spec.turn);
   tiers_.detach(seq.spec.conversation, seq.spec.turn);  // a waiting turn's attached KV stays cached
   release_swap_in(seq);
@@ -306,7 +307,7 @@ void SchedulerCore::prefetch_waiting_kv(std::int64_t now_ns, IterationPlan& plan
 // New turns, first come first served, while budget and room last; one whose
 // restores are under way lets later ones pass.
 void SchedulerCore::admit_waiting(std::int64_t& budget, std::int64_t now_ns, IterationPlan& plan,
-                                  std::vector<TurnEvent>& events) {
+                                  std::vector<TurnUpdate>& events) {
   for (std::size_t i = 0; budget > 0 && i < waiting_.size() && std::int32_t(running_.size()) < limits_.max_running;) {
     Sequence& s = *waiting_[i];
     const KvReady kv = attach_kv(s, budget, now_ns, plan);
@@ -325,7 +326,7 @@ void SchedulerCore::admit_waiting(std::int64_t& budget, std::int64_t now_ns, Ite
   }
 }
 
-IterationPlan SchedulerCore::plan(std::int64_t now_ns, std::vector<TurnEvent>& events) {
+IterationPlan SchedulerCore::plan(std::int64_t now_ns, std::vector<TurnUpdate>& events) {
   IterationPlan plan;
   plan.index = next_iteration_;
   // The last plan's swap_in has landed (its batch has run).
@@ -373,7 +374,7 @@ IterationPlan SchedulerCore::plan(std::int64_t now_ns, std::vector<TurnEvent>& e
 }
 
 void SchedulerCore::complete(const IterationPlan& plan, std::span<const SampleResult> samples,
-                             std::int64_t now_ns, std::vector<TurnEvent>& events) {
+                             std::int64_t now_ns, std::vector<TurnUpdate>& events) {
   (void)plan;
   for (const SampleResult& r : samples) {
     auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& s) { return s->spec.turn == r.turn; });
@@ -381,24 +382,24 @@ void SchedulerCore::complete(const IterationPlan& plan, std::span<const SampleRe
     Sequence& s = **it;
     s.spec.tokens.push_back(r.token.token);
     ++s.generated;
-    TurnEvent e{TurnEvent::Kind::token, s.spec.turn};
-    e.token = r.token;
-    e.finish = r.finish;
-    events.push_back(std::move(e));
+    // A stop token (EOS, a stop id) is not part of the reply's text: it
+    // travels on the Done; the last token of a length finish is.
+    const bool stop_token = r.finish == model::FinishReason::stop;
+    if (!stop_token) events.push_back({s.spec.turn, TurnDelta{{}, {r.token}, 0}});
     if (r.finish != model::FinishReason::none) {
-      finish(s, r.finish, now_ns, nullptr, events);
+      finish(s, r.finish, now_ns, nullptr, events,
+             stop_token ? std::optional(r.token) : std::nullopt);
       running_.erase(it);
     }
   }
 }
 
-void SchedulerCore::fail(const IterationPlan& plan, const std::string& error, std::vector<TurnEvent>& events) {
+void SchedulerCore::fail(const IterationPlan& plan, const std::string& error,
+                         std::vector<TurnUpdate>& events) {
   for (const PlannedSequence& p : plan.sequences) {
     auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& s) { return s->spec.turn == p.turn; });
     if (it == running_.end()) continue;
-    TurnEvent e{TurnEvent::Kind::failed, p.turn};
-    e.error = error;
-    events.push_back(std::move(e));
+    events.push_back({p.turn, TurnFailed{TurnError{TurnErrorKind::internal, error}}});
     if ((*it)->sampler_ready) released_since_plan_.push_back(p.turn);
     release((*it)->table, &freed_since_plan_);
     release_swap_in(**it);

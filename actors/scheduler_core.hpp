@@ -21,10 +21,11 @@
 // without one it is recomputed later from its tokens.
 //
 // Owned by the scheduler actor; used on its thread only.
-#include "actors/ids.hpp"
 #include "actors/eviction_policy.hpp"
+#include "actors/ids.hpp"
 #include "actors/kv_tier_cache.hpp"
 #include "actors/kv_transfers.hpp"
+#include "actors/turn.hpp"
 #include "gpu/kv/block_allocator.hpp"
 #include "gpu/kv/block_table.hpp"
 #include "gpu/model/sampler.hpp"
@@ -111,17 +112,12 @@ struct SampleResult {
   model::FinishReason finish = model::FinishReason::none;  // the sampler's verdict
 };
 
-// What happened to a turn, for its conversation.
-struct TurnEvent {
-  enum class Kind : std::uint8_t { started, token, finished, failed } kind = Kind::token;
+// What happened to a turn, for its conversation: TurnStarted (prompt and
+// reused tokens), TurnDelta (one sampled token, no text yet), TurnDone (why
+// it ended; finish none: cancelled; a stop token rides on it), TurnFailed.
+struct TurnUpdate {
   TurnId turn;
-  model::SampledToken token;                                // token
-  // token: the sampler's verdict on it (stop: an end token, not part of the
-  // text; length: the last one); finished: why (none: cancelled).
-  model::FinishReason finish = model::FinishReason::none;
-  std::int32_t cached_tokens = 0;                           // started: prompt tokens reused
-  std::string error;                                        // failed
-  std::int64_t at_ns = 0;  // steady clock: a token's when it was sampled, others' when sent (latency accounting)
+  TurnEvent event;
 };
 
 struct SchedulerStats {
@@ -138,6 +134,9 @@ struct SchedulerStats {
   std::int32_t free_blocks = 0;
   std::int32_t num_blocks = 0;
   TierStats tiers;  // per-tier hits, recompute, moves, evictions, free slots
+  // The scheduler actor's loop: times it woke to plan (idle, it waits for a
+  // message and does not wake on its own).
+  std::uint64_t loop_passes = 0;
 };
 
 class SchedulerCore {
@@ -158,14 +157,14 @@ class SchedulerCore {
 
   // Ends cancelled turns (their events go to `events`), then picks the next
   // batch. An empty plan means there is nothing to run.
-  IterationPlan plan(std::int64_t now_ns, std::vector<TurnEvent>& events);
+  IterationPlan plan(std::int64_t now_ns, std::vector<TurnUpdate>& events);
 
   // Applies the worker's samples for `plan` and emits the turns' events.
-  void complete(const IterationPlan& plan, std::span<const SampleResult> samples, std::int64_t now_ns,
-                std::vector<TurnEvent>& events);
+  void complete(const IterationPlan& plan, std::span<const SampleResult> samples,
+                std::int64_t now_ns, std::vector<TurnUpdate>& events);
 
   // The worker failed the batch: every turn in it fails, its KV is dropped.
-  void fail(const IterationPlan& plan, const std::string& error, std::vector<TurnEvent>& events);
+  void fail(const IterationPlan& plan, const std::string& error, std::vector<TurnUpdate>& events);
 
   // The swap engine finished (or failed) moves of earlier plans. Blocks and
   // slots they held become reusable; a waiting turn whose restores are all
@@ -205,18 +204,20 @@ class SchedulerCore {
   enum class KvReady : std::uint8_t { ready, later, no_room };
 
   void prefetch_waiting_kv(std::int64_t now_ns, IterationPlan& plan);
-  void admit_waiting(std::int64_t& budget, std::int64_t now_ns, IterationPlan& plan, std::vector<TurnEvent>& events);
+  void admit_waiting(std::int64_t& budget, std::int64_t now_ns, IterationPlan& plan,
+                     std::vector<TurnUpdate>& events);
   KvReady attach_kv(Sequence& seq, std::int64_t budget, std::int64_t now_ns, IterationPlan& plan);
   bool within_decode_reserve(const Sequence& seq, std::int32_t need, std::int64_t budget) const;
   bool reserve(Sequence& seq, std::int64_t n, std::int64_t now_ns, IterationPlan& plan);
   bool make_room_step(const Sequence& keep, std::int32_t need, std::int64_t now_ns, IterationPlan& plan);
   bool preempt_latest(const Sequence& keep, std::int64_t now_ns, IterationPlan& plan);
   bool prefill(Sequence& seq, std::int64_t& budget, std::int64_t now_ns, IterationPlan& plan,
-               std::vector<TurnEvent>& events);
+               std::vector<TurnUpdate>& events);
   void plan_chunk(Sequence& seq, std::int64_t start, std::int64_t n, IterationPlan& plan,
-                  std::vector<TurnEvent>& events);
+                  std::vector<TurnUpdate>& events);
   void finish(Sequence& seq, model::FinishReason reason, std::int64_t now_ns, IterationPlan* plan,
-              std::vector<TurnEvent>& events);
+              std::vector<TurnUpdate>& events,
+              std::optional<model::SampledToken> stop_token = std::nullopt);
   void release(kv::BlockTable& table, std::vector<kv::BlockId>* freed);
   void release_swap_in(Sequence& seq);
   PlannedSequence chunk(Sequence& seq, std::int64_t start, std::int64_t n) const;

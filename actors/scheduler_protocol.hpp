@@ -1,12 +1,13 @@
 #pragma once
 // Messages to the scheduler actor, and the per-turn event channel through
-// which it streams a turn's progress back to the turn's conversation.
+// which it streams a turn's events (TurnEvent) back to the turn's
+// conversation.
 #include "actors/scheduler_core.hpp"
 #include "runtime/reply.hpp"
 
 #include <boost/asio/experimental/concurrent_channel.hpp>
 
-#include <atomic>
+#include <algorithm>
 #include <memory>
 #include <variant>
 
@@ -17,15 +18,22 @@ namespace pensieve::actors {
 using TurnEventChannel =
     boost::asio::experimental::concurrent_channel<void(boost::system::error_code, TurnEvent)>;
 
-// Set by whoever wants the turn to stop (the client left, a stop string
-// matched); the scheduler checks it before every iteration.
-using CancelFlag = std::atomic<bool>;
+// Events a turn can produce for max_tokens generated tokens.
+inline std::size_t turn_channel_capacity(std::int32_t max_tokens) {
+  return std::size_t(std::max(0, max_tokens)) + 8;
+}
 
 struct AdmitTurn {
   TurnSpec spec;
   std::shared_ptr<TurnEventChannel> events;
-  std::shared_ptr<CancelFlag> cancel;
   rt::Reply<AdmitStatus> reply;
+};
+
+// Stops a turn at the next iteration (the client left or cancelled, a stop
+// string matched); it ends with TurnDone, cancelled. A cancel that arrives
+// before its turn's admission is kept for it.
+struct CancelTurn {
+  TurnId turn;
 };
 
 struct DropConversation {
@@ -41,6 +49,7 @@ struct TransfersFinished {
   TransfersDone done;
 };
 
-using SchedulerMsg = std::variant<AdmitTurn, DropConversation, GetSchedulerStats, TransfersFinished>;
+using SchedulerMsg =
+    std::variant<AdmitTurn, CancelTurn, DropConversation, GetSchedulerStats, TransfersFinished>;
 
 }  // namespace pensieve::actors

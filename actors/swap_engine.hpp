@@ -1,7 +1,8 @@
 #pragma once
 // SwapEngineActor: executes the KV tier moves the scheduler core decided
 // (kv_transfers.hpp). It owns the host tier (a KvPool with the device pool's
-// layout: plain memory on the CPU backend, pinned memory on CUDA), two copy
+// layout, in plain memory: the host tier exists on the CPU backend with one
+// rank only, see Engine::create), two copy
 // streams beside the GPU worker's compute stream (one per direction), and
 // the disk tier when one is configured (a ChunkStore).
 //

@@ -1,40 +1,98 @@
 #pragma once
-// The messages of one chat turn between a front end and the engine.
+// One turn between a front end and the engine: the request that starts it
+// (TurnRequest) and the one event variant (TurnEvent) that flows back, from
+// the scheduler through the conversation actor to the front end's adapter:
+//
+//   TurnStarted             once, when the scheduler first plans the turn
+//   TurnDelta ...           sampled tokens; text once the conversation has
+//                           released it (whole UTF-8 characters, no stop string)
+//   TurnDone | TurnFailed   last: how it ended, or why it could not run
+//
+// Errors keep their kind (TurnErrorKind) all the way, so each front end maps
+// them to its protocol in one table (net/turn_call.hpp).
 #include "gpu/text/chat_template.hpp"
 #include "gpu/model/sampler.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace pensieve::actors {
 
 struct TurnRequest {
-  std::vector<model::ChatMessage> messages;  // the whole conversation so far
+  std::string tenant;
+  // The stored conversation the turn continues, created if it does not
+  // exist yet; absent: an anonymous conversation that ends with the turn.
+  std::optional<std::string> conversation;
+  // False: the conversation must exist already (a front end whose clients
+  // create conversations explicitly); a missing one is not_found.
+  bool create_conversation = true;
+  // The new messages (a stored conversation) or the whole history (an
+  // anonymous one). Ignored when `prompt` is set.
+  std::vector<model::ChatMessage> messages;
+  // A raw text completion: no chat template, an anonymous conversation only.
+  std::optional<std::string> prompt;
+  // Sampling and the request's options (logprobs, stop strings).
   model::SamplingParams sampling;
 };
 
-// Text released to the client: whole UTF-8 characters, never the start of a
-// stop string; `tokens` are the sampled tokens it came from (with logprobs).
+enum class TurnErrorKind : std::uint8_t {
+  invalid_request,
+  not_found,
+  overloaded,
+  timeout,
+  internal
+};
+
+struct TurnError {
+  TurnErrorKind kind = TurnErrorKind::internal;
+  std::string message;
+  std::string param = {};  // the offending request field, when one is to blame
+};
+
+struct TurnStarted {
+  std::int32_t prompt_tokens = 0;
+  std::int32_t cached_tokens = 0;  // prompt tokens whose KV was reused
+};
+
+// Sampled tokens and, past the conversation actor, the text they released:
+// `tokens` carry their logprobs (the conversation keeps them only when the
+// request asked for logprobs).
 struct TurnDelta {
   std::string text;
   std::vector<model::SampledToken> tokens;
   std::int64_t computed_ns = 0;  // steady clock: when its newest token was sampled
 };
 
-struct TurnSummary {
+// Steady-clock points of the turn as the scheduler saw it; 0: not reached.
+struct TurnTimings {
+  std::int64_t admitted_ns = 0;
+  std::int64_t first_token_ns = 0;
+  std::int64_t finished_ns = 0;
+};
+
+struct TurnDone {
   model::FinishReason finish = model::FinishReason::none;
   std::int32_t prompt_tokens = 0;
   std::int32_t completion_tokens = 0;
   std::int32_t cached_tokens = 0;
   bool cancelled = false;
+  TurnTimings timings;
+  // From the scheduler only: the end token the sampler stopped at (EOS, a
+  // stop id). It joins the history, never the text.
+  std::optional<model::SampledToken> stop_token;
 };
 
-enum class TurnErrorKind : std::uint8_t { invalid_request, not_found, overloaded, internal };
-
-struct TurnError {
-  TurnErrorKind kind = TurnErrorKind::internal;
-  std::string message;
+struct TurnFailed {
+  TurnError error;
 };
+
+using TurnEvent = std::variant<TurnStarted, TurnDelta, TurnDone, TurnFailed>;
+
+inline bool ends_turn(const TurnEvent& e) {
+  return std::holds_alternative<TurnDone>(e) || std::holds_alternative<TurnFailed>(e);
+}
 
 }  // namespace pensieve::actors

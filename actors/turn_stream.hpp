@@ -1,26 +1,32 @@
 #pragma once
-// TurnStream: a turn's output as an awaitable generator, for whoever started
-// the turn (the front ends, the benchmark, tests):
+// TurnStream: a turn's events as an awaitable generator, for whoever started
+// the turn (the front ends' adapter, the benchmark, tests):
 //
-//   auto stream = engine.start_turn(...);           // Result<TurnStream>
+//   auto stream = engine.start(executor, std::move(request));  // EngineResult<TurnStream>
 //   for (;;) {
 //     auto delta = co_await stream->next();  // never in a while condition: GCC 12
 //     if (!delta) break;
 //     use(*delta);
 //   }
-//   auto summary = stream->result();                 // result<TurnSummary, TurnError>
+//   auto done = stream->result();             // result<TurnDone, TurnError>
 //
-// Dropping the stream (or calling cancel()) stops the turn at the next
-// iteration; what was generated until then stays in the conversation.
+// next() gives the deltas only; next_event() gives every TurnEvent
+// (TurnStarted, deltas, then TurnDone or TurnFailed).
 //
-// Owns the receiving end of the turn's channel. One coroutine at a time
-// awaits next(), on the executor the stream was created for.
+// cancel() sends CancelTurn to the scheduler: the turn stops at its next
+// iteration and ends with TurnDone (cancelled); what was generated until
+// then stays in the conversation. Dropping the stream cancels the turn and
+// closes its channel, which the conversation takes as "the client left".
+//
+// Owns the receiving end of the turn's channel. One coroutine at a time uses
+// the stream, on the executor it was created for.
 #include "actors/scheduler_protocol.hpp"
 #include "actors/turn.hpp"
+#include "runtime/actor.hpp"
+#include "runtime/task_group.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/experimental/concurrent_channel.hpp>
 #include <boost/system/result.hpp>
 
 #include <memory>
@@ -28,26 +34,36 @@
 
 namespace pensieve::actors {
 
-using TurnResult = boost::system::result<TurnSummary, TurnError>;
+using TurnResult = boost::system::result<TurnDone, TurnError>;
 
-// What a conversation sends to its turn's client: deltas, then one end.
-struct ClientEvent {
-  enum class Kind : std::uint8_t { delta, done, error } kind = Kind::done;
-  TurnDelta delta;
-  TurnSummary summary;
-  TurnError error;
+// Where the streams' cancels go: the engine's scheduler, while the engine
+// lives (streams hold it weakly, so a stream may outlive the engine). A
+// cancel that meets a full inbox waits for room in a task of the engine's
+// group: it must not be lost. Thread-safe.
+class TurnCanceller {
+ public:
+  TurnCanceller(rt::ActorRef<SchedulerMsg> scheduler, rt::TaskGroup& group,
+                boost::asio::any_io_executor executor)
+      : scheduler_(std::move(scheduler)), group_(&group), executor_(std::move(executor)) {}
+  void cancel(TurnId turn) const;
+
+ private:
+  rt::ActorRef<SchedulerMsg> scheduler_;
+  rt::TaskGroup* group_;
+  boost::asio::any_io_executor executor_;
 };
-
-using ClientChannel =
-    boost::asio::experimental::concurrent_channel<void(boost::system::error_code, ClientEvent)>;
 
 class TurnStream {
  public:
-  TurnStream(std::shared_ptr<ClientChannel> channel, std::shared_ptr<CancelFlag> cancel)
-      : channel_(std::move(channel)), cancel_(std::move(cancel)) {}
+  TurnStream(std::shared_ptr<TurnEventChannel> channel,
+             std::weak_ptr<const TurnCanceller> canceller, TurnId turn)
+      : channel_(std::move(channel)), canceller_(std::move(canceller)), turn_(turn) {}
   TurnStream(TurnStream&&) = default;
   TurnStream& operator=(TurnStream&&) = default;
-  ~TurnStream() { cancel(); }
+  ~TurnStream();
+
+  // The next event; once the turn has ended, its end again.
+  boost::asio::awaitable<TurnEvent> next_event();
 
   // The next piece of text, or nullopt once the turn has ended.
   boost::asio::awaitable<std::optional<TurnDelta>> next();
@@ -63,23 +79,25 @@ class TurnStream {
   // After next() returned nullopt: how the turn ended.
   const TurnResult& result() const { return result_; }
 
-  void cancel() {
-    if (cancel_) cancel_->store(true, std::memory_order_relaxed);
-  }
+  // The scheduler's TurnStarted, once it has come.
+  const std::optional<TurnStarted>& started() const { return started_; }
+
+  TurnId turn() const { return turn_; }
+
+  // Callable from any thread (it reads nothing the reader changes), as long
+  // as the stream is not moved or destroyed meanwhile.
+  void cancel() const;
 
  private:
-  // One received event: a delta is returned, an end is recorded.
-  std::optional<TurnDelta> take(boost::system::error_code ec, ClientEvent event);
+  // Records what the stream keeps of `event` (its start, its end).
+  void note(const TurnEvent& event);
 
-  std::shared_ptr<ClientChannel> channel_;
-  std::shared_ptr<CancelFlag> cancel_;
+  std::shared_ptr<TurnEventChannel> channel_;
+  std::weak_ptr<const TurnCanceller> canceller_;
+  TurnId turn_;
   TurnResult result_{TurnError{TurnErrorKind::internal, "the turn has not ended"}};
+  std::optional<TurnStarted> started_;
   bool ended_ = false;
 };
-
-// Events a turn can produce for max_tokens generated tokens.
-inline std::size_t turn_channel_capacity(std::int32_t max_tokens) {
-  return std::size_t(std::max(0, max_tokens)) + 8;
-}
 
 }  // namespace pensieve::actors

@@ -1,7 +1,7 @@
 #pragma once
-// The front end's view of the engine: run one chat turn and stream its text.
-// Implemented over the actor system; the HTTP, WebSocket and RPC front ends
-// share it.
+// The HTTP front end's view of the engine: run one chat turn or completion
+// and stream its text. EngineBackend implements it through the front ends'
+// one adapter (net/turn_call.hpp); tests give the routes fakes.
 #include "net/api_error.hpp"
 #include "net/chat_request.hpp"
 #include "net/metrics.hpp"

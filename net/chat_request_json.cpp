@@ -1,8 +1,11 @@
 #include "net/chat_request_json.hpp"
 
+#include "net/turn_call.hpp"
+
 #include <boost/json.hpp>
 
 #include <cmath>
+#include <limits>
 
 namespace pensieve::net {
 
@@ -105,20 +108,17 @@ ApiResult<std::vector<ChatMessage>> parse_messages(const json::value* v, const R
     if (!m) return bad_request("'" + param + "' must be an object", param);
     const json::value* role = m->if_contains("role");
     if (!role || !role->is_string()) return bad_request("'" + param + ".role' must be a string", param + ".role");
-    const std::string r(role->get_string());
-    if (r != "system" && r != "user" && r != "assistant" && r != "developer") {
-      return bad_request("'" + param + ".role' must be system, user or assistant", param + ".role");
-    }
+    const std::string r(role->get_string());  // known roles: validate_turn
     const json::value* content = m->if_contains("content");
     if (!content) return bad_request("'" + param + ".content' is required", param + ".content");
     auto text = message_content(*content, i);
     if (!text) return text.error();
-    out.push_back({r == "developer" ? "system" : r, std::move(*text)});
+    out.push_back({r == "developer" ? "system" : r, std::move(*text)});  // OpenAI's newer name
   }
   return out;
 }
 
-std::optional<ApiError> parse_stop(FieldReader& r, ChatRequest& req, const RequestLimits& limits) {
+std::optional<ApiError> parse_stop(FieldReader& r, ChatRequest& req) {
   const json::value* v = r.find("stop");
   if (!v) return r.error;
   if (v->is_string()) {
@@ -131,46 +131,38 @@ std::optional<ApiError> parse_stop(FieldReader& r, ChatRequest& req, const Reque
   } else {
     return bad_request("'stop' must be a string or an array of strings", "stop");
   }
-  if (req.stop.size() > limits.max_stop_strings) {
-    return bad_request("'stop' allows at most " + std::to_string(limits.max_stop_strings) + " strings",
-                       "stop");
-  }
-  for (const auto& s : req.stop) {
-    if (s.empty()) return bad_request("'stop' strings must not be empty", "stop");
-  }
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_options(const json::object& o, ChatRequest& req, const RequestLimits& limits) {
+std::optional<ApiError> parse_options(const json::object& o, ChatRequest& req) {
   FieldReader r(o);
-  r.integer("max_tokens", req.max_tokens, 1, limits.max_tokens_ceiling);
-  r.integer("max_completion_tokens", req.max_tokens, 1, limits.max_tokens_ceiling);
-  r.integer("min_tokens", req.min_tokens, 0, limits.max_tokens_ceiling);
-  r.number("temperature", req.temperature, 0.0, 2.0);
-  r.number("top_p", req.top_p, 0.0, 1.0);
-  r.integer("top_k", req.top_k, 0, 1 << 20);
-  r.number("min_p", req.min_p, 0.0, 1.0);
-  r.number("presence_penalty", req.presence_penalty, -2.0, 2.0);
-  r.number("frequency_penalty", req.frequency_penalty, -2.0, 2.0);
-  r.number("repetition_penalty", req.repetition_penalty, 0.01, 10.0);
+  // Types only here; the bounds are the adapter's (validate_turn), the same
+  // for every front end.
+  constexpr double any = std::numeric_limits<double>::infinity();
+  constexpr std::int64_t int32_min = INT32_MIN, int32_max = INT32_MAX;
+  r.integer("max_tokens", req.max_tokens, int32_min, int32_max);
+  r.integer("max_completion_tokens", req.max_tokens, int32_min, int32_max);
+  r.integer("min_tokens", req.min_tokens, int32_min, int32_max);
+  r.number("temperature", req.temperature, -any, any);
+  r.number("top_p", req.top_p, -any, any);
+  r.integer("top_k", req.top_k, int32_min, int32_max);
+  r.number("min_p", req.min_p, -any, any);
+  r.number("presence_penalty", req.presence_penalty, -any, any);
+  r.number("frequency_penalty", req.frequency_penalty, -any, any);
+  r.number("repetition_penalty", req.repetition_penalty, -any, any);
   std::int64_t seed = 0;
   if (r.find("seed")) {
     r.integer("seed", seed, INT64_MIN, INT64_MAX);
     req.seed = std::uint64_t(seed);
   }
   r.boolean("logprobs", req.logprobs);
-  r.integer("top_logprobs", req.top_logprobs, 0, 20);
+  r.integer("top_logprobs", req.top_logprobs, int32_min, int32_max);
   r.boolean("stream", req.stream);
   r.boolean("ignore_eos", req.ignore_eos);
   std::int32_t n = 1;
-  r.integer("n", n, 1, 1);
+  r.integer("n", n, 1, 1);  // one choice per request
   if (r.error) return r.error;
-  if (req.top_p == 0.0f) return bad_request("'top_p' must be greater than 0", "top_p");
-  if (req.top_logprobs > 0 && !req.logprobs) {
-    return bad_request("'top_logprobs' requires 'logprobs': true", "top_logprobs");
-  }
-  if (req.min_tokens > req.max_tokens) return bad_request("'min_tokens' exceeds 'max_tokens'", "min_tokens");
-  if (auto e = parse_stop(r, req, limits)) return e;
+  if (auto e = parse_stop(r, req)) return e;
   if (const json::value* so = r.find("stream_options")) {
     const json::object* opts = so->if_object();
     if (!opts) return bad_request("'stream_options' must be an object", "stream_options");
@@ -220,9 +212,10 @@ ApiResult<ChatRequest> parse_completion_request(std::string_view body, const Req
   if (o->contains("conversation")) return bad_request("'conversation' is for chat completions", "conversation");
   const std::int32_t top = req.top_logprobs;
   const bool logprobs = req.logprobs;
-  if (auto e = parse_options(*o, req, limits)) return *e;
+  if (auto e = parse_options(*o, req)) return *e;
   req.logprobs = logprobs;
   req.top_logprobs = top;
+  if (auto e = validate_turn(turn_request(req, 0), limits)) return api_error(*e);
   return req;
 }
 
@@ -239,7 +232,8 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body, const RequestLi
   auto messages = parse_messages(o->if_contains("messages"), limits);
   if (!messages) return messages.error();
   req.messages = std::move(*messages);
-  if (auto e = parse_options(*o, req, limits)) return *e;
+  if (auto e = parse_options(*o, req)) return *e;
+  if (auto e = validate_turn(turn_request(req, 0), limits)) return api_error(*e);
   return req;
 }
 

@@ -1,44 +1,10 @@
 #include "net/engine_backend.hpp"
 
-#include "runtime/clock.hpp"
-
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 
 namespace pensieve::net {
 
 namespace asio = boost::asio;
-using Clock = std::chrono::steady_clock;
-
-model::SamplingParams sampling_params(const ChatRequest& r, std::uint64_t seed) {
-  model::SamplingParams p;
-  p.temperature = r.temperature;
-  p.top_k = r.top_k;
-  p.top_p = r.top_p;
-  p.min_p = r.min_p;
-  p.repetition_penalty = r.repetition_penalty;
-  p.presence_penalty = r.presence_penalty;
-  p.frequency_penalty = r.frequency_penalty;
-  p.seed = seed;
-  p.logprobs = r.logprobs;
-  p.top_logprobs = r.top_logprobs;
-  p.stop_strings = r.stop;
-  p.max_tokens = r.max_tokens;
-  p.min_tokens = r.min_tokens;
-  p.ignore_eos = r.ignore_eos;
-  return p;
-}
-
-ApiError api_error(const actors::TurnError& e) {
-  switch (e.kind) {
-    case actors::TurnErrorKind::invalid_request: return bad_request(e.message);
-    case actors::TurnErrorKind::not_found: return ApiError{404, "invalid_request_error", e.message, {}, "not_found"};
-    case actors::TurnErrorKind::overloaded:
-      return ApiError{503, "server_error", e.message, {}, "overloaded"};
-    case actors::TurnErrorKind::internal: break;
-  }
-  return ApiError{500, "server_error", e.message, {}, {}};
-}
 
 GenerationDelta EngineBackend::generation_delta(actors::TurnDelta& d) const {
   GenerationDelta delta{std::move(d.text), {}};
@@ -57,97 +23,19 @@ std::uint64_t EngineBackend::next_seed() {
 
 asio::awaitable<ApiResult<GenerationResult>> EngineBackend::generate(const ChatRequest& request, DeltaSink sink) {
   const auto executor = co_await asio::this_coro::executor;
-  model::SamplingParams sampling = sampling_params(request, request.seed ? *request.seed : next_seed());
-  actors::EngineResult<actors::TurnStream> started = actors::TurnError{};
-  if (request.prompt) {
-    started = engine_.start_completion(executor, *request.prompt, std::move(sampling));
-  } else {
-    std::vector<model::ChatMessage> messages;
-    for (const auto& m : request.messages) messages.push_back({m.role, m.content});
-    if (request.conversation_id) {
-      if (!engine_.find_conversation(request.tenant, *request.conversation_id)) {
-        auto created = engine_.create_conversation(request.tenant, *request.conversation_id);
-        // Lost a race with another request creating it: fine.
-        if (!created && !engine_.find_conversation(request.tenant, *request.conversation_id)) {
-          co_return api_error(created.error());
-        }
-      }
-      started = engine_.start_turn(executor, request.tenant, *request.conversation_id, std::move(messages),
-                                   std::move(sampling));
-    } else {
-      started = engine_.start_stateless_turn(executor, actors::TurnRequest{std::move(messages), std::move(sampling)});
-    }
-  }
-  if (!started) co_return api_error(started.error());
-  auto stream = std::make_shared<actors::TurnStream>(std::move(*started));
-
-  // The request timeout cancels the turn; the reply says why.
-  auto timed_out = std::make_shared<bool>(false);
-  asio::steady_timer timer(executor);
-  timer.expires_after(options_.request_timeout);
-  timer.async_wait([weak = std::weak_ptr<actors::TurnStream>(stream), timed_out](boost::system::error_code ec) {
-    if (ec) return;
-    *timed_out = true;
-    if (auto s = weak.lock()) s->cancel();
-  });
-
-  const auto start = Clock::now();
-  auto last = start;
-  bool first = true;
-  bool listening = true;
-  // The deltas that go out in one write: the one awaited and every one queued
-  // behind it (the engine got ahead of the socket), each with its time.
-  std::vector<GenerationDelta> batch;
-  std::vector<std::int64_t> computed_ns;
-  std::int64_t taken_ns = 0;
-  auto take = [&](actors::TurnDelta& d) {
-    if (options_.metrics) {
-      const auto now = Clock::now();
-      if (first) {
-        options_.metrics->ttft(std::chrono::duration<double>(now - start).count());
-      } else {
-        options_.metrics->inter_token(std::chrono::duration<double>(now - last).count());
-      }
-      last = now;
-    }
-    first = false;
-    if (!listening) return;  // cancelled: drain to the turn's end
-    computed_ns.push_back(d.computed_ns);
-    batch.push_back(generation_delta(d));
+  auto call =
+      TurnCall::start(engine_, executor, turn_request(request, next_seed()), options_.limits);
+  if (!call) co_return api_error(call.error());
+  std::vector<GenerationDelta> out;
+  TurnWrite write = [&](std::span<actors::TurnDelta> deltas) -> asio::awaitable<bool> {
+    out.clear();
+    for (auto& d : deltas) out.push_back(generation_delta(d));
+    const DeltaSink::Batch batch(out);
+    co_return co_await sink(batch);
   };
-  for (;;) {
-    batch.clear();
-    computed_ns.clear();
-    auto d = co_await stream->next();
-    if (!d) break;
-    taken_ns = rt::steady_now_ns();
-    take(*d);
-    for (auto more = stream->try_next(); more; more = stream->try_next()) take(*more);
-    if (batch.empty()) continue;
-    const DeltaSink::Batch deltas(batch);
-    const bool keep_going = co_await sink(deltas);  // its own statement: GCC 12
-    if (options_.metrics && keep_going) {
-      // Every delta's own sample, taken at the write that carried it.
-      const std::int64_t written_ns = rt::steady_now_ns();
-      for (const std::int64_t c : computed_ns) {
-        if (c > 0) options_.metrics->frontend_latency(double(written_ns - c) * 1e-9, double(taken_ns - c) * 1e-9);
-      }
-    }
-    if (!keep_going) {
-      listening = false;
-      stream->cancel();
-    }
-  }
-  timer.cancel();
-  const actors::TurnResult& result = stream->result();
+  const actors::TurnResult result = co_await call->drain(
+      std::move(write), TurnCallOptions{options_.request_timeout, options_.metrics});
   if (!result) co_return api_error(result.error());
-  if (*timed_out) {
-    ApiError timeout{504, "server_error",
-                     "the request timed out after " + std::to_string(options_.request_timeout.count()) + " ms", {},
-                     "timeout"};
-    co_return timeout;
-  }
-  if (options_.metrics) options_.metrics->tokens(result->prompt_tokens, result->completion_tokens, result->cached_tokens);
   GenerationResult g;
   g.finish_reason = result->finish == model::FinishReason::length ? "length" : "stop";
   g.prompt_tokens = result->prompt_tokens;

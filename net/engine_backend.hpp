@@ -1,14 +1,16 @@
 #pragma once
-// ChatBackend over the engine: maps OpenAI request fields to sampling
-// parameters and engine outcomes to OpenAI errors. A request naming a
+// ChatBackend over the engine, through the front ends' one adapter
+// (net/turn_call.hpp): an OpenAI request becomes a TurnRequest, the turn's
+// deltas become GenerationDeltas, its errors OpenAI errors. A request naming a
 // conversation ("conversation" field or X-Conversation-Id header) is a turn
 // on that stored conversation of the request's tenant (created on first
 // use), its messages only the new ones; a request without one carries its
-// whole history (stateless). Records TTFT, inter-token times and tokens in
-// the metrics; cancels a turn that outlives the request timeout.
+// whole history (stateless: an anonymous conversation). TurnCall records the
+// metrics and cancels a turn that outlives the request timeout.
 #include "actors/engine.hpp"
 #include "net/chat_backend.hpp"
 #include "net/metrics.hpp"
+#include "net/turn_call.hpp"
 
 #include <chrono>
 #include <mutex>
@@ -19,6 +21,7 @@ namespace pensieve::net {
 struct EngineBackendOptions {
   std::chrono::milliseconds request_timeout{std::chrono::minutes(10)};
   ServerMetrics* metrics = nullptr;  // optional; must outlive the backend
+  RequestLimits limits;              // the bounds every turn is checked against
 };
 
 class EngineBackend final : public ChatBackend {
@@ -46,10 +49,5 @@ class EngineBackend final : public ChatBackend {
   std::mutex seeds_mutex_;
   std::mt19937_64 seeds_{std::random_device{}()};  // for requests that give no seed
 };
-
-// The sampling parameters a chat request asks for (seed given by the caller).
-model::SamplingParams sampling_params(const ChatRequest& request, std::uint64_t seed);
-
-ApiError api_error(const actors::TurnError& e);
 
 }  // namespace pensieve::net

@@ -1,12 +1,10 @@
 #include "net/rpc_convert.hpp"
 
-#include <cmath>
-
 namespace pensieve::net {
 
 namespace schema = rpc::schema;
 
-Result<model::SamplingParams> sampling_from_rpc(schema::SamplingParams::Reader params) {
+model::SamplingParams sampling_from_rpc(schema::SamplingParams::Reader params) {
   model::SamplingParams s;
   s.temperature = params.getTemperature();
   s.top_k = params.getTopK();
@@ -18,38 +16,23 @@ Result<model::SamplingParams> sampling_from_rpc(schema::SamplingParams::Reader p
   s.ignore_eos = params.getIgnoreEos();
   s.logprobs = params.getLogprobs();
   for (auto stop : params.getStop()) s.stop_strings.emplace_back(stop.cStr(), stop.size());
-  if (!std::isfinite(s.temperature) || s.temperature < 0.0f) return fail("temperature must be >= 0");
-  if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) return fail("topP must be in (0, 1]");
-  if (!(s.min_p >= 0.0f && s.min_p <= 1.0f)) return fail("minP must be in [0, 1]");
-  if (s.top_k < 0) return fail("topK must be >= 0");
-  if (s.max_tokens < 1) return fail("maxTokens must be >= 1");
-  if (s.min_tokens < 0 || s.min_tokens > s.max_tokens) return fail("minTokens must be in [0, maxTokens]");
-  for (const auto& stop : s.stop_strings) {
-    if (stop.empty()) return fail("stop strings must not be empty");
-  }
   return s;
 }
 
 kj::Exception rpc_exception(const actors::TurnError& error) {
-  auto type = kj::Exception::Type::FAILED;
-  const char* kind = "internal";
-  switch (error.kind) {
-    case actors::TurnErrorKind::invalid_request: kind = "invalid request"; break;
-    case actors::TurnErrorKind::not_found: kind = "not found"; break;
-    case actors::TurnErrorKind::overloaded:
-      kind = "overloaded";
-      type = kj::Exception::Type::OVERLOADED;
-      break;
-    case actors::TurnErrorKind::internal: break;
-  }
-  return kj::Exception(type, __FILE__, __LINE__, kj::str(kind, ": ", error.message.c_str()));
+  const ErrorProtocol& p = error_protocol(error.kind);
+  const auto type =
+      p.rpc_overloaded ? kj::Exception::Type::OVERLOADED : kj::Exception::Type::FAILED;
+  const std::string prefix(p.rpc_prefix);
+  return kj::Exception(type, __FILE__, __LINE__,
+                       kj::str(prefix.c_str(), ": ", error.message.c_str()));
 }
 
 kj::Exception rpc_invalid_request(const std::string& message) {
   return rpc_exception(actors::TurnError{actors::TurnErrorKind::invalid_request, message});
 }
 
-void summary_to_rpc(const actors::TurnSummary& summary, schema::TurnSummary::Builder out) {
+void summary_to_rpc(const actors::TurnDone& summary, schema::TurnSummary::Builder out) {
   switch (summary.finish) {
     case model::FinishReason::none: out.setFinish(schema::FinishReason::NONE); break;
     case model::FinishReason::stop: out.setFinish(schema::FinishReason::STOP); break;

@@ -84,7 +84,9 @@ void RpcServer::run(std::promise<Result<std::uint16_t>>& bound) {
   bool reported = false;
   RpcDrain drain;  // outlives the connections, whose turns hold tickets on it
   try {
-    RpcServiceOptions service_options{options_.tenant, options_.max_deltas_in_flight, options_.keys, false, &drain};
+    RpcServiceOptions service_options{options_.tenant, options_.max_deltas_in_flight,
+                                      options_.keys,   false,
+                                      &drain,          options_.limits};
     auto io = kj::setupAsyncIo();
     KJ_DEFER(waker_->detach());  // after `wakes` below is gone, before the loop is
     auto& wait_scope = io.waitScope;

@@ -46,6 +46,7 @@ struct RpcServerOptions {
   std::chrono::milliseconds hang_up_linger{1000};
   // Keys required: clients must login(key) and act for the key's tenant.
   std::shared_ptr<const ApiKeys> keys;
+  RequestLimits limits;  // the bounds every turn is checked against (net/turn_call.hpp)
 };
 
 class RpcServer {

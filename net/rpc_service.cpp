@@ -107,17 +107,19 @@ kj::Promise<void> RpcService::sendTurn(SendTurnContext context) {
                          kj::str("unavailable: the server is shutting down"));
   }
   auto params = context.getParams();
-  auto sampling = sampling_from_rpc(params.getParams());
-  if (!sampling) return rpc_invalid_request(sampling.error().message);
   if (params.getContent().size() == 0) return rpc_invalid_request("content must not be empty");
-  const bool logprobs = sampling->logprobs;
+  actors::TurnRequest request{.tenant = options_.tenant,
+                              .conversation = text(params.getConversation()),
+                              .create_conversation = false,  // createConversation made it
+                              .messages = {{"user", text(params.getContent())}},
+                              .sampling = sampling_from_rpc(params.getParams())};
+  if (auto problem = validate_turn(request, options_.limits)) return rpc_exception(*problem);
+  const bool logprobs = request.sampling.logprobs;
   auto bridge = std::make_shared<RpcTurnBridge>(engine_, executor_, tracker_, waker_);
   auto turn = kj::heap<RpcTurn>(bridge, params.getSink(), options_.max_deltas_in_flight, logprobs, options_.drain);
   auto accepted = turn->accepted();
   rpc::schema::Turn::Client client = kj::mv(turn);
-  std::vector<model::ChatMessage> messages{{"user", text(params.getContent())}};
-  bridge->start(RpcTurnRequest{options_.tenant, text(params.getConversation()), std::move(messages),
-                               std::move(*sampling)});
+  bridge->start(std::move(request), options_.limits);
   return accepted.then([context, client = kj::mv(client)]() mutable { context.getResults().setTurn(kj::mv(client)); });
 }
 

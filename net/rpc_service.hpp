@@ -8,6 +8,7 @@
 // turn tracker with the server, which waits on it when stopping.
 #include "actors/engine.hpp"
 #include "net/api_keys.hpp"
+#include "net/chat_request.hpp"
 #include "net/rpc_drain.hpp"
 #include "net/rpc_loop_waker.hpp"
 #include "net/rpc_turn_bridge.hpp"
@@ -29,6 +30,7 @@ struct RpcServiceOptions {
   bool logged_in = false;
   // Counts the turns being delivered; once draining, sendTurn refuses. Null: none.
   RpcDrain* drain = nullptr;
+  RequestLimits limits;  // the bounds every turn is checked against (net/turn_call.hpp)
 };
 
 class RpcService final : public rpc::schema::Pensieve::Server {

@@ -51,7 +51,7 @@ class RpcTurn final : public rpc::schema::Turn::Server, private kj::TaskSet::Err
   std::vector<actors::TurnDelta> pending_;
   int in_flight_ = 0;
   bool accepted_seen_ = false;
-  std::optional<actors::TurnSummary> summary_;
+  std::optional<actors::TurnDone> summary_;
   std::optional<kj::Exception> failure_;       // the engine's error or the sink's
   kj::Own<kj::PromiseFulfiller<void>> accepted_fulfiller_;
   kj::Promise<void> accepted_promise_{nullptr};

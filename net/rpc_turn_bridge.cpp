@@ -31,13 +31,12 @@ RpcTurnBridge::RpcTurnBridge(actors::Engine& engine, const asio::any_io_executor
                              std::shared_ptr<RpcTurnTracker> tracker, std::shared_ptr<RpcLoopWaker> waker)
     : engine_(engine), executor_(executor), tracker_(std::move(tracker)), events_(std::move(waker)) {}
 
-void RpcTurnBridge::start(RpcTurnRequest request) {
+void RpcTurnBridge::start(actors::TurnRequest request, const RequestLimits& limits) {
   tracker_->begin();
   asio::co_spawn(
       executor_,
-      [self = shared_from_this(), request = std::move(request)]() mutable -> asio::awaitable<void> {
-        co_await self->run(std::move(request));
-      },
+      [self = shared_from_this(), request = std::move(request), limits]() mutable
+      -> asio::awaitable<void> { co_await self->run(std::move(request), limits); },
       [self = shared_from_this()](std::exception_ptr failure) {
         if (failure) {
           RpcTurnEvent event{RpcTurnEvent::Kind::error, {}, {}, {actors::TurnErrorKind::internal, "the turn failed"}};
@@ -50,38 +49,38 @@ void RpcTurnBridge::start(RpcTurnRequest request) {
 void RpcTurnBridge::cancel() {
   std::lock_guard lock(mutex_);
   cancel_requested_ = true;
-  if (stream_) stream_->cancel();
+  if (call_) call_->cancel();
 }
 
-asio::awaitable<void> RpcTurnBridge::run(RpcTurnRequest request) {
+asio::awaitable<void> RpcTurnBridge::run(actors::TurnRequest request, RequestLimits limits) {
   const auto executor = co_await asio::this_coro::executor;
-  auto started = engine_.start_turn(executor, request.tenant, request.conversation, std::move(request.messages),
-                                    std::move(request.sampling));
+  auto started = TurnCall::start(engine_, executor, std::move(request), limits);
   if (!started) {
     events_.push(RpcTurnEvent{RpcTurnEvent::Kind::error, {}, {}, started.error()});
     co_return;
   }
-  actors::TurnStream stream = std::move(*started);
+  TurnCall call = std::move(*started);
   {
     std::lock_guard lock(mutex_);
-    stream_ = &stream;
-    if (cancel_requested_) stream.cancel();
+    call_ = &call;
+    if (cancel_requested_) call.cancel();
   }
-  // Forget the stream however this frame ends (even destroyed while suspended).
+  // Forget the call however this frame ends (even destroyed while suspended).
   struct Forget {
     RpcTurnBridge& bridge;
     ~Forget() {
       std::lock_guard lock(bridge.mutex_);
-      bridge.stream_ = nullptr;
+      bridge.call_ = nullptr;
     }
   } forget{*this};
   events_.push(RpcTurnEvent{RpcTurnEvent::Kind::accepted, {}, {}, {}});
-  while (true) {
-    auto delta = co_await stream.next();
-    if (!delta) break;
-    events_.push(RpcTurnEvent{RpcTurnEvent::Kind::delta, std::move(*delta), {}, {}});
-  }
-  const auto& result = stream.result();
+  // The RPC turn paces the client's sink itself (deltas in flight).
+  TurnWrite write = [this](std::span<actors::TurnDelta> deltas) -> asio::awaitable<bool> {
+    for (auto& d : deltas)
+      events_.push(RpcTurnEvent{RpcTurnEvent::Kind::delta, std::move(d), {}, {}});
+    co_return true;
+  };
+  const actors::TurnResult result = co_await call.drain(std::move(write), TurnCallOptions{});
   if (result) {
     events_.push(RpcTurnEvent{RpcTurnEvent::Kind::done, {}, *result, {}});
   } else {

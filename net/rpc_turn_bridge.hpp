@@ -8,10 +8,12 @@
 // Threads: start() and cancel() from any thread; the turn runs on the engine
 // executor (no strand: a strand behind any_io_executor is heap-shared with an
 // acquire fence TSan cannot follow); the stream pointer is guarded by a
-// mutex, since cancelling a TurnStream is an atomic store; events() is
+// mutex (the stream may end meanwhile; its cancel() itself is a message to
+// the scheduler, safe from any thread); events() is
 // consumed on the loop thread.
 #include "actors/engine.hpp"
 #include "net/rpc_inbox.hpp"
+#include "net/turn_call.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 
@@ -27,7 +29,7 @@ namespace pensieve::net {
 struct RpcTurnEvent {
   enum class Kind : std::uint8_t { accepted, delta, done, error } kind = Kind::done;
   actors::TurnDelta delta;
-  actors::TurnSummary summary;
+  actors::TurnDone summary;
   actors::TurnError error;
 };
 
@@ -45,13 +47,6 @@ class RpcTurnTracker {
   std::size_t active_ = 0;
 };
 
-struct RpcTurnRequest {
-  std::string tenant;
-  std::string conversation;
-  std::vector<model::ChatMessage> messages;
-  model::SamplingParams sampling;
-};
-
 class RpcTurnBridge : public std::enable_shared_from_this<RpcTurnBridge> {
  public:
   RpcTurnBridge(actors::Engine& engine, const boost::asio::any_io_executor& executor,
@@ -60,21 +55,21 @@ class RpcTurnBridge : public std::enable_shared_from_this<RpcTurnBridge> {
   // Posts the turn to the engine executor. Events: accepted, then deltas,
   // then done; or a single error when the engine refuses the turn, or
   // accepted, deltas and an error.
-  void start(RpcTurnRequest request);
+  void start(actors::TurnRequest request, const RequestLimits& limits);
   // Stops the turn at the engine's next iteration: on return the engine's
   // stream has been told (or will be as soon as it exists).
   void cancel();
   RpcInbox<RpcTurnEvent>& events() { return events_; }
 
  private:
-  boost::asio::awaitable<void> run(RpcTurnRequest request);
+  boost::asio::awaitable<void> run(actors::TurnRequest request, RequestLimits limits);
 
   actors::Engine& engine_;
   boost::asio::any_io_executor executor_;
   std::shared_ptr<RpcTurnTracker> tracker_;
   RpcInbox<RpcTurnEvent> events_;
   std::mutex mutex_;
-  actors::TurnStream* stream_ = nullptr;  // guarded by mutex_, while run() owns it
+  const TurnCall* call_ = nullptr;        // guarded by mutex_, while run() owns it
   bool cancel_requested_ = false;         // guarded by mutex_
 };
 

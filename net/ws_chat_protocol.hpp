@@ -20,8 +20,10 @@ struct WsOpen {
 };
 struct WsSend {
   std::string content;
+  std::string role = "user";
   std::optional<std::int32_t> max_tokens;
   std::optional<float> temperature;
+  std::optional<float> top_p;
   bool ignore_eos = false;
 };
 struct WsCancel {};
@@ -38,15 +40,11 @@ struct WsError {
   std::string message;
 };
 
-struct WsLimits {
-  std::int32_t max_tokens_limit = 4096;
-  float max_temperature = 2.0f;
-};
+// Parses a client message; its values' bounds are checked by the adapter
+// (validate_turn), as every front end's.
+boost::system::result<WsClientMessage, WsError> parse_ws_message(std::string_view text);
 
-boost::system::result<WsClientMessage, WsError> parse_ws_message(std::string_view text,
-                                                                 const WsLimits& limits);
-
-// The code a failed turn is reported with.
+// The code a failed turn is reported with (error_protocol's ws_code).
 std::string ws_error_code(actors::TurnErrorKind kind);
 
 std::string ws_error_json(const WsError& error);
@@ -58,7 +56,7 @@ struct WsTurnTiming {
   double elapsed_s = 0;          // from the send to the end of the turn
   std::optional<double> ttft_s;  // to the first delta; absent when none came
 };
-std::string ws_done_json(const actors::TurnSummary& summary, const WsTurnTiming& timing);
+std::string ws_done_json(const actors::TurnDone& summary, const WsTurnTiming& timing);
 std::string ws_conversations_json(const std::vector<actors::ConversationInfo>& items);
 std::string ws_deleted_json(const std::string& conversation);
 

@@ -1,6 +1,7 @@
 #include "net/ws_chat_session.hpp"
 
 #include "net/api_error.hpp"
+#include "net/turn_call.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -117,7 +118,7 @@ class Session {
   Outbox outbox_;
   Event writer_done_;
   Event turn_done_;                       // set while no turn runs
-  std::optional<actors::TurnStream> turn_;
+  std::optional<TurnCall> turn_;
   std::optional<std::string> conversation_;  // the open one
   bool write_failed_ = false;
   bool closed_ = false;        // the writer sent the close frame
@@ -193,17 +194,18 @@ asio::awaitable<void> Session::write_loop(std::shared_ptr<Session> self) {
 
 asio::awaitable<void> Session::pump_turn(std::shared_ptr<Session> self, Clock::time_point start) {
   WsTurnTiming timing;
-  for (;;) {
-    std::optional<actors::TurnDelta> delta = co_await self->turn_->next();
-    if (!delta) break;
+  // Every delta queued behind the one awaited goes out in the same message.
+  TurnWrite write = [&](std::span<actors::TurnDelta> deltas) -> asio::awaitable<bool> {
     if (!timing.ttft_s) timing.ttft_s = std::chrono::duration<double>(Clock::now() - start).count();
-    // Whatever else is queued goes out in the same message: one write.
-    for (auto more = self->turn_->try_next(); more; more = self->turn_->try_next()) delta->text += more->text;
-    std::string text = ws_delta_json(delta->text);
-    co_await self->post(std::move(text));
-  }
+    std::string text;
+    for (const auto& d : deltas) text += d.text;
+    std::string message = ws_delta_json(text);
+    co_await self->post(std::move(message));
+    co_return true;
+  };
+  const actors::TurnResult result =
+      co_await self->turn_->drain(std::move(write), TurnCallOptions{});
   timing.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
-  const auto& result = self->turn_->result();
   std::string end = result ? ws_done_json(*result, timing)
                            : ws_error_json(WsError{ws_error_code(result.error().kind), result.error().message});
   // Posted before the turn is forgotten: a go_away() meanwhile sees the
@@ -221,7 +223,7 @@ asio::awaitable<void> Session::go_away(std::shared_ptr<Session> self) {
 }
 
 asio::awaitable<void> Session::handle(std::string_view text, const std::shared_ptr<Session>& self) {
-  auto parsed = parse_ws_message(text, options_.limits);
+  auto parsed = parse_ws_message(text);
   if (!parsed) {
     std::string error = ws_error_json(parsed.error());
     co_await post(std::move(error));
@@ -281,14 +283,16 @@ asio::awaitable<void> Session::send(WsSend m, const std::shared_ptr<Session>& se
     co_await post_error("busy", "a turn is running; cancel it or wait for 'done'");
     co_return;
   }
-  model::SamplingParams sampling;
-  sampling.max_tokens = m.max_tokens.value_or(options_.default_max_tokens);
-  sampling.temperature = m.temperature.value_or(sampling.temperature);
-  sampling.ignore_eos = m.ignore_eos;
+  actors::TurnRequest request{.tenant = tenant_,
+                              .conversation = *conversation_,
+                              .create_conversation = false,  // 'open' created it
+                              .messages = {{std::move(m.role), std::move(m.content)}}};
+  request.sampling.max_tokens = m.max_tokens.value_or(options_.default_max_tokens);
+  request.sampling.temperature = m.temperature.value_or(request.sampling.temperature);
+  request.sampling.top_p = m.top_p.value_or(request.sampling.top_p);
+  request.sampling.ignore_eos = m.ignore_eos;
   const auto start = Clock::now();
-  std::vector<model::ChatMessage> messages{{"user", std::move(m.content)}};
-  auto stream = engine_.start_turn(ws_.get_executor(), tenant_, *conversation_, std::move(messages),
-                                   std::move(sampling));
+  auto stream = TurnCall::start(engine_, ws_.get_executor(), std::move(request), options_.limits);
   if (!stream) {
     co_await post_error(ws_error_code(stream.error().kind), stream.error().message);
     co_return;

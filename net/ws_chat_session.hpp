@@ -10,6 +10,7 @@
 // unsynchronised). The engine outlives the server that runs the sessions.
 #include "actors/engine.hpp"
 #include "net/api_keys.hpp"
+#include "net/chat_request.hpp"
 #include "net/http_server.hpp"
 #include "net/http_types.hpp"
 #include "net/ws_chat_protocol.hpp"
@@ -26,7 +27,7 @@ namespace pensieve::net {
 struct WsChatOptions {
   std::size_t max_message_bytes = 64 * 1024;  // larger: closed with 1009
   std::int32_t default_max_tokens = 256;
-  WsLimits limits;
+  RequestLimits limits;  // the bounds every turn is checked against (net/turn_call.hpp)
   // The tenant a connection acts for, from its upgrade request; nullopt
   // refuses the upgrade with 401. Unset: every connection is tenant "".
   std::function<std::optional<std::string>(const HttpRequest&)> tenant_of;

@@ -3,6 +3,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 
@@ -62,8 +63,16 @@ asio::awaitable<void> play(actors::Engine& engine, std::size_t index, std::vecto
     p.temperature = 0.0f;
     p.max_tokens = o.max_tokens;
     p.ignore_eos = true;
-    std::vector<model::ChatMessage> messages{{"user", turns[t]}};
-    auto r = co_await engine.send_turn("bench", id, std::move(messages), p, sink);
+    actors::TurnRequest request{.tenant = "bench",
+                                .conversation = id,
+                                .create_conversation = false,
+                                .messages = {{"user", turns[t]}},
+                                .sampling = p};
+    const auto executor = co_await asio::this_coro::executor;
+    auto stream = engine.start(executor, std::move(request));
+    actors::TurnResult r =
+        stream ? actors::TurnResult(actors::TurnError{}) : actors::TurnResult(stream.error());
+    if (stream) r = co_await actors::drain_turn(std::move(*stream), sink);
     sample.latency_s = seconds(Clock::now() - start);
     if (r) {
       sample.ok = true;

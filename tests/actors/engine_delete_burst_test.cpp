@@ -27,7 +27,7 @@ model::SamplingParams six_tokens() {
 asio::awaitable<actors::TurnResult> turn(actors::Engine& engine, const std::string& id, std::string text) {
   actors::TurnSink sink = [](const actors::TurnDelta&) -> asio::awaitable<bool> { co_return true; };
   std::vector<model::ChatMessage> messages{{"user", std::move(text)}};
-  co_return co_await engine.send_turn("t", id, std::move(messages), six_tokens(), sink);
+  co_return co_await send_turn(engine, "t", id, std::move(messages), six_tokens(), sink);
 }
 
 }  // namespace
@@ -67,7 +67,11 @@ TEST_CASE("a burst of deletes into a full scheduler inbox frees every conversati
   REQUIRE(engine.create_conversation("t", "blocker").has_value());
   gate.arm();
   std::vector<model::ChatMessage> messages{{"user", "and one more"}};
-  auto stream = engine.start_turn(io.get_executor(), "t", "blocker", std::move(messages), six_tokens());
+  actors::TurnRequest request{.tenant = "t",
+                              .conversation = "blocker",
+                              .messages = std::move(messages),
+                              .sampling = six_tokens()};
+  auto stream = engine.start(io.get_executor(), std::move(request));
   REQUIRE(stream.has_value());
   REQUIRE(gate.wait_entered(std::chrono::seconds(60)));
   // The scheduler takes nothing from its inbox now: the first drops fill it

@@ -7,6 +7,7 @@
 #include "gpu/model/llama2c_loader.hpp"
 #include "gpu/model/model_loader.hpp"
 #include "gpu/model/test_model.hpp"
+#include "tests/actors/engine_calls.hpp"
 #include "tests/shared_data.hpp"
 #include "tests/temp_dir.hpp"
 
@@ -84,7 +85,7 @@ inline std::vector<std::vector<std::string>> user_turns(const std::string& file,
 struct TurnRecord {
   std::vector<std::int32_t> tokens;  // sampled, in order
   std::string text;
-  actors::TurnSummary summary;
+  actors::TurnDone summary;
 };
 
 struct ConversationRecord {
@@ -125,7 +126,7 @@ inline asio::awaitable<ConversationRecord> play_sampled(actors::Engine& engine, 
       co_return true;
     };
     std::vector<model::ChatMessage> messages{{"user", text}};
-    auto result = co_await engine.send_turn("t", id, std::move(messages), params, sink);
+    auto result = co_await send_turn(engine, "t", id, std::move(messages), params, sink);
     REQUIRE(result.has_value());
     turn.summary = *result;
     record.turns.push_back(std::move(turn));

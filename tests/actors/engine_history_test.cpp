@@ -31,7 +31,7 @@ asio::awaitable<std::vector<std::int32_t>> turn(actors::Engine& e, std::string i
     co_return true;
   };
   std::vector<model::ChatMessage> messages{{"user", std::move(text)}};
-  auto result = co_await e.send_turn("t", id, std::move(messages), greedy(16), sink);
+  auto result = co_await send_turn(e, "t", id, std::move(messages), greedy(16), sink);
   REQUIRE(result.has_value());
   co_return tokens;
 }

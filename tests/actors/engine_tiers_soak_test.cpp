@@ -13,6 +13,7 @@
 //  - once every conversation is deleted, no device block, host slot or
 //    disk chunk is still taken, and no chunk read back was corrupt.
 #include "actors/engine.hpp"
+#include "tests/actors/engine_calls.hpp"
 #include "tests/temp_dir.hpp"
 #include "tests/tiny_model.hpp"
 
@@ -32,6 +33,7 @@
 #include <vector>
 
 using namespace pensieve;
+using pensieve::testing::send_turn;
 namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
 
@@ -113,7 +115,8 @@ asio::awaitable<bool> play_turn(actors::Engine& engine, SessionRecord& rec, bool
     co_return out.cancel_after == 0 || std::int32_t(out.seen.size()) < out.cancel_after;
   };
   std::vector<model::ChatMessage> messages{{"user", out.text}};
-  auto result = co_await engine.send_turn("t", rec.id, std::move(messages), greedy(kMaxTokens), sink);
+  auto result =
+      co_await send_turn(engine, "t", rec.id, std::move(messages), greedy(kMaxTokens), sink);
   ++st.turns_ended;
   if (result.has_value()) {
     out.ok = true;
@@ -282,7 +285,8 @@ asio::awaitable<void> replay_session(actors::Engine& engine, const SessionRecord
       co_return true;
     };
     std::vector<model::ChatMessage> messages{{"user", t.text}};
-    auto result = co_await engine.send_turn("t", rec.id, std::move(messages), greedy(t.completion_tokens), sink);
+    auto result = co_await send_turn(engine, "t", rec.id, std::move(messages),
+                                     greedy(t.completion_tokens), sink);
     REQUIRE(result.has_value());
     out.push_back(std::move(tokens));
   }

@@ -46,7 +46,8 @@ asio::awaitable<Replay> round_robin(actors::Engine& engine, const std::vector<st
         co_return true;
       };
       std::vector<model::ChatMessage> messages{{"user", convs[i][round]}};
-      auto result = co_await engine.send_turn("t", id, std::move(messages), greedy(max_tokens), sink);
+      auto result =
+          co_await send_turn(engine, "t", id, std::move(messages), greedy(max_tokens), sink);
       REQUIRE(result.has_value());
       turn.summary = *result;
       out.records[id].turns.push_back(std::move(turn));

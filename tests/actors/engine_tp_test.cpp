@@ -69,7 +69,7 @@ std::vector<std::vector<std::int32_t>> complete_all(actors::Engine& engine, asio
       for (const auto& t : d.tokens) tokens.push_back(t.token);
       co_return true;
     };
-    auto result = co_await engine.run_completion(std::move(prompt), greedy(n), sink);
+    auto result = co_await run_completion(engine, std::move(prompt), greedy(n), sink);
     REQUIRE(result.has_value());
     co_return tokens;
   };

@@ -56,7 +56,7 @@ asio::awaitable<actors::TurnResult> turn(actors::Engine& e, const std::string& i
     co_return stop_after_deltas < 0 || ++deltas < stop_after_deltas;
   };
   std::vector<model::ChatMessage> messages{{"user", std::move(text)}};
-  co_return co_await e.send_turn("t", id, std::move(messages), greedy(max_tokens), sink);
+  co_return co_await send_turn(e, "t", id, std::move(messages), greedy(max_tokens), sink);
 }
 
 }  // namespace
@@ -102,9 +102,10 @@ TEST_CASE("ten times the queue limit at once: the limit is admitted, the rest re
   auto engine = make_engine(false, 4);
   std::vector<actors::TurnStream> streams;
   for (int i = 0; i < 40; ++i) {
-    actors::TurnRequest r{{{"user", "Tell me a story number " + std::to_string(i)}}, greedy(48)};
+    actors::TurnRequest r =
+        stateless_request({{"user", "Tell me a story number " + std::to_string(i)}}, greedy(48));
     r.sampling.ignore_eos = true;  // every admitted turn runs its 48 tokens
-    auto s = engine->start_stateless_turn(io.get_executor(), std::move(r));
+    auto s = engine->start(io.get_executor(), std::move(r));
     REQUIRE(s.has_value());
     streams.push_back(std::move(*s));
   }
@@ -149,7 +150,7 @@ TEST_CASE("bad turns are refused with a clear error and leave the conversation u
     auto bad = greedy(4);
     bad.temperature = -1.0f;
     actors::TurnSink sink = [](const actors::TurnDelta&) -> asio::awaitable<bool> { co_return true; };
-    const auto r = run(io, engine->send_turn("t", "c", {{"user", "hi"}}, bad, sink));
+    const auto r = run(io, send_turn(*engine, "t", "c", {{"user", "hi"}}, bad, sink));
     REQUIRE_FALSE(r.has_value());
     CHECK(r.error().kind == actors::TurnErrorKind::invalid_request);
     CHECK_THAT(r.error().message, Catch::Contains("temperature"));
@@ -200,9 +201,10 @@ TEST_CASE("hundreds of abandoned turns free their work and reservations", "[engi
   auto engine = make_engine(false, 1000);
   std::vector<actors::TurnStream> streams;
   for (int i = 0; i < 300; ++i) {
-    actors::TurnRequest r{{{"user", "story " + std::to_string(i)}}, greedy(200)};
+    actors::TurnRequest r =
+        stateless_request({{"user", "story " + std::to_string(i)}}, greedy(200));
     r.sampling.ignore_eos = true;
-    auto s = engine->start_stateless_turn(io.get_executor(), std::move(r));
+    auto s = engine->start(io.get_executor(), std::move(r));
     REQUIRE(s.has_value());
     s->cancel();  // the client left at once
     streams.push_back(std::move(*s));

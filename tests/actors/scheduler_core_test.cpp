@@ -26,9 +26,10 @@ TurnSpec turn(std::uint64_t id, std::uint64_t conversation, std::vector<std::int
 
 // Runs iterations, answering every sample with `token` (finishing at max
 // tokens like a sampler would), until no work is left; returns all events.
-std::vector<TurnEvent> run_to_end(SchedulerCore& core, std::int64_t& now, std::vector<IterationPlan>* plans = nullptr,
-                                  std::int32_t token = 7) {
-  std::vector<TurnEvent> events;
+std::vector<TurnUpdate> run_to_end(SchedulerCore& core, std::int64_t& now,
+                                   std::vector<IterationPlan>* plans = nullptr,
+                                   std::int32_t token = 7) {
+  std::vector<TurnUpdate> events;
   std::map<TurnId, int> generated;
   std::map<TurnId, int> limit;
   for (int guard = 0; core.has_work() && guard < 10000; ++guard) {
@@ -48,8 +49,11 @@ std::vector<TurnEvent> run_to_end(SchedulerCore& core, std::int64_t& now, std::v
   return events;
 }
 
-int count(const std::vector<TurnEvent>& events, TurnEvent::Kind kind) {
-  return int(std::count_if(events.begin(), events.end(), [&](const TurnEvent& e) { return e.kind == kind; }));
+template <class Kind>
+int count(const std::vector<TurnUpdate>& events) {
+  return int(std::count_if(events.begin(), events.end(), [&](const TurnUpdate& u) {
+    return std::holds_alternative<Kind>(u.event);
+  }));
 }
 
 }  // namespace
@@ -69,7 +73,7 @@ TEST_CASE("admission refuses turns beyond the limit and accepts the limit's wort
   CHECK(core.stats().refused_overloaded == 45);
   std::int64_t now = 0;
   auto events = run_to_end(core, now);
-  CHECK(count(events, TurnEvent::Kind::finished) == 5);
+  CHECK(count<TurnDone>(events) == 5);
   CHECK(core.admit(turn(99, 99, iota_tokens(6)), now) == AdmitStatus::admitted);  // room again
 }
 
@@ -82,7 +86,7 @@ TEST_CASE("a turn that could never fit the KV pool is refused as too large", "[s
 TEST_CASE("each iteration decodes every running sequence and fills the rest with prefill chunks", "[scheduler]") {
   SchedulerCore core({.max_batch_tokens = 8, .max_running = 8, .max_admitted = 8, .num_blocks = 64, .block_tokens = 4});
   REQUIRE(core.admit(turn(1, 1, iota_tokens(3), 10), 0) == AdmitStatus::admitted);
-  std::vector<TurnEvent> events;
+  std::vector<TurnUpdate> events;
   std::int64_t now = 1;
   auto first = core.plan(now, events);
   REQUIRE(first.sequences.size() == 1);
@@ -123,13 +127,14 @@ TEST_CASE("the next turn of a conversation computes only what its cached KV does
   std::vector<std::int32_t> next = history;
   next.insert(next.end(), {7, 100, 101, 102});
   REQUIRE(core.admit(turn(2, 7, next, 2), now) == AdmitStatus::admitted);
-  std::vector<TurnEvent> events;
+  std::vector<TurnUpdate> events;
   auto plan = core.plan(++now, events);
   REQUIRE(plan.sequences.size() == 1);
   CHECK(plan.sequences[0].start_pos == 12);
   CHECK(plan.sequences[0].tokens == std::vector<std::int32_t>{7, 100, 101, 102});
-  REQUIRE(count(events, TurnEvent::Kind::started) == 1);
-  CHECK(events[0].cached_tokens == 12);
+  REQUIRE(count<TurnStarted>(events) == 1);
+  REQUIRE(std::holds_alternative<TurnStarted>(events[0].event));
+  CHECK(std::get<TurnStarted>(events[0].event).cached_tokens == 12);
 }
 
 TEST_CASE("an edited history reuses only the common prefix, never stale KV", "[scheduler]") {
@@ -140,7 +145,7 @@ TEST_CASE("an edited history reuses only the common prefix, never stale KV", "[s
   auto edited = iota_tokens(10);
   edited[6] = 999;
   REQUIRE(core.admit(turn(2, 7, edited, 2), now) == AdmitStatus::admitted);
-  std::vector<TurnEvent> events;
+  std::vector<TurnUpdate> events;
   auto plan = core.plan(++now, events);
   REQUIRE(plan.sequences.size() == 1);
   CHECK(plan.sequences[0].start_pos == 6);
@@ -182,7 +187,7 @@ TEST_CASE("when KV runs out the latest running sequence is preempted and recompu
   REQUIRE(core.admit(turn(2, 2, iota_tokens(6, 50), 6), now) == AdmitStatus::admitted);
   std::vector<IterationPlan> plans;
   auto events = run_to_end(core, now, &plans);
-  CHECK(count(events, TurnEvent::Kind::finished) == 2);
+  CHECK(count<TurnDone>(events) == 2);
   CHECK(core.stats().preemptions >= 1);
   // Turn 2 was recomputed: some later plan feeds it from position 0 again,
   // with its generated tokens, without a new sampler.
@@ -199,7 +204,7 @@ TEST_CASE("when KV runs out the latest running sequence is preempted and recompu
   // Every turn got its 6 tokens, each exactly once.
   std::map<TurnId, int> tokens;
   for (const auto& e : events) {
-    if (e.kind == TurnEvent::Kind::token) ++tokens[e.turn];
+    if (std::holds_alternative<TurnDelta>(e.event)) ++tokens[e.turn];
   }
   CHECK(tokens[TurnId{1}] == 6);
   CHECK(tokens[TurnId{2}] == 6);
@@ -210,7 +215,7 @@ TEST_CASE("a cancelled turn ends at the next plan and keeps the KV of what it fe
   SchedulerCore core({.max_batch_tokens = 64, .max_running = 4, .max_admitted = 4, .num_blocks = 64, .block_tokens = 4});
   std::int64_t now = 0;
   REQUIRE(core.admit(turn(1, 3, iota_tokens(5), 50), now) == AdmitStatus::admitted);
-  std::vector<TurnEvent> events;
+  std::vector<TurnUpdate> events;
   for (int step = 0; step < 3; ++step) {
     auto plan = core.plan(++now, events);
     core.complete(plan, std::vector<SampleResult>{{TurnId{1}, {8, 0, {}}, model::FinishReason::none}}, now, events);
@@ -219,8 +224,9 @@ TEST_CASE("a cancelled turn ends at the next plan and keeps the KV of what it fe
   auto plan = core.plan(++now, events);
   CHECK(plan.empty());
   CHECK(plan.released_samplers == std::vector<TurnId>{TurnId{1}});
-  REQUIRE(events.back().kind == TurnEvent::Kind::finished);
-  CHECK(events.back().finish == model::FinishReason::none);
+  const auto* done = std::get_if<TurnDone>(&events.back().event);
+  REQUIRE(done != nullptr);
+  CHECK(done->finish == model::FinishReason::none);
   // 5 prompt tokens and 2 of the 3 generated were fed; the third was not.
   auto cached = core.cached_tokens(ConversationId{3});
   REQUIRE(cached);
@@ -232,7 +238,7 @@ TEST_CASE("dropping a conversation frees its KV, also when its turn is still run
   SchedulerCore core({.max_batch_tokens = 64, .max_running = 4, .max_admitted = 4, .num_blocks = 16, .block_tokens = 4});
   std::int64_t now = 0;
   REQUIRE(core.admit(turn(1, 3, iota_tokens(5), 3), now) == AdmitStatus::admitted);
-  std::vector<TurnEvent> events;
+  std::vector<TurnUpdate> events;
   auto plan = core.plan(++now, events);
   core.drop_conversation(ConversationId{3});
   core.complete(plan, std::vector<SampleResult>{{TurnId{1}, {8, 0, {}}, model::FinishReason::none}}, now, events);

@@ -48,7 +48,8 @@ std::vector<IterationPlan> until_planned(TierRig& rig, TurnId turn, int max_step
 
 int started_cached(const TierRig& rig, TurnId turn) {
   for (const auto& e : rig.events) {
-    if (e.kind == TurnEvent::Kind::started && e.turn == turn) return e.cached_tokens;
+    if (const auto* s = std::get_if<TurnStarted>(&e.event); s && e.turn == turn)
+      return s->cached_tokens;
   }
   return -1;
 }
@@ -296,7 +297,7 @@ TEST_CASE("no block or slot is reused while a transfer still reads or writes it"
     }
   }
   int finished = 0;
-  for (const auto& e : rig.events) finished += e.kind == TurnEvent::Kind::finished ? 1 : 0;
+  for (const auto& e : rig.events) finished += std::holds_alternative<TurnDone>(e.event) ? 1 : 0;
   CHECK(finished == turns);
   check_exact_kv(rig);
   const TierStats s = rig.core.stats().tiers;
@@ -424,7 +425,8 @@ TEST_CASE("with a host tier a new turn waits while admitting it would eat into t
     for (int i = 0; i < 40 && rig.core.has_work(); ++i) {
       if (find(rig.step(), big) && big_first < 0) big_first = i;
       for (const auto& e : rig.events) {
-        if (e.turn == decoding && e.kind == TurnEvent::Kind::finished && decoding_done < 0) decoding_done = i;
+        if (e.turn == decoding && std::holds_alternative<TurnDone>(e.event) && decoding_done < 0)
+          decoding_done = i;
       }
     }
     INFO("decode_reserve " << reserve);
@@ -543,7 +545,8 @@ TEST_CASE("a queued turn's cached device chunks count as room for the decode res
   for (int i = 0; i < 60 && rig.core.has_work(); ++i) {
     if (find(rig.step(), fresh) && fresh_first < 0) fresh_first = i;
     for (const auto& e : rig.events) {
-      if (e.turn == decoding && e.kind == TurnEvent::Kind::finished && decoding_done < 0) decoding_done = i;
+      if (e.turn == decoding && std::holds_alternative<TurnDone>(e.event) && decoding_done < 0)
+        decoding_done = i;
     }
   }
   REQUIRE(decoding_done >= 0);

@@ -93,7 +93,7 @@ struct TierRig {
   std::map<TurnId, std::vector<std::int32_t>> history;
   std::map<TurnId, int> generated, limit;
   std::map<TurnId, std::int64_t> fed;
-  std::vector<TurnEvent> events;
+  std::vector<TurnUpdate> events;
 };
 
 // Tiny tiers: blocks of 4 tokens.

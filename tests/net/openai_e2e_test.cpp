@@ -8,6 +8,7 @@
 #include "net/http_server.hpp"
 #include "net/openai_routes.hpp"
 #include "tests/net/http_client.hpp"
+#include "tests/net/invalid_turns.hpp"
 #include "tests/net/server_fixture.hpp"
 #include "tests/tiny_model.hpp"
 
@@ -161,4 +162,24 @@ TEST_CASE("a conversation id makes requests turns of one stored conversation tha
   auto bad = s.post(chat_body(R"(,"conversation":"no spaces allowed")"));
   CHECK(bad.status == 400);
   CHECK(json::parse(bad.body).at("error").at("type").as_string() == "invalid_request_error");
+}
+
+TEST_CASE("out-of-bounds requests are invalid_request errors over HTTP, as on every front end",
+          "[net][e2e][bounds]") {
+  Server s;
+  for (const auto& c : testing::invalid_turns()) {
+    INFO(c.field);
+    json::object body{{"model", "tiny"},
+                      {"messages", json::array{json::object{{"role", "user"}, {"content", "x"}}}}};
+    if (c.has_role) {
+      body["messages"].as_array()[0].as_object()["role"] = "robot";
+    } else {
+      body[c.field] = c.number_value;
+    }
+    const auto reply = s.post(json::serialize(body));
+    CHECK(reply.status == 400);
+    const auto error = json::parse(reply.body).at("error").as_object();
+    CHECK(error.at("type").as_string() == "invalid_request_error");
+    CHECK(error.at("message").as_string() == c.message);
+  }
 }

@@ -1,6 +1,7 @@
 // The Cap'n Proto interface over loopback: a real client (its own kj loop on
 // the test's thread) against an RpcServer (its loop on its own thread) over a
 // real Engine.
+#include "tests/net/invalid_turns.hpp"
 #include "tests/net/rpc_fixture.hpp"
 
 #include <algorithm>
@@ -173,15 +174,17 @@ TEST_CASE("bad rpc requests are refused with a clear exception", "[rpc]") {
   c.create("c");
   SinkLog log;
   CHECK_THAT(rpc_error([&] { c.turn("nope", "hi", log, 4); }), Contains("not found: no conversation 'nope'"));
-  CHECK_THAT(rpc_error([&] { c.turn("c", "hi", log, 0); }), Contains("invalid request: maxTokens must be >= 1"));
+  CHECK_THAT(rpc_error([&] { c.turn("c", "hi", log, 0); }),
+             Contains("invalid request: 'max_tokens' must be between 1 and 4096"));
   CHECK_THAT(rpc_error([&] { c.turn("c", "", log, 4); }), Contains("invalid request: content must not be empty"));
   CHECK_THAT(rpc_error([&] {
                auto r = c.turn_request("c", "hi", log, 4);
                r.getParams().setTemperature(-1.0f);
                r.send().getTurn().resultRequest().send().wait(c.ws());
              }),
-             Contains("invalid request: temperature must be >= 0"));
-  CHECK_THAT(rpc_error([&] { c.turn("c", "hi", log, 100000); }), Contains("invalid request: this model's context"));
+             Contains("invalid request: 'temperature' must be between 0 and 2"));
+  CHECK_THAT(rpc_error([&] { c.turn("c", "hi", log, 4000); }),
+             Contains("invalid request: this model's context"));
   CHECK_THAT(rpc_error([&] { c.create("c"); }), Contains("invalid request: conversation 'c' already exists"));
   CHECK_THAT(rpc_error([&] { c.create("bad id!"); }), Contains("invalid request"));
   CHECK(log.batches.empty());
@@ -363,4 +366,24 @@ TEST_CASE("without API keys login with any key returns the open service", "[rpc]
   c.create("before");
   login(c, "whatever");
   CHECK(c.list() == std::vector<std::string>{"before"});
+}
+
+TEST_CASE("out-of-bounds turns are invalid_request errors over RPC, as on every front end",
+          "[rpc][bounds]") {
+  RpcFixture f;
+  Client c(f.server->port());
+  REQUIRE(c.create("c") == "c");
+  for (const auto& t : testing::invalid_turns()) {
+    if (t.has_role) continue;  // an RPC turn's message has no role
+    INFO(t.field);
+    SinkLog log;
+    auto request = c.turn_request("c", "hi", log, 4);
+    auto params = request.getParams();
+    if (t.field == "temperature") params.setTemperature(float(t.number_value));
+    if (t.field == "top_p") params.setTopP(float(t.number_value));
+    if (t.field == "max_tokens") params.setMaxTokens(std::int32_t(t.number_value));
+    // Cap'n Proto puts "remote exception: " before a server's description.
+    CHECK_THAT(rpc_error([&] { request.send().wait(c.ws()); }),
+               Catch::EndsWith("invalid request: " + t.message));
+  }
 }

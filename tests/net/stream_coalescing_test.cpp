@@ -28,16 +28,16 @@ namespace json = boost::json;
 
 namespace {
 
-actors::ClientEvent delta_event(std::string text) {
-  actors::ClientEvent e{actors::ClientEvent::Kind::delta, {}, {}, {}};
-  e.delta.text = std::move(text);
-  return e;
+actors::TurnEvent delta_event(std::string text) {
+  actors::TurnDelta d;
+  d.text = std::move(text);
+  return d;
 }
 
-actors::ClientEvent done_event(std::int32_t completion_tokens) {
-  actors::ClientEvent e{actors::ClientEvent::Kind::done, {}, {}, {}};
-  e.summary.completion_tokens = completion_tokens;
-  return e;
+actors::TurnEvent done_event(std::int32_t completion_tokens) {
+  actors::TurnDone done;
+  done.completion_tokens = completion_tokens;
+  return done;
 }
 
 // Sends the deltas it is given as batches: {"a","b","c"} in one sink call,
@@ -145,9 +145,8 @@ std::vector<std::string> event_contents(const std::string& sse) {
 TEST_CASE("try_next takes the deltas already queued without suspending, then the turn's end",
           "[net][coalesce]") {
   asio::io_context io;
-  auto channel = std::make_shared<actors::ClientChannel>(io.get_executor(), 8);
-  auto cancel = std::make_shared<actors::CancelFlag>(false);
-  actors::TurnStream stream(channel, cancel);
+  auto channel = std::make_shared<actors::TurnEventChannel>(io.get_executor(), 8);
+  actors::TurnStream stream(channel, {}, actors::TurnId{1});  // no engine: nothing to cancel
   CHECK_FALSE(stream.try_next().has_value());  // nothing queued yet
   CHECK_FALSE(stream.ended());
   for (const char* t : {"one", "two", "three"})

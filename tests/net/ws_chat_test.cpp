@@ -8,6 +8,7 @@
 #include "net/ws_chat_session.hpp"
 #include "tests/actors/engine_fixture.hpp"
 #include "tests/net/http_client.hpp"
+#include "tests/net/invalid_turns.hpp"
 #include "tests/net/ws_client.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -198,7 +199,7 @@ TEST_CASE("bad messages are answered with errors and the connection stays open",
   c.send(json::object{{"type", "send"}, {"content", 42}});
   CHECK(error_code(c.next()) == "bad_request");
   c.send(json::object{{"type", "send"}, {"content", "x"}, {"max_tokens", 0}});
-  CHECK(error_code(c.next()) == "bad_request");
+  CHECK(error_code(c.next()) == "invalid_request");  // in bounds is the adapter's check
   c.send(json::object{{"type", "delete"}, {"conversation", "no-such-conversation"}});
   CHECK(error_code(c.next()) == "not_found");
 
@@ -423,4 +424,25 @@ TEST_CASE("stopping the server with a grace period closes an idle WebSocket sess
   CHECK_FALSE(ws.receive().has_value());
   CHECK(ws.close_code() == 1001);
   CHECK(stopped.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+}
+
+TEST_CASE(
+    "out-of-bounds turns are invalid_request errors over the WebSocket, as on every front end",
+    "[net][ws][bounds]") {
+  Server s;
+  WsClient c(s.port());
+  open(c);
+  for (const auto& t : testing::invalid_turns()) {
+    INFO(t.field);
+    json::object send{{"type", "send"}, {"content", "x"}};
+    if (t.has_role) {
+      send["role"] = "robot";
+    } else {
+      send[t.field] = t.number_value;
+    }
+    c.send(send);
+    const json::object error = c.next();
+    CHECK(error_code(error) == "invalid_request");
+    CHECK(error.at("message").as_string() == t.message);
+  }
 }

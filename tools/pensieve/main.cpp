@@ -136,8 +136,12 @@ int serve(const server::Options& o) {
     std::fprintf(stderr, "pensieve: %s\n", engine.error().message.c_str());
     return 1;
   }
-  net::EngineBackend backend(**engine, {std::chrono::seconds(o.request_timeout_s), &metrics});
+  // The bounds every front end checks a turn against (net/turn_call.hpp).
+  const net::RequestLimits limits;
+  net::EngineBackend backend(**engine,
+                             {std::chrono::seconds(o.request_timeout_s), &metrics, limits});
   net::RouteOptions routes;
+  routes.limits = limits;
   routes.keys = std::make_shared<const net::ApiKeys>(std::move(*keys));
   routes.metrics = &metrics;
   net::HttpServerOptions http_options;
@@ -147,6 +151,7 @@ int serve(const server::Options& o) {
   net::WsChatOptions ws_options;
   ws_options.tenant_of = net::ws_tenant_of(routes.keys);
   ws_options.refuse_with_close = true;
+  ws_options.limits = limits;
   http_options.websocket_routes.push_back({"/v1/ws", net::make_ws_chat_handler(**engine, std::move(ws_options))});
   server::TraceCapturer trace_capturer(tracer, o.trace_file.has_value());
   net::AdminRouteOptions admin;
@@ -176,6 +181,7 @@ int serve(const server::Options& o) {
   rpc_options.host = o.host;
   rpc_options.port = o.rpc_port;
   rpc_options.keys = routes.keys;  // clients login(key) when keys are required
+  rpc_options.limits = limits;
   auto rpc = net::RpcServer::start(**engine, io.get_executor(), rpc_options);
   if (!rpc) {
     std::fprintf(stderr, "pensieve: %s\n", rpc.error().message.c_str());

@@ -1,0 +1,42 @@
+#pragma once
+// Messages to a conversation actor (actors/conversation.hpp): its variant inbox.
+#include "actors/ids.hpp"
+#include "actors/scheduler_protocol.hpp"
+#include "gpu/text/chat_template.hpp"
+#include "gpu/model/sampler.hpp"
+#include "runtime/reply.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace pensieve::actors {
+
+// A turn: `messages` are appended to the conversation, or, with `prompt`,
+// a raw completion of it (no template, no history). Every event of the
+// turn goes to `out`, the last one TurnDone or TurnFailed.
+struct StartTurn {
+  TurnId turn;
+  std::vector<model::ChatMessage> messages;
+  std::optional<std::string> prompt;
+  model::SamplingParams sampling;
+  std::shared_ptr<TurnEventChannel> out;
+};
+
+struct ConversationSnapshot {
+  std::vector<model::ChatMessage> messages;
+  std::vector<std::int32_t> tokens;
+  std::int32_t turns = 0;
+  std::int64_t last_active_unix_s = 0;
+};
+
+struct GetSnapshot {
+  rt::Reply<ConversationSnapshot> reply;
+};
+
+using ConversationMsg = std::variant<StartTurn, GetSnapshot>;
+
+}  // namespace pensieve::actors
