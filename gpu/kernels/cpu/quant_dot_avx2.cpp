@@ -285,6 +285,18 @@ QuantDotFn quant_dot_avx2_fn(DType t) {
       return dot_q8_0;
     case DType::q4_0:
       return dot_q4_0;
+    case DType::q4_1:
+      return dot_q4_1;
+    case DType::q5_0:
+      return dot_q5_0;
+    case DType::q5_1:
+      return dot_q5_1;
+    case DType::iq4_nl:
+      return dot_iq4_nl;
+    case DType::q2_k:
+      return dot_q2_k;
+    case DType::q3_k:
+      return dot_q3_k;
     case DType::q4_k:
       return dot_q4_k;
     case DType::q5_k:
