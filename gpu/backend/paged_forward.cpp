@@ -11,12 +11,6 @@
 
 namespace pensieve::backend {
 
-Result<BackendKind> parse_backend(std::string_view name) {
-  if (name == "cpu") return BackendKind::cpu;
-  if (name == "cuda") return BackendKind::cuda;
-  return fail("--backend: '" + std::string(name) + "' is not cpu or cuda");
-}
-
 std::string_view backend_name(BackendKind kind) { return kind == BackendKind::cuda ? "cuda" : "cpu"; }
 
 Result<std::int32_t> pool_blocks(const PagedForwardOptions& options, std::size_t block_bytes) {

@@ -28,8 +28,6 @@ namespace pensieve::backend {
 
 enum class BackendKind : std::uint8_t { cpu, cuda };
 
-// "cpu" / "cuda"; anything else is an error naming the choices.
-Result<BackendKind> parse_backend(std::string_view name);
 std::string_view backend_name(BackendKind kind);
 
 class PagedForward {

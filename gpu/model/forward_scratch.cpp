@@ -17,10 +17,6 @@ std::string shape_string(const std::vector<std::int64_t>& s) {
 
 Result<void> check(const Tensor& t, const char* what, std::vector<std::int64_t> want) {
   if (!t.present()) return fail(std::string("missing tensor ") + what);
-  if (!kernels::cpu::dtype_supported(t.dtype)) {
-    return fail(std::string(what) + " (" + t.name + ") has type " + dtype_name(t.dtype) +
-                ", which the CPU kernels do not support");
-  }
   std::vector<std::int64_t> have = t.shape;
   if (want.size() == 1 && have.size() == 2 && have[0] == 1) have.erase(have.begin());
   if (have != want) {

@@ -24,8 +24,6 @@ WeightView weight_view(const model::Tensor& t) {
   return v;
 }
 
-bool dtype_supported(DType) { return true; }
-
 namespace {
 std::uint16_t load_u16(const std::byte* p) {
   std::uint16_t v;

@@ -8,9 +8,6 @@
 
 namespace pensieve::kernels::cpu {
 
-// Whether the kernels can read this type (every DType now).
-bool dtype_supported(model::DType t);
-
 // out[0..n) = the first n elements of a stored row of type t (n whole blocks
 // for the quantised types: 32, or 256 for the K-quants).
 void dequantize_row(model::DType t, const std::byte* row, std::int64_t n, float* out);
