@@ -10,5 +10,6 @@ int cmd_make_test_model(int argc, char** argv);   // make_test_model_cmd.cpp
 int cmd_tokenize(int argc, char** argv);          // tokenize_cmd.cpp
 int cmd_detokenize(int argc, char** argv);        // tokenize_cmd.cpp
 int cmd_run(int argc, char** argv);               // run_cmd.cpp
+int cmd_render_template(int argc, char** argv);   // render_template_cmd.cpp
 
 }  // namespace pensieve::tools

@@ -21,6 +21,8 @@ constexpr Command commands[] = {
     {"detokenize", pensieve::tools::cmd_detokenize, "detokenize FILE < ids"},
     {"run", pensieve::tools::cmd_run,
      "run FILE (--prompt-ids \"1 2 3\" | --prompt TEXT) --max-tokens N --temperature 0 [--top-logits K]"},
+    {"render-template", pensieve::tools::cmd_render_template,
+     "render-template TEMPLATE.jinja CONTEXT.json | render-template --batch CASES.json"},
 };
 
 void usage() {

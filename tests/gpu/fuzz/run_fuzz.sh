@@ -5,7 +5,8 @@
 #   usage: run_fuzz.sh TARGET WORK_DIR [SECONDS]
 #   TARGET: gguf, safetensors (model files), chat_request (the OpenAI routes'
 #   JSON bodies), ws_message (the WebSocket chat protocol), history_journal
-#   (the journal replay), disk_chunk (the disk KV tier's slot check)
+#   (the journal replay), disk_chunk (the disk KV tier's slot check), jinja
+#   (the chat-template parser and renderer)
 # WORK_DIR is this run's alone: it is emptied of corpora first (two runs
 # sharing one would delete each other's inputs mid-run).
 set -euo pipefail
@@ -38,8 +39,11 @@ case $target in
                    sources=("$root/actors/history_record.cpp"); libs=(-lz) ;;
   disk_chunk) fuzz=$root/tests/gpu/fuzz/fuzz_disk_chunk.cpp
               sources=("$root/gpu/kv/chunk_header.cpp" "$root/gpu/kv/chunk_checksum.cpp"); libs=(-lz) ;;
+  jinja) fuzz=$root/tests/gpu/fuzz/fuzz_jinja.cpp
+         sources=()
+         for f in "$root"/gpu/text/jinja/*.cpp; do [[ $f == */json_value.cpp ]] || sources+=("$f"); done ;;
   *) echo "run_fuzz.sh: unknown target '$target'" \
-          "(gguf, safetensors, chat_request, ws_message, history_journal, disk_chunk)" >&2; exit 2 ;;
+          "(gguf, safetensors, jinja, chat_request, ws_message, history_journal, disk_chunk)" >&2; exit 2 ;;
 esac
 # A fixed seed, a fresh seed corpus and a fixed number of runs make each run
 # explore the same inputs, so CI is reproducible; the time is only a cap.
@@ -57,6 +61,9 @@ case $target in
       "$formats/gguf_reader.cpp" "$formats/gguf_file.cpp" "$formats/mmap_file.cpp" "$formats/safetensors_writer.cpp" \
       "$formats/tensor.cpp" "$json_src" -o "$work/make_seeds"
     "$work/make_seeds" "$work/corpus_gguf" "$work/corpus_safetensors" ;;
+  jinja)
+    # The template parser's seeds: the real chat templates the oracle test uses.
+    cp "$root"/tests/gpu/chat_templates/templates/*.jinja "$corpus/" ;;
   *)
     "$cxx" "${flags[@]}" -DPENSIEVE_FUZZ_SEEDS "$fuzz" "${sources[@]}" "${libs[@]}" \
       -o "$work/make_seeds_$target"
