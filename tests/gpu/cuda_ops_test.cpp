@@ -108,7 +108,7 @@ TEST_CASE("CUDA RoPE matches the CPU op in both layouts, partial rotary dims and
   testing::require_cuda_device();
   std::mt19937_64 rng(13);
   const std::int32_t rows = 40, n_heads = 6, head_dim = 128;
-  for (auto style : {model::RopeStyle::interleaved, model::RopeStyle::half_split}) {
+  for (auto style : {kernels::RopeStyle::interleaved, kernels::RopeStyle::half_split}) {
     for (std::int32_t rope_dims : {128, 64}) {
       kc::RopeParams rp;
       rp.n_heads = n_heads;
@@ -116,7 +116,7 @@ TEST_CASE("CUDA RoPE matches the CPU op in both layouts, partial rotary dims and
       rp.rope_dims = rope_dims;
       rp.theta = 500000.0f;
       rp.style = style;
-      rp.scaling.type = rope_dims == 64 ? model::RopeScalingType::llama3 : model::RopeScalingType::none;
+      rp.scaling.type = rope_dims == 64 ? kernels::RopeScalingType::llama3 : kernels::RopeScalingType::none;
       rp.scaling.factor = 8.0f;
       const auto inv = kc::rope_inv_freq(rp);
       const std::int64_t stride = n_heads * head_dim + 32;  // rows with a gap, as in fused QKV
@@ -127,7 +127,7 @@ TEST_CASE("CUDA RoPE matches the CPU op in both layouts, partial rotary dims and
       kc::rope(rp, inv, {want.data(), rows, n_heads * head_dim, stride}, pos);
       DeviceCopy d_x(x), d_inv(inv), d_pos(pos);
       kcu::RopeLaunch p{d_x.as<float>(), stride, rows, n_heads, head_dim, rope_dims,
-                        style == model::RopeStyle::interleaved, d_inv.as<float>(), d_pos.as<std::int32_t>()};
+                        style == kernels::RopeStyle::interleaved, d_inv.as<float>(), d_pos.as<std::int32_t>()};
       cuda_require(kcu::launch_rope(p, nullptr));
       const double err = max_rel_error(d_x.read<float>(x.size()), want);
       INFO("style " << int(style) << " rope_dims " << rope_dims);
@@ -213,7 +213,7 @@ TEST_CASE("the fused RoPE + Q rounding + KV write equals the CPU rope then resha
   std::mt19937_64 rng(18);
   const std::int32_t rows = 29, n_heads = 8, n_kv_heads = 2, head_dim = 64;
   const std::int32_t q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim, stride = q_dim + 2 * kv_dim;
-  for (auto style : {model::RopeStyle::interleaved, model::RopeStyle::half_split}) {
+  for (auto style : {kernels::RopeStyle::interleaved, kernels::RopeStyle::half_split}) {
     for (kv::KvDType t : {kv::KvDType::f16, kv::KvDType::bf16}) {
       kc::RopeParams rp;
       rp.n_heads = n_heads + n_kv_heads;  // Q's heads then K's in each fused row
@@ -258,7 +258,7 @@ TEST_CASE("the fused RoPE + Q rounding + KV write equals the CPU rope then resha
       p.n_kv_heads = n_kv_heads;
       p.head_dim = head_dim;
       p.rope_dims = head_dim;
-      p.interleaved = style == model::RopeStyle::interleaved;
+      p.interleaved = style == kernels::RopeStyle::interleaved;
       p.inv_freq = d_inv.as<float>();
       p.positions = d_pos.as<std::int32_t>();
       p.slots = d_slots.as<std::int64_t>();

@@ -15,7 +15,7 @@
 #include <vector>
 
 namespace kc = pensieve::kernels::cpu;
-using pensieve::model::RopeStyle;
+using pensieve::kernels::RopeStyle;
 
 namespace {
 
@@ -98,13 +98,13 @@ TEST_CASE("llama3 rope scaling keeps high frequencies and divides low ones by th
   p.head_dim = p.rope_dims = 128;
   p.theta = 500000.0f;
   const auto plain = kc::rope_inv_freq(p);
-  p.scaling.type = pensieve::model::RopeScalingType::llama3;
+  p.scaling.type = pensieve::kernels::RopeScalingType::llama3;
   p.scaling.factor = 8.0f;
   p.scaling.original_context = 8192;
   const auto scaled = kc::rope_inv_freq(p);
   CHECK(scaled[0] == plain[0]);                         // wavelength 2*pi: kept
   CHECK(scaled[63] == Approx(plain[63] / 8.0f));        // longest wavelength: divided
-  p.scaling.type = pensieve::model::RopeScalingType::linear;
+  p.scaling.type = pensieve::kernels::RopeScalingType::linear;
   CHECK(kc::rope_inv_freq(p)[0] == Approx(plain[0] / 8.0f));
 }
 
