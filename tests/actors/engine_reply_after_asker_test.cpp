@@ -36,8 +36,13 @@ TEST_CASE("a snapshot answered after its asker's io_context is gone touches noth
   model::SamplingParams six = greedy(6);
   six.ignore_eos = true;
   gate.arm();
-  std::vector<model::ChatMessage> messages{{"user", "tell me a story"}};
-  auto stream = engine.start_turn(io.get_executor(), "t", "c", std::move(messages), six);
+  actors::TurnRequest request;
+  request.tenant = "t";
+  request.conversation = "c";
+  request.create_conversation = false;
+  request.messages = {{"user", "tell me a story"}};
+  request.sampling = six;
+  auto stream = engine.start(io.get_executor(), std::move(request));
   REQUIRE(stream.has_value());
   REQUIRE(gate.wait_entered(std::chrono::seconds(60)));  // the control thread is held
   {
