@@ -64,6 +64,11 @@ TEST_CASE("a stateless turn goes through a conversation actor and leaves nothing
   CHECK(result->completion_tokens == 6);
   CHECK_FALSE(text.empty());
 
+  // A round trip through the control thread, where the conversation actor
+  // runs: its turn handler, whose span closes after the turn's last event
+  // has been sent, has finished by the time this is answered.
+  const auto stats = run(io, engine->stats());
+
   // In the trace: the turn's span in a conversation actor, under the same
   // flow id as the scheduler's phases of that turn.
   std::set<std::uint64_t> conversation_turns, scheduled_turns;
@@ -80,7 +85,6 @@ TEST_CASE("a stateless turn goes through a conversation actor and leaves nothing
 
   // Nothing left: no conversation, no cached KV, every block free.
   CHECK(engine->list_conversations("t").empty());
-  const auto stats = run(io, engine->stats());
   CHECK(stats.cached_conversations == 0);
   CHECK(stats.running == 0);
   CHECK(stats.waiting == 0);
