@@ -32,9 +32,10 @@ case $target in
                sources=("${common[@]}" "$formats/safetensors_reader.cpp" "$model/hf_config.cpp"
                         "$model/tokenizer_json.cpp" "$json_src") ;;
   chat_request) fuzz=$root/tests/net/fuzz/fuzz_chat_request.cpp
-                sources=("$root/net/chat_request_json.cpp" "$root/net/api_error.cpp" "$json_src") ;;
+                sources=("$root/net/chat_request_json.cpp" "$root/net/turn_validation.cpp" "$root/net/api_error.cpp"
+                         "$json_src") ;;
   ws_message) fuzz=$root/tests/net/fuzz/fuzz_ws_message.cpp
-              sources=("$root/net/ws_chat_protocol.cpp" "$json_src") ;;
+              sources=("$root/net/ws_chat_protocol.cpp" "$root/net/turn_validation.cpp" "$json_src") ;;
   history_journal) fuzz=$root/tests/actors/fuzz/fuzz_history_journal.cpp
                    sources=("$root/actors/history_record.cpp"); libs=(-lz) ;;
   disk_chunk) fuzz=$root/tests/gpu/fuzz/fuzz_disk_chunk.cpp
