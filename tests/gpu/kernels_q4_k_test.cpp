@@ -4,6 +4,7 @@
 #include "gpu/kernels/cpu/dequant.hpp"
 #include "gpu/kernels/cpu/matmul.hpp"
 #include "gpu/formats/half.hpp"
+#include "tests/gpu/quant_test_blocks.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -17,17 +18,6 @@ using pensieve::model::DType;
 namespace {
 
 constexpr std::size_t block_bytes = 144;
-
-// ggml's get_scale_min_k4, written out again from its definition.
-void reference_scale_min(int j, const std::uint8_t* q, int& d, int& m) {
-  if (j < 4) {
-    d = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
-  }
-}
 
 // ggml's dequantize_row_q4_K loop structure: 64 elements per pass, the low
 // nibbles of 32 bytes then their high nibbles.
@@ -43,9 +33,9 @@ std::vector<float> reference_dequant(const std::byte* row, std::int64_t n) {
     const std::uint8_t* q = blk + 16;
     for (int j = 0, is = 0; j < 256; j += 64, is += 2, q += 32) {
       int sc, m;
-      reference_scale_min(is, scales, sc, m);
+      pensieve::testing::reference_scale_min(is, scales, sc, m);
       const float d1 = d * float(sc), m1 = min * float(m);
-      reference_scale_min(is + 1, scales, sc, m);
+      pensieve::testing::reference_scale_min(is + 1, scales, sc, m);
       const float d2 = d * float(sc), m2 = min * float(m);
       for (int l = 0; l < 32; ++l) y.push_back(d1 * float(q[l] & 0xF) - m1);
       for (int l = 0; l < 32; ++l) y.push_back(d2 * float(q[l] >> 4) - m2);

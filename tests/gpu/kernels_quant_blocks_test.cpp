@@ -74,16 +74,6 @@ std::vector<float> ref_q3_k(const std::uint8_t* x, std::int64_t nb) {
   return y;
 }
 
-void ref_scale_min(int j, const std::uint8_t* q, int& d, int& m) {
-  if (j < 4) {
-    d = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
-  }
-}
-
 std::vector<float> ref_q5_k(const std::uint8_t* x, std::int64_t nb) {
   std::vector<float> y;
   for (std::int64_t i = 0; i < nb; ++i, x += 176) {
@@ -93,9 +83,9 @@ std::vector<float> ref_q5_k(const std::uint8_t* x, std::int64_t nb) {
     std::uint8_t u1 = 1, u2 = 2;
     for (int j = 0, is = 0; j < 256; j += 64, is += 2, ql += 32) {
       int sc, m;
-      ref_scale_min(is, x + 4, sc, m);
+      pensieve::testing::reference_scale_min(is, x + 4, sc, m);
       const float d1 = d * float(sc), m1 = min * float(m);
-      ref_scale_min(is + 1, x + 4, sc, m);
+      pensieve::testing::reference_scale_min(is + 1, x + 4, sc, m);
       const float d2 = d * float(sc), m2 = min * float(m);
       for (int l = 0; l < 32; ++l)
         y.push_back(d1 * float((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1);

@@ -6,11 +6,24 @@
 #include "gpu/formats/half.hpp"
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
 
 namespace pensieve::testing {
+
+// ggml's get_scale_min_k4 (scale and min j of a Q4_K / Q5_K block's 12
+// packed bytes), written out again from its definition.
+inline void reference_scale_min(int j, const std::uint8_t* q, int& d, int& m) {
+  if (j < 4) {
+    d = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
+  }
+}
 
 // Byte offsets of a block's F16 fields (scale first, then min where there is one).
 inline std::vector<std::size_t> f16_fields(model::DType t) {
