@@ -86,7 +86,8 @@ void RpcServer::run(std::promise<Result<std::uint16_t>>& bound) {
   try {
     RpcServiceOptions service_options{options_.tenant, options_.max_deltas_in_flight,
                                       options_.keys,   false,
-                                      &drain,          options_.limits};
+                                      &drain,          options_.limits,
+                                      options_.turn};
     auto io = kj::setupAsyncIo();
     KJ_DEFER(waker_->detach());  // after `wakes` below is gone, before the loop is
     auto& wait_scope = io.waitScope;

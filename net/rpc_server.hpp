@@ -47,6 +47,7 @@ struct RpcServerOptions {
   // Keys required: clients must login(key) and act for the key's tenant.
   std::shared_ptr<const ApiKeys> keys;
   RequestLimits limits;  // the bounds every turn is checked against (net/turn_call.hpp)
+  TurnCallOptions turn;  // each turn's timeout and the metrics it records into
 };
 
 class RpcServer {

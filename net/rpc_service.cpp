@@ -119,7 +119,7 @@ kj::Promise<void> RpcService::sendTurn(SendTurnContext context) {
   auto turn = kj::heap<RpcTurn>(bridge, params.getSink(), options_.max_deltas_in_flight, logprobs, options_.drain);
   auto accepted = turn->accepted();
   rpc::schema::Turn::Client client = kj::mv(turn);
-  bridge->start(std::move(request), options_.limits);
+  bridge->start(std::move(request), options_.limits, options_.turn);
   return accepted.then([context, client = kj::mv(client)]() mutable { context.getResults().setTurn(kj::mv(client)); });
 }
 

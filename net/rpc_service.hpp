@@ -31,6 +31,7 @@ struct RpcServiceOptions {
   // Counts the turns being delivered; once draining, sendTurn refuses. Null: none.
   RpcDrain* drain = nullptr;
   RequestLimits limits;  // the bounds every turn is checked against (net/turn_call.hpp)
+  TurnCallOptions turn;  // each turn's timeout and the metrics it records into
 };
 
 class RpcService final : public rpc::schema::Pensieve::Server {

@@ -71,22 +71,18 @@ kj::Promise<void> RpcTurn::pump() {
   return woken.then([this] { return pump(); });
 }
 
-void RpcTurn::absorb(RpcTurnEvent& event) {
-  switch (event.kind) {
-    case RpcTurnEvent::Kind::accepted:
-      accepted_seen_ = true;
-      accepted_fulfiller_->fulfill();
-      break;
-    case RpcTurnEvent::Kind::delta:
-      if (!failure_) pending_.push_back(std::move(event.delta));
-      break;
-    case RpcTurnEvent::Kind::done:
-      summary_ = event.summary;
-      break;
-    case RpcTurnEvent::Kind::error:
-      if (!failure_) failure_.emplace(rpc_exception(event.error));
-      if (!accepted_seen_) accepted_fulfiller_->reject(kj::cp(*failure_));
-      break;
+void RpcTurn::absorb(actors::TurnEvent& event) {
+  if (std::holds_alternative<actors::TurnStarted>(event)) {
+    accepted_seen_ = true;
+    accepted_fulfiller_->fulfill();
+  } else if (auto* delta = std::get_if<actors::TurnDelta>(&event)) {
+    if (!failure_) pending_.push_back(std::move(*delta));
+  } else if (auto* done = std::get_if<actors::TurnDone>(&event)) {
+    summary_ = std::move(*done);
+  } else {
+    const auto& failed = std::get<actors::TurnFailed>(event);
+    if (!failure_) failure_.emplace(rpc_exception(failed.error));
+    if (!accepted_seen_) accepted_fulfiller_->reject(kj::cp(*failure_));
   }
 }
 

@@ -38,7 +38,7 @@ class RpcTurn final : public rpc::schema::Turn::Server, private kj::TaskSet::Err
  private:
   void taskFailed(kj::Exception&& exception) override;
   kj::Promise<void> pump();
-  void absorb(RpcTurnEvent& event);
+  void absorb(actors::TurnEvent& event);
   void send_pending();
   void poke();
   kj::Promise<void> finish();

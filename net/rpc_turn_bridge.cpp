@@ -31,16 +31,17 @@ RpcTurnBridge::RpcTurnBridge(actors::Engine& engine, const asio::any_io_executor
                              std::shared_ptr<RpcTurnTracker> tracker, std::shared_ptr<RpcLoopWaker> waker)
     : engine_(engine), executor_(executor), tracker_(std::move(tracker)), events_(std::move(waker)) {}
 
-void RpcTurnBridge::start(actors::TurnRequest request, const RequestLimits& limits) {
+void RpcTurnBridge::start(actors::TurnRequest request, const RequestLimits& limits,
+                          TurnCallOptions options) {
   tracker_->begin();
   asio::co_spawn(
       executor_,
-      [self = shared_from_this(), request = std::move(request), limits]() mutable
-      -> asio::awaitable<void> { co_await self->run(std::move(request), limits); },
+      [self = shared_from_this(), request = std::move(request), limits, options]() mutable
+      -> asio::awaitable<void> { co_await self->run(std::move(request), limits, options); },
       [self = shared_from_this()](std::exception_ptr failure) {
         if (failure) {
-          RpcTurnEvent event{RpcTurnEvent::Kind::error, {}, {}, {actors::TurnErrorKind::internal, "the turn failed"}};
-          self->events_.push(std::move(event));
+          self->events_.push(
+              actors::TurnFailed{{actors::TurnErrorKind::internal, "the turn failed"}});
         }
         self->tracker_->end();
       });
@@ -52,11 +53,12 @@ void RpcTurnBridge::cancel() {
   if (call_) call_->cancel();
 }
 
-asio::awaitable<void> RpcTurnBridge::run(actors::TurnRequest request, RequestLimits limits) {
+asio::awaitable<void> RpcTurnBridge::run(actors::TurnRequest request, RequestLimits limits,
+                                         TurnCallOptions options) {
   const auto executor = co_await asio::this_coro::executor;
   auto started = TurnCall::start(engine_, executor, std::move(request), limits);
   if (!started) {
-    events_.push(RpcTurnEvent{RpcTurnEvent::Kind::error, {}, {}, started.error()});
+    events_.push(actors::TurnFailed{started.error()});
     co_return;
   }
   TurnCall call = std::move(*started);
@@ -73,18 +75,19 @@ asio::awaitable<void> RpcTurnBridge::run(actors::TurnRequest request, RequestLim
       bridge.call_ = nullptr;
     }
   } forget{*this};
-  events_.push(RpcTurnEvent{RpcTurnEvent::Kind::accepted, {}, {}, {}});
+  // Accepted: what the RPC client waits for before it gets its Turn (the
+  // counts come with the summary).
+  events_.push(actors::TurnStarted{});
   // The RPC turn paces the client's sink itself (deltas in flight).
   TurnWrite write = [this](std::span<actors::TurnDelta> deltas) -> asio::awaitable<bool> {
-    for (auto& d : deltas)
-      events_.push(RpcTurnEvent{RpcTurnEvent::Kind::delta, std::move(d), {}, {}});
+    for (auto& d : deltas) events_.push(std::move(d));
     co_return true;
   };
-  const actors::TurnResult result = co_await call.drain(std::move(write), TurnCallOptions{});
+  actors::TurnResult result = co_await call.drain(std::move(write), options);
   if (result) {
-    events_.push(RpcTurnEvent{RpcTurnEvent::Kind::done, {}, *result, {}});
+    events_.push(std::move(*result));
   } else {
-    events_.push(RpcTurnEvent{RpcTurnEvent::Kind::error, {}, {}, result.error()});
+    events_.push(actors::TurnFailed{std::move(result.error())});
   }
 }
 

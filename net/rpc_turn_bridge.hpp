@@ -1,8 +1,9 @@
 #pragma once
 // RpcTurnBridge: one RPC turn's engine side. It starts the turn on the
-// engine's Asio executor, drains its TurnStream there and forwards every
-// event to the Cap'n Proto loop through an RpcInbox; cancel() reaches the
-// stream from any thread. RpcTurnTracker counts the turns still in the engine
+// engine's Asio executor, drains it there through the front ends' one
+// TurnCall (the request timeout and the metrics included) and forwards the
+// turn's own events (actors::TurnEvent) to the Cap'n Proto loop through an
+// RpcInbox; cancel() reaches the stream from any thread. RpcTurnTracker counts the turns still in the engine
 // so a stopping server can wait for them.
 //
 // Threads: start() and cancel() from any thread; the turn runs on the engine
@@ -26,13 +27,6 @@
 
 namespace pensieve::net {
 
-struct RpcTurnEvent {
-  enum class Kind : std::uint8_t { accepted, delta, done, error } kind = Kind::done;
-  actors::TurnDelta delta;
-  actors::TurnDone summary;
-  actors::TurnError error;
-};
-
 class RpcTurnTracker {
  public:
   void begin();
@@ -52,22 +46,24 @@ class RpcTurnBridge : public std::enable_shared_from_this<RpcTurnBridge> {
   RpcTurnBridge(actors::Engine& engine, const boost::asio::any_io_executor& executor,
                 std::shared_ptr<RpcTurnTracker> tracker, std::shared_ptr<RpcLoopWaker> waker);
 
-  // Posts the turn to the engine executor. Events: accepted, then deltas,
-  // then done; or a single error when the engine refuses the turn, or
-  // accepted, deltas and an error.
-  void start(actors::TurnRequest request, const RequestLimits& limits);
+  // Posts the turn to the engine executor. Events: TurnStarted once the
+  // engine has accepted the turn, then deltas, then TurnDone; or a single
+  // TurnFailed when the engine refuses it, or TurnStarted, deltas and a
+  // TurnFailed (a timeout among them).
+  void start(actors::TurnRequest request, const RequestLimits& limits, TurnCallOptions options = {});
   // Stops the turn at the engine's next iteration: on return the engine's
   // stream has been told (or will be as soon as it exists).
   void cancel();
-  RpcInbox<RpcTurnEvent>& events() { return events_; }
+  RpcInbox<actors::TurnEvent>& events() { return events_; }
 
  private:
-  boost::asio::awaitable<void> run(actors::TurnRequest request, RequestLimits limits);
+  boost::asio::awaitable<void> run(actors::TurnRequest request, RequestLimits limits,
+                                  TurnCallOptions options);
 
   actors::Engine& engine_;
   boost::asio::any_io_executor executor_;
   std::shared_ptr<RpcTurnTracker> tracker_;
-  RpcInbox<RpcTurnEvent> events_;
+  RpcInbox<actors::TurnEvent> events_;
   std::mutex mutex_;
   const TurnCall* call_ = nullptr;        // guarded by mutex_, while run() owns it
   bool cancel_requested_ = false;         // guarded by mutex_

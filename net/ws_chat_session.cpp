@@ -51,7 +51,7 @@ class Event {
 // What the writer sends: a text message, the closing handshake, or nothing
 // more (the writer ends).
 struct Outgoing {
-  enum class Kind : std::uint8_t { text, close_going_away, end } kind = Kind::end;
+  enum class Kind : std::uint8_t { text, close_going_away, close_try_later, end } kind = Kind::end;
   std::string text;
 };
 using Outbox = asio::experimental::channel<void(boost::system::error_code, Outgoing)>;
@@ -177,11 +177,13 @@ asio::awaitable<void> Session::write_loop(std::shared_ptr<Session> self) {
     if (ec || out.kind == Outgoing::Kind::end) break;
     // The client is gone, or closing: drain, so no sender waits.
     if (self->write_failed_ || self->closed_) continue;
-    if (out.kind == Outgoing::Kind::close_going_away) {
+    if (out.kind == Outgoing::Kind::close_going_away || out.kind == Outgoing::Kind::close_try_later) {
       // The client answers with its close frame, which ends the reader.
       self->closed_ = true;
-      auto [cec] = co_await self->ws_.async_close(
-          websocket::close_reason(websocket::close_code::going_away, "server shutting down"), tuple_awaitable);
+      const auto reason = out.kind == Outgoing::Kind::close_going_away
+                              ? websocket::close_reason(websocket::close_code::going_away, "server shutting down")
+                              : websocket::close_reason(websocket::close_code::try_again_later, "rate limited");
+      auto [cec] = co_await self->ws_.async_close(reason, tuple_awaitable);
       if (cec) self->write_failed_ = true;
       continue;
     }
@@ -204,7 +206,7 @@ asio::awaitable<void> Session::pump_turn(std::shared_ptr<Session> self, Clock::t
     co_return true;
   };
   const actors::TurnResult result =
-      co_await self->turn_->drain(std::move(write), TurnCallOptions{});
+      co_await self->turn_->drain(std::move(write), self->options_.turn);
   timing.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
   std::string end = result ? ws_done_json(*result, timing)
                            : ws_error_json(WsError{ws_error_code(result.error().kind), result.error().message});
@@ -295,6 +297,13 @@ asio::awaitable<void> Session::send(WsSend m, const std::shared_ptr<Session>& se
   auto stream = TurnCall::start(engine_, ws_.get_executor(), std::move(request), options_.limits);
   if (!stream) {
     co_await post_error(ws_error_code(stream.error().kind), stream.error().message);
+    // Over the tenant's turn limit: the error, then close 1013 (try again
+    // later), so a client's loop backs off instead of spinning on errors.
+    if (stream.error().kind == actors::TurnErrorKind::rate_limited && !close_posted_) {
+      close_posted_ = true;
+      Outgoing close{Outgoing::Kind::close_try_later, {}};
+      co_await push(std::move(close));
+    }
     co_return;
   }
   turn_.emplace(std::move(*stream));

@@ -13,6 +13,7 @@
 #include "net/chat_request.hpp"
 #include "net/http_server.hpp"
 #include "net/http_types.hpp"
+#include "net/turn_call.hpp"
 #include "net/ws_chat_protocol.hpp"
 
 #include <cstddef>
@@ -28,6 +29,7 @@ struct WsChatOptions {
   std::size_t max_message_bytes = 64 * 1024;  // larger: closed with 1009
   std::int32_t default_max_tokens = 256;
   RequestLimits limits;  // the bounds every turn is checked against (net/turn_call.hpp)
+  TurnCallOptions turn;  // each turn's timeout and the metrics it records into
   // The tenant a connection acts for, from its upgrade request; nullopt
   // refuses the upgrade with 401. Unset: every connection is tenant "".
   std::function<std::optional<std::string>(const HttpRequest&)> tenant_of;

@@ -222,6 +222,44 @@ TEST_CASE("cancelling an rpc turn mid-generation ends it cancelled and frees the
   CHECK(c.turn("c", "go on", next, 4).getSummary().getCompletionTokens() == 4);
 }
 
+TEST_CASE("an rpc turn that outlives the request timeout fails with a timeout and frees the engine",
+          "[rpc][timeout]") {
+  net::RpcServerOptions options;
+  options.turn.timeout = std::chrono::milliseconds(1);
+  RpcFixture f(options);
+  Client c(f.server->port());
+  c.create("c");
+  SinkLog log;
+  CHECK_THAT(rpc_error([&] { c.turn("c", "Once upon a time", log, 400); }),
+             Contains("timeout: the request timed out after 1 ms"));
+  f.server->wait_turns_ended();
+  CHECK(f.stats().running == 0);
+  CHECK(f.stats().waiting == 0);
+  // The conversation is left consistent: it takes the next turn, which
+  // times out the same way (the timeout is the server's, for every turn).
+  SinkLog next;
+  CHECK_THAT(rpc_error([&] { c.turn("c", "go on", next, 400); }), Contains("timeout: "));
+  f.server->wait_turns_ended();
+  CHECK(f.stats().running == 0);
+}
+
+TEST_CASE("rpc turns record their tokens and first-token times in the server's metrics", "[rpc][metrics]") {
+  net::ServerMetrics metrics;
+  net::RpcServerOptions options;
+  options.turn.metrics = &metrics;
+  RpcFixture f(options);
+  Client c(f.server->port());
+  c.create("c");
+  SinkLog log;
+  CHECK(c.turn("c", "Once upon a time", log, 6).getSummary().getCompletionTokens() == 6);
+  CHECK(c.turn("c", "and then", log, 5).getSummary().getCompletionTokens() == 5);
+  const std::string text = metrics.render({});
+  CHECK_THAT(text, Contains("pensieve_generated_tokens_total 11\n"));
+  CHECK_THAT(text, Contains("pensieve_ttft_seconds_count 2\n"));
+  // The second turn reused the first's KV.
+  CHECK(text.find("pensieve_cached_prompt_tokens_total 0\n") == std::string::npos);
+}
+
 TEST_CASE("a slow rpc token sink gets at most max_deltas_in_flight calls and the rest arrives coalesced", "[rpc]") {
   net::RpcServerOptions options;
   options.max_deltas_in_flight = 2;

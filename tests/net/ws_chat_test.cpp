@@ -39,13 +39,13 @@ struct Server {
   std::thread thread;
   bool stopped = false;
 
-  Server() {
+  explicit Server(net::WsChatOptions ws_options = {}) {
     auto e = actors::Engine::create(testing::stories_model(), {.n_threads = 1, .kv_cache_mb = 16});
     REQUIRE(e.has_value());
     engine = std::move(*e);
     backend = std::make_unique<net::EngineBackend>(*engine);
     net::HttpServerOptions options;
-    options.websocket_routes.push_back({"/v1/ws", net::make_ws_chat_handler(*engine, {})});
+    options.websocket_routes.push_back({"/v1/ws", net::make_ws_chat_handler(*engine, std::move(ws_options))});
     http = std::make_unique<net::HttpServer>(
         io.get_executor(), net::with_web_page(net::make_openai_routes(*backend, {})), std::move(options));
     REQUIRE(http->listen("127.0.0.1", 0).has_value());
@@ -180,6 +180,43 @@ TEST_CASE("a cancel read while a reply streams ends the turn early", "[net][ws]"
   auto again = c.reply();
   REQUIRE(again.end.at("type") == "done");
   CHECK(again.end.at("usage").at("completion_tokens").as_int64() == 4);
+}
+
+TEST_CASE("a WebSocket turn that outlives the request timeout ends with a timeout error frame",
+          "[net][ws][timeout]") {
+  net::WsChatOptions options;
+  options.turn.timeout = std::chrono::milliseconds(1);
+  Server s(std::move(options));
+  WsClient c(s.port());
+  open(c);
+  c.send(send_message("Tell me a long story", 400));
+  auto reply = c.reply();
+  CHECK(error_code(reply.end) == "timeout");
+  CHECK_THAT(std::string(reply.end.at("message").as_string()), Catch::Contains("timed out after 1 ms"));
+  auto stats = s.stats();
+  CHECK(stats.running == 0);
+  CHECK(stats.waiting == 0);
+  // The session stays open and answers the next message.
+  c.send(json::object{{"type", "list"}});
+  CHECK(c.next().at("type") == "conversations");
+}
+
+TEST_CASE("WebSocket turns record their tokens and first-token times in the server's metrics",
+          "[net][ws][metrics]") {
+  net::ServerMetrics metrics;
+  net::WsChatOptions options;
+  options.turn.metrics = &metrics;
+  Server s(std::move(options));
+  WsClient c(s.port());
+  open(c);
+  c.send(send_message("Once upon a time", 7));
+  REQUIRE(c.reply().end.at("type") == "done");
+  c.send(send_message("and then", 5));
+  REQUIRE(c.reply().end.at("type") == "done");
+  const std::string text = metrics.render({});
+  CHECK_THAT(text, Catch::Contains("pensieve_generated_tokens_total 12\n"));
+  CHECK_THAT(text, Catch::Contains("pensieve_ttft_seconds_count 2\n"));
+  CHECK(text.find("pensieve_cached_prompt_tokens_total 0\n") == std::string::npos);
 }
 
 TEST_CASE("bad messages are answered with errors and the connection stays open", "[net][ws]") {
