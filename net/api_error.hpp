@@ -15,6 +15,8 @@ struct ApiError {
   std::string message;
   std::string param;  // the offending request field, empty when none
   std::string code;   // machine-readable code, empty when none
+  // Seconds for a Retry-After header (a refusal for load: 429, 503); 0: none.
+  std::int32_t retry_after_s = 0;
 
   std::string to_json() const;
 };

@@ -16,6 +16,8 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include <sys/socket.h>
 
@@ -67,10 +69,15 @@ class ConnectionWriter final : public ResponseWriter {
   bool responded() const { return responded_; }
   bool reusable() const { return keep_alive_ && !failed_ && !streaming_; }
 
+  void add_header(std::string name, std::string value) override {
+    headers_.emplace_back(std::move(name), std::move(value));
+  }
+
   asio::awaitable<bool> send(int status, std::string_view content_type, std::string body) override {
     http::response<http::string_body> res{http::status(status), version_};
     res.set(http::field::server, "pensieve");
     res.set(http::field::content_type, content_type);
+    for (auto& [name, value] : std::exchange(headers_, {})) res.set(name, value);
     res.keep_alive(keep_alive_);
     res.body() = std::move(body);
     res.prepare_payload();
@@ -87,6 +94,7 @@ class ConnectionWriter final : public ResponseWriter {
     res.set(http::field::server, "pensieve");
     res.set(http::field::content_type, content_type);
     res.set(http::field::cache_control, "no-cache");
+    for (auto& [name, value] : std::exchange(headers_, {})) res.set(name, value);
     res.keep_alive(false);
     res.chunked(true);
     stop_watching();
@@ -179,6 +187,7 @@ class ConnectionWriter final : public ResponseWriter {
   bool keep_alive_;
   bool responded_ = false;
   bool streaming_ = false;
+  std::vector<std::pair<std::string, std::string>> headers_;  // for the next response
   bool failed_ = false;
   bool non_blocking_ = false;  // the socket, once the first chunk is written at once
 };

@@ -20,6 +20,8 @@ class ResponseWriter {
                                             std::string body) = 0;
   // A chunked response: headers now, then chunks as they come.
   virtual boost::asio::awaitable<bool> start_stream(int status, std::string_view content_type) = 0;
+  // A header for the next send() or start_stream() (e.g. Retry-After).
+  virtual void add_header(std::string name, std::string value) = 0;
   virtual boost::asio::awaitable<bool> write_chunk(std::string_view data) = 0;
   virtual boost::asio::awaitable<bool> end_stream() = 0;
 

@@ -51,6 +51,9 @@ class StatusRecorder final : public ResponseWriter {
     status = s;
     return inner_.start_stream(s, content_type);
   }
+  void add_header(std::string name, std::string value) override {
+    inner_.add_header(std::move(name), std::move(value));
+  }
   asio::awaitable<bool> write_chunk(std::string_view data) override { return inner_.write_chunk(data); }
   asio::awaitable<bool> end_stream() override { return inner_.end_stream(); }
   void watch_for_disconnect() override { inner_.watch_for_disconnect(); }
@@ -64,6 +67,7 @@ class StatusRecorder final : public ResponseWriter {
 // outlives them.
 asio::awaitable<void> send_error(ResponseWriter& w, ApiError e) {
   const std::string body = e.to_json();
+  if (e.retry_after_s > 0) w.add_header("Retry-After", std::to_string(e.retry_after_s));
   co_await w.send(e.status, "application/json", body);
 }
 

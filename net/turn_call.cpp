@@ -1,5 +1,6 @@
 #include "net/turn_call.hpp"
 
+#include "net/tenant_limits.hpp"
 #include "runtime/clock.hpp"
 
 #include <boost/asio/steady_timer.hpp>
@@ -20,9 +21,18 @@ actors::EngineResult<TurnCall> TurnCall::start(actors::Engine& engine,
                                                actors::TurnRequest request,
                                                const RequestLimits& limits) {
   if (auto problem = validate_turn(request, limits)) return *problem;
+  std::shared_ptr<const void> permit;
+  if (limits.tenant_turns) {
+    permit = limits.tenant_turns->try_acquire(request.tenant);
+    if (!permit) {
+      return TurnError{TurnErrorKind::rate_limited,
+                       "this API key has " + std::to_string(limits.tenant_turns->max_turns()) +
+                           " turns running, its limit; retry when one has ended"};
+    }
+  }
   auto stream = engine.start(executor, std::move(request));
   if (!stream) return stream.error();
-  return TurnCall(std::move(*stream));
+  return TurnCall(std::move(*stream), std::move(permit));
 }
 
 asio::awaitable<actors::TurnResult> TurnCall::drain(TurnWrite write, TurnCallOptions options) {

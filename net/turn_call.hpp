@@ -6,7 +6,7 @@
 //
 //   validate_turn()   the request's bounds (OpenAI's: temperature [0, 2],
 //                     top_p (0, 1], max_tokens >= 1, known roles, ...)
-//   TurnCall::start() validation, then Engine::start
+//   TurnCall::start() validation, the tenant's turn limit, then Engine::start
 //   TurnCall::drain() the one loop: coalesces the deltas queued behind the
 //                     one awaited into one write, enforces the request's
 //                     timeout (the turn is cancelled; the result is a
@@ -81,9 +81,10 @@ class TurnCall {
   void cancel() const { stream_->cancel(); }
 
  private:
-  explicit TurnCall(actors::TurnStream stream)
-      : stream_(std::make_shared<actors::TurnStream>(std::move(stream))) {}
+  TurnCall(actors::TurnStream stream, std::shared_ptr<const void> permit)
+      : stream_(std::make_shared<actors::TurnStream>(std::move(stream))), permit_(std::move(permit)) {}
   std::shared_ptr<actors::TurnStream> stream_;  // shared with the timeout's timer
+  std::shared_ptr<const void> permit_;          // the tenant's turn slot, while the call lives
 };
 
 }  // namespace pensieve::net

@@ -146,3 +146,28 @@ TEST_CASE("an idle scheduler sleeps until a message comes: no periodic wake-up",
       run(io, drain(*engine, stateless_request({{"user", "Again"}}, greedy(4)), text)).has_value());
   CHECK(run(io, engine->stats()).loop_passes > after);
 }
+
+TEST_CASE("a tenant's conversations are capped; deleting one makes room, other tenants have their own",
+          "[engine][limits]") {
+  actors::EngineOptions o;
+  o.n_threads = 1;
+  o.kv_cache_mb = 16;
+  o.max_conversations_per_tenant = 2;
+  auto engine = actors::Engine::create(stories_model(), o).value();
+  REQUIRE(engine->create_conversation("a", "one").has_value());
+  REQUIRE(engine->create_conversation("a").has_value());
+  auto third = engine->create_conversation("a", "three");
+  REQUIRE_FALSE(third.has_value());
+  CHECK(third.error().kind == actors::TurnErrorKind::rate_limited);
+  CHECK_THAT(third.error().message, Catch::Contains("2 conversations"));
+  // A turn that would create one is refused the same way, before it runs.
+  asio::io_context io;
+  auto refused = engine->start(io.get_executor(), actors::TurnRequest{.tenant = "a", .conversation = "four",
+                                                                      .messages = {{"user", "hi"}}});
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().kind == actors::TurnErrorKind::rate_limited);
+  CHECK(engine->create_conversation("b", "one").has_value());
+  CHECK(engine->delete_conversation("a", "one"));
+  CHECK(engine->create_conversation("a", "three").has_value());
+  CHECK(engine->list_conversations("a").size() == 2);
+}

@@ -16,6 +16,7 @@ struct HttpReply {
   std::string body;
   std::string content_type;
   bool chunked = false;
+  std::string retry_after;  // the Retry-After header, empty when absent
 };
 
 inline HttpReply http_call(std::uint16_t port, boost::beast::http::verb method,
@@ -38,7 +39,7 @@ inline HttpReply http_call(std::uint16_t port, boost::beast::http::verb method,
   http::read(socket, buffer, parser);
   auto res = parser.release();
   return {int(res.result_int()), res.body(), std::string(res[http::field::content_type]),
-          res.chunked()};
+          res.chunked(), std::string(res[http::field::retry_after])};
 }
 
 }  // namespace pensieve::testing

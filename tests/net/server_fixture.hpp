@@ -32,7 +32,8 @@ struct TestServer {
   std::unique_ptr<net::HttpServer> http;
   std::thread thread;
 
-  explicit TestServer(model::ModelWeights weights, const std::function<void(actors::EngineOptions&)>& configure = {}) {
+  explicit TestServer(model::ModelWeights weights, const std::function<void(actors::EngineOptions&)>& configure = {},
+                      net::EngineBackendOptions backend_options = {}) {
     actors::EngineOptions o;
     o.n_threads = 1;
     o.kv_cache_mb = 16;
@@ -40,7 +41,7 @@ struct TestServer {
     auto e = actors::Engine::create(std::move(weights), o);
     REQUIRE(e.has_value());
     engine = std::move(*e);
-    backend = std::make_unique<net::EngineBackend>(*engine);
+    backend = std::make_unique<net::EngineBackend>(*engine, std::move(backend_options));
     http = std::make_unique<net::HttpServer>(io.get_executor(), net::make_openai_routes(*backend, {}),
                                              net::HttpServerOptions{});
     REQUIRE(http->listen("127.0.0.1", 0).has_value());
