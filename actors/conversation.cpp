@@ -110,16 +110,20 @@ struct Generated {
 };
 
 // What the turn adds to `state`'s history, for the journal.
+// `tokens_kept`: how many of the history's tokens the turn keeps (all of
+// them, unless the template re-rendered the conversation).
 JournalRecord turn_record(const ConversationState& state, const std::vector<model::ChatMessage>& messages,
-                          const std::vector<std::int32_t>& tokens, std::int64_t now_unix_s) {
+                          const std::vector<std::int32_t>& tokens, std::uint32_t tokens_kept,
+                          std::int64_t now_unix_s) {
   JournalTurn t;
   t.uid = state.journal_uid;
   t.last_active_unix_s = now_unix_s;
   t.turns = state.turns + 1;
   t.messages_before = std::uint32_t(state.messages.size());
-  t.tokens_before = std::uint32_t(state.tokens.size());
+  t.tokens_before = tokens_kept;
+  t.retokenized = tokens_kept != state.tokens.size();
   t.messages.assign(messages.begin() + std::ptrdiff_t(state.messages.size()), messages.end());
-  t.tokens.assign(tokens.begin() + std::ptrdiff_t(state.tokens.size()), tokens.end());
+  t.tokens.assign(tokens.begin() + std::ptrdiff_t(tokens_kept), tokens.end());
   return t;
 }
 
@@ -225,7 +229,8 @@ asio::awaitable<std::optional<Generated>> generate(const TurnServices& svc,
 
 asio::awaitable<void> run_turn(const TurnServices& svc, ConversationState& state, TurnId turn,
                                std::vector<model::ChatMessage> messages,
-                               model::SamplingParams sampling, TurnEventChannel& out) {
+                               model::SamplingParams sampling, TurnEventChannel& out,
+                               const model::ChatExtras& chat) {
   if (auto problem = model::validate(sampling); !problem.empty()) {
     send_error(out, TurnErrorKind::invalid_request, problem);
     co_return;
@@ -236,16 +241,20 @@ asio::awaitable<void> run_turn(const TurnServices& svc, ConversationState& state
   }
   std::vector<model::ChatMessage> all = state.messages;
   all.insert(all.end(), messages.begin(), messages.end());
-  auto segments = svc.chat->render_segments(all, state.messages.size(), true);
-  if (!segments) {
-    send_error(out, TurnErrorKind::invalid_request, segments.error().message);
+  auto next = svc.chat->continuation(all, state.messages.size(), state.rendered, true, chat);
+  if (!next) {
+    send_error(out, TurnErrorKind::invalid_request, next.error().message);
     co_return;
   }
-  const bool bos = state.tokens.empty() && svc.tokenizer->adds_bos_by_default();
-  const auto pieces = pieces_of(*segments);
-  std::vector<std::int32_t> tokens = state.tokens;
+  // A restart (the template renders the earlier messages differently now)
+  // encodes the whole conversation again; the scheduler keeps the KV of
+  // the longest token prefix it shares with what the conversation held.
+  std::vector<std::int32_t> tokens = next->restart ? std::vector<std::int32_t>{} : state.tokens;
+  const bool bos = tokens.empty() && svc.tokenizer->adds_bos_by_default();
+  const auto pieces = pieces_of(next->segments);
   const auto fresh = svc.tokenizer->encode_pieces(pieces, bos);
   tokens.insert(tokens.end(), fresh.begin(), fresh.end());
+  const std::uint32_t tokens_kept = next->restart ? 0 : std::uint32_t(state.tokens.size());
   // The done event goes out before the history grows: the conversation's
   // next turn waits in this actor's mailbox until this handler returns.
   auto reply = co_await generate(svc, state, turn, tokens, std::move(sampling), out);
@@ -254,13 +263,15 @@ asio::awaitable<void> run_turn(const TurnServices& svc, ConversationState& state
   tokens.insert(tokens.end(), reply->tokens.begin(), reply->tokens.end());
   const auto closing = closing_tokens(svc, reply->tokens);
   tokens.insert(tokens.end(), closing.begin(), closing.end());
+  std::string rendered;
+  if (svc.chat->is_jinja()) rendered = next->text + reply->text + svc.chat->assistant_suffix();
   all.push_back({"assistant", std::move(reply->text)});
   const std::int64_t now = unix_now_s();
   // Invariant 4: a turn is acknowledged (done) only once its history is
   // durable. If the journal fails, the client gets an error instead; the
   // turn stays in memory (its reply was streamed and its KV kept).
   if (svc.journal != nullptr && state.journal_uid != 0) {
-    const JournalRecord record = turn_record(state, all, tokens, now);
+    const JournalRecord record = turn_record(state, all, tokens, tokens_kept, now);
     const Result<void> durable = co_await svc.journal->commit(record);
     if (!durable) {
       reply->done =
@@ -270,6 +281,7 @@ asio::awaitable<void> run_turn(const TurnServices& svc, ConversationState& state
   }
   (void)send(out, std::move(reply->done));
   state.tokens = std::move(tokens);
+  state.rendered = std::move(rendered);
   state.messages = std::move(all);
   state.last_active_unix_s = now;
   ++state.turns;
@@ -299,7 +311,7 @@ asio::awaitable<void> ConversationActor::operator()(StartTurn m) {
                             *m.out);
   } else {
     co_await run_turn(*services_, state_, m.turn, std::move(m.messages), std::move(m.sampling),
-                      *m.out);
+                      *m.out, m.chat);
   }
 }
 

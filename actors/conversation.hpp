@@ -44,6 +44,9 @@ struct ConversationState {
   std::string tenant;
   std::vector<model::ChatMessage> messages;  // as rendered so far (assistant replies as sent)
   std::vector<std::int32_t> tokens;          // the history the model saw and wrote
+  // The text `tokens` stand for, as the model's (Jinja) template rendered it
+  // (empty: not known, e.g. restored from the journal; built-in templates).
+  std::string rendered;
   std::int64_t created_unix_s = 0;
   std::int64_t last_active_unix_s = 0;
   std::int32_t turns = 0;
@@ -57,7 +60,8 @@ struct ConversationState {
 // (finished, stopped or cancelled).
 boost::asio::awaitable<void> run_turn(const TurnServices& services, ConversationState& state,
                                       TurnId turn, std::vector<model::ChatMessage> messages,
-                                      model::SamplingParams sampling, TurnEventChannel& out);
+                                      model::SamplingParams sampling, TurnEventChannel& out,
+                                      const model::ChatExtras& chat = {});
 
 // A plain text completion (no chat template, no history kept): the prompt
 // is encoded as client text.

@@ -24,6 +24,7 @@ struct StartTurn {
   std::optional<std::string> prompt;
   model::SamplingParams sampling;
   std::shared_ptr<TurnEventChannel> out;
+  model::ChatExtras chat;  // tools for the template
 };
 
 struct ConversationSnapshot {

@@ -65,6 +65,7 @@ struct Engine::Impl {
   rt::LoopThread worker_thread;
   model::Tokenizer tokenizer;
   model::ChatTemplate chat;
+  std::string chat_note;  // why the model's own template is not the one in use
   std::string name;
   EngineOptions options;
   std::int32_t max_context = 0;
@@ -83,8 +84,9 @@ struct Engine::Impl {
   rt::ActorRef<SwapEngineMsg> swap;  // null without a host tier
   std::optional<Scheduler> scheduler;
 
-  mutable std::mutex store_mutex;  // guards store and rng
+  mutable std::mutex store_mutex;  // guards store, per_tenant and rng
   std::map<std::string, Entry> store;
+  std::map<std::string, std::int32_t> per_tenant;  // stored conversations by tenant (those with one)
   std::mt19937_64 rng{std::random_device{}()};
 
   Impl(model::Tokenizer t, model::ChatTemplate c, std::string n, EngineOptions o)
@@ -207,7 +209,8 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   }
   auto tokenizer = model::Tokenizer::from_data(*weights.tokenizer);
   if (!tokenizer) return tokenizer.error();
-  auto chat = model::chat_template_for(*tokenizer, options.chat_template);
+  std::string chat_note;
+  auto chat = model::chat_template_for(*tokenizer, options.chat_template, &chat_note);
   if (!chat) return chat.error();
   std::string name = weights.config.name.empty() ? "pensieve" : weights.config.name;
   const std::int32_t max_context = weights.config.max_context;
@@ -236,6 +239,7 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   }
 
   auto impl = std::make_unique<Impl>(std::move(*tokenizer), std::move(*chat), std::move(name), std::move(options));
+  impl->chat_note = std::move(chat_note);
   Impl& m = *impl;
   m.max_context = max_context;
   if (!m.options.history_dir.empty()) {
@@ -281,6 +285,13 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
 }
 
 const std::string& Engine::model_name() const { return impl_->name; }
+
+std::string Engine::chat_template_description() const {
+  const model::ChatTemplate& t = impl_->chat;
+  std::string d = std::string(t.name()) + (t.is_jinja() ? " (Jinja)" : " (built in)");
+  if (!impl_->chat_note.empty()) d += "; " + impl_->chat_note;
+  return d;
+}
 std::int32_t Engine::max_context() const { return impl_->max_context; }
 std::string Engine::token_text(std::int32_t token) const { return impl_->tokenizer.token_to_piece(token); }
 const EngineOptions& Engine::options() const { return impl_->options; }
@@ -304,6 +315,14 @@ EngineResult<Engine::Impl::Entry*> Engine::Impl::create_locked(const std::string
       id = buf;
     } while (store.contains(store_key(tenant, *id)));
   }
+  std::int32_t& count = per_tenant[tenant];
+  if (options.max_conversations_per_tenant > 0 && count >= options.max_conversations_per_tenant) {
+    if (count == 0) per_tenant.erase(tenant);
+    return TurnError{TurnErrorKind::rate_limited,
+                     "this API key has " + std::to_string(count) +
+                         " conversations, its limit; delete one before creating another"};
+  }
+  ++count;
   ConversationState state;
   state.id = new_id();
   state.tenant = tenant;
@@ -347,6 +366,7 @@ void Engine::Impl::restore_history() {
     const ConversationId cid = state.id;
     auto actor = spawn_conversation(std::move(state));
     store.emplace(store_key(c.tenant, c.id), Entry{{c.id, c.tenant, c.created_unix_s}, cid, std::move(actor), uid});
+    ++per_tenant[c.tenant];  // restored ones count, even past a lowered limit
   }
 }
 
@@ -390,6 +410,7 @@ bool Engine::delete_conversation(const std::string& tenant, const std::string& i
     if (it == m.store.end()) return false;
     entry = std::move(it->second);
     m.store.erase(it);
+    if (auto t = m.per_tenant.find(tenant); t != m.per_tenant.end() && --t->second == 0) m.per_tenant.erase(t);
     if (m.journal && entry.journal_uid != 0) {
       const JournalRecord tombstone = JournalRemove{entry.journal_uid};
       m.journal->flush_soon(m.journal->append(tombstone));
@@ -440,8 +461,8 @@ EngineResult<TurnStream> Engine::start(const asio::any_io_executor& executor, Tu
   const TurnId turn{m.next_turn.fetch_add(1) + 1};
   auto channel = std::make_shared<TurnEventChannel>(
       executor, turn_channel_capacity(request.sampling.max_tokens));
-  ConversationMsg message = StartTurn{turn, std::move(request.messages), std::move(request.prompt),
-                                      std::move(request.sampling), channel};
+  ConversationMsg message = StartTurn{turn,    std::move(request.messages), std::move(request.prompt),
+                                      std::move(request.sampling), channel, std::move(request.chat)};
   const rt::SendStatus sent = actor.try_tell(message);
   if (anonymous) actor.request_stop(rt::StopMode::drain);  // after its one turn
   switch (sent) {

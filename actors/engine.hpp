@@ -63,11 +63,15 @@ struct EngineOptions {
   // SCHED_IDLE; --compute-nice): on busy cores, token delivery (HTTP I/O,
   // the scheduler) then preempts compute. 0: unchanged.
   int compute_nice = 0;
-  std::string chat_template;   // override by family name; empty: the model's
+  // --chat-template: a built-in's name or a Jinja file; empty: the model's own.
+  std::string chat_template;
   bool stateful = true;        // false: --no-state
   std::int32_t max_batch_tokens = 512;
   std::int32_t max_running = 64;
   std::int32_t max_queued_turns = 256;  // turns waiting or running; beyond: overloaded
+  // Stored conversations one tenant may have (--max-conversations-per-tenant);
+  // creating one more is refused (rate_limited). 0: no limit.
+  std::int32_t max_conversations_per_tenant = 0;
   // The scheduler's inbox (admissions, deletes, stats, transfer reports);
   // a full one makes senders wait. Small only in tests of that back-pressure.
   std::int32_t scheduler_mailbox_messages = 1024;
@@ -124,6 +128,9 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   const std::string& model_name() const;
+  // The chat template in use ("the model's", a file, a built-in's name) and
+  // why, when the model's own could not be used.
+  std::string chat_template_description() const;
   std::int32_t max_context() const;
   // A token's text for logprobs reports (may be part of a UTF-8 character).
   std::string token_text(std::int32_t token) const;

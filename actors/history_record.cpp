@@ -12,7 +12,8 @@ namespace {
 constexpr char file_magic[8] = {'P', 'S', 'V', 'H', 'J', 'R', 'N', '1'};
 constexpr std::uint32_t file_version = 1;
 
-enum class RecordType : std::uint8_t { create = 1, turn = 2, remove = 3 };
+// turn_v1: what journals before tool messages hold (read, never written).
+enum class RecordType : std::uint8_t { create = 1, turn_v1 = 2, remove = 3, turn = 4 };
 
 std::uint32_t crc_of(const std::byte* data, std::size_t n) {
   return static_cast<std::uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(data), n));
@@ -93,10 +94,14 @@ void encode_payload(const JournalRecord& record, Writer& w) {
     w.put(t->turns);
     w.put(t->messages_before);
     w.put(t->tokens_before);
+    w.put(std::uint8_t(t->retokenized ? 1 : 0));
     w.put(std::uint32_t(t->messages.size()));
     for (const auto& m : t->messages) {
       w.put_string(m.role);
       w.put_string(m.content);
+      w.put_string(m.tool_calls);
+      w.put_string(m.tool_call_id);
+      w.put_string(m.name);
     }
     w.put_tokens(t->tokens);
   } else {
@@ -116,17 +121,22 @@ std::optional<JournalRecord> decode_payload(std::span<const std::byte> payload) 
       if (r.done()) return c;
       break;
     }
+    case RecordType::turn_v1:
     case RecordType::turn: {
+      const bool v1 = type == RecordType::turn_v1;
       JournalTurn t;
       std::uint32_t n = 0;
+      std::uint8_t flags = 0;
       if (!r.get(t.uid) || !r.get(t.last_active_unix_s) || !r.get(t.turns) || !r.get(t.messages_before) ||
-          !r.get(t.tokens_before) || !r.get(n)) {
+          !r.get(t.tokens_before) || (!v1 && !r.get(flags)) || flags > 1 || !r.get(n)) {
         break;
       }
+      t.retokenized = flags == 1;
       bool ok = true;
       for (std::uint32_t i = 0; ok && i < n; ++i) {
         model::ChatMessage m;
         ok = r.get_string(m.role) && r.get_string(m.content);
+        if (ok && !v1) ok = r.get_string(m.tool_calls) && r.get_string(m.tool_call_id) && r.get_string(m.name);
         t.messages.push_back(std::move(m));
       }
       if (ok && r.get_tokens(t.tokens) && r.done()) return t;
@@ -187,10 +197,13 @@ std::optional<std::string> apply_record(ConversationsByUid& conversations, const
     auto it = conversations.find(t->uid);
     if (it == conversations.end()) return "a turn of unknown conversation uid " + std::to_string(t->uid);
     JournaledConversation& c = it->second;
-    if (t->messages_before != c.messages.size() || t->tokens_before != c.tokens.size()) {
+    const bool tokens_fit =
+        t->retokenized ? t->tokens_before <= c.tokens.size() : t->tokens_before == c.tokens.size();
+    if (t->messages_before != c.messages.size() || !tokens_fit) {
       return "a turn of '" + c.id + "' extends " + std::to_string(t->tokens_before) + " tokens, the history has " +
              std::to_string(c.tokens.size());
     }
+    c.tokens.resize(t->tokens_before);  // a re-rendered history replaces the rest
     c.messages.insert(c.messages.end(), t->messages.begin(), t->messages.end());
     c.tokens.insert(c.tokens.end(), t->tokens.begin(), t->tokens.end());
     c.turns = t->turns;

@@ -9,9 +9,13 @@
 //   then records, each: u32 payload length, u32 CRC-32 (zlib) of the payload,
 //   payload. A payload starts with a u8 type:
 //     1 create: u64 uid, str tenant, str id, i64 created_unix_s
-//     2 turn:   u64 uid, i64 last_active_unix_s, i32 turns (after it),
-//               u32 messages before, u32 tokens before,
-//               u32 n + n x (str role, str content), u32 n + n x i32 token
+//     4 turn:   u64 uid, i64 last_active_unix_s, i32 turns (after it),
+//               u32 messages before, u32 tokens before, u8 flags (1: the
+//               history's tokens from "tokens before" on are replaced),
+//               u32 n + n x (str role, str content, str tool_calls,
+//               str tool_call_id, str name), u32 n + n x i32 token
+//     2 turn (older journals, read only): as 4 without the flags and with
+//               (str role, str content) messages
 //     3 remove: u64 uid (a tombstone)
 //   str: u32 length + bytes. A conversation is named by its uid (random per
 //   incarnation), so a turn that finishes after its conversation was deleted
@@ -54,6 +58,9 @@ struct JournalTurn {
   std::uint32_t tokens_before = 0;
   std::vector<model::ChatMessage> messages;  // appended
   std::vector<std::int32_t> tokens;          // appended
+  // The template rendered the conversation anew: the history's tokens from
+  // tokens_before on are replaced (not extended) by `tokens`.
+  bool retokenized = false;
 };
 
 struct JournalRemove {

@@ -34,6 +34,8 @@ struct TurnRequest {
   std::vector<model::ChatMessage> messages;
   // A raw text completion: no chat template, an anonymous conversation only.
   std::optional<std::string> prompt;
+  // The request's tools and tool_choice, for the model's template.
+  model::ChatExtras chat;
   // Sampling and the request's options (logprobs, stop strings).
   model::SamplingParams sampling;
 };
@@ -42,6 +44,7 @@ enum class TurnErrorKind : std::uint8_t {
   invalid_request,
   not_found,
   overloaded,
+  rate_limited,  // the tenant's own limit (net/tenant_limits.hpp), not the server's
   timeout,
   internal
 };

@@ -1,16 +1,17 @@
 #pragma once
 // A validated OpenAI chat-completions request, independent of HTTP and JSON.
+#include "gpu/text/chat_template.hpp"
+
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace pensieve::net {
 
-struct ChatMessage {
-  std::string role;  // "system", "user" or "assistant"
-  std::string content;
-};
+// role "system", "user", "assistant" or "tool", content, and the tool fields.
+using ChatMessage = model::ChatMessage;
 
 struct ChatRequest {
   std::string model;
@@ -34,13 +35,21 @@ struct ChatRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool ignore_eos = false;     // extension (vLLM, llama.cpp)
+  // tools and tool_choice as JSON text (checked for shape), for the model's
+  // template; empty: absent.
+  model::ChatExtras chat;
 };
 
 // Limits the front end enforces on every request.
+class TenantTurnLimiter;
+
 struct RequestLimits {
   std::size_t max_messages = 1024;
   std::int32_t max_tokens_ceiling = 4096;
   std::size_t max_stop_strings = 4;
+  // Turns each tenant may have in the engine at once, shared by every front
+  // end (net/tenant_limits.hpp); null: no limit.
+  std::shared_ptr<TenantTurnLimiter> tenant_turns;
 };
 
 }  // namespace pensieve::net

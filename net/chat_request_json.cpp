@@ -91,6 +91,89 @@ ApiResult<std::string> message_content(const json::value& content, std::size_t i
   return text;
 }
 
+bool is_string(const json::value* v) { return v != nullptr && v->is_string(); }
+
+// An assistant's tool_calls ([{id, type: "function", function: {name,
+// arguments}}]) and a tool result's tool_call_id and name, kept as the
+// client sent them (the template renders them).
+std::optional<ApiError> parse_tool_fields(const json::object& m, const std::string& param, ChatMessage& out) {
+  if (const json::value* calls = m.if_contains("tool_calls"); calls && !calls->is_null()) {
+    const std::string p = param + ".tool_calls";
+    if (out.role != "assistant") return bad_request("'" + p + "' is for assistant messages", p);
+    if (!calls->is_array()) return bad_request("'" + p + "' must be an array", p);
+    for (const json::value& call : calls->get_array()) {
+      const json::object* c = call.if_object();
+      const json::object* f = c && c->contains("function") ? c->at("function").if_object() : nullptr;
+      const bool ok = c && is_string(c->if_contains("id")) && f && is_string(f->if_contains("name")) &&
+                      is_string(f->if_contains("arguments"));
+      if (!ok) {
+        return bad_request("'" + p + "' entries must be {\"id\": string, \"type\": \"function\", "
+                           "\"function\": {\"name\": string, \"arguments\": string}}", p);
+      }
+    }
+    if (!calls->get_array().empty()) out.tool_calls = json::serialize(*calls);
+  }
+  if (const json::value* id = m.if_contains("tool_call_id"); id && !id->is_null()) {
+    if (!id->is_string()) return bad_request("'" + param + ".tool_call_id' must be a string", param + ".tool_call_id");
+    out.tool_call_id = std::string(id->get_string());
+  }
+  if (const json::value* name = m.if_contains("name"); name && !name->is_null()) {
+    if (!name->is_string()) return bad_request("'" + param + ".name' must be a string", param + ".name");
+    out.name = std::string(name->get_string());
+  }
+  if (out.role == "tool" && out.tool_call_id.empty()) {
+    return bad_request("'" + param + ".tool_call_id' is required for a tool message", param + ".tool_call_id");
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> refuse_unsupported(const json::object& o);
+
+// tools, tool_choice, and the options Pensieve cannot honour (they need
+// constrained decoding or logit biasing), refused rather than ignored.
+std::optional<ApiError> parse_tools(const json::object& o, ChatRequest& req) {
+  if (const json::value* tools = o.if_contains("tools"); tools && !tools->is_null()) {
+    if (!tools->is_array()) return bad_request("'tools' must be an array", "tools");
+    for (const json::value& tool : tools->get_array()) {
+      const json::object* t = tool.if_object();
+      const json::object* f = t && t->contains("function") ? t->at("function").if_object() : nullptr;
+      const json::value* type = t ? t->if_contains("type") : nullptr;
+      if (!is_string(type) || type->get_string() != "function" || !f || !is_string(f->if_contains("name"))) {
+        return bad_request("'tools' entries must be {\"type\": \"function\", \"function\": {\"name\": string, ...}}",
+                           "tools");
+      }
+    }
+    if (!tools->get_array().empty()) req.chat.tools = json::serialize(*tools);
+  }
+  if (const json::value* choice = o.if_contains("tool_choice"); choice && !choice->is_null()) {
+    if (!choice->is_string() || (choice->get_string() != "auto" && choice->get_string() != "none")) {
+      return bad_request("'tool_choice' may be \"auto\" or \"none\": forcing a tool call (\"required\" or a "
+                         "named function) needs constrained decoding, which this server does not do",
+                         "tool_choice");
+    }
+    req.chat.tool_choice = json::serialize(*choice);
+  }
+  return refuse_unsupported(o);
+}
+
+std::optional<ApiError> refuse_unsupported(const json::object& o) {
+  if (const json::value* format = o.if_contains("response_format"); format && !format->is_null()) {
+    const json::object* f = format->if_object();
+    const json::value* type = f ? f->if_contains("type") : nullptr;
+    if (!is_string(type) || type->get_string() != "text") {
+      return bad_request("'response_format' other than {\"type\": \"text\"} is not supported: JSON output "
+                         "needs constrained decoding, which this server does not do",
+                         "response_format");
+    }
+  }
+  if (const json::value* bias = o.if_contains("logit_bias"); bias && !bias->is_null()) {
+    if (!bias->is_object() || !bias->get_object().empty()) {
+      return bad_request("'logit_bias' is not supported", "logit_bias");
+    }
+  }
+  return std::nullopt;
+}
+
 ApiResult<std::vector<ChatMessage>> parse_messages(const json::value* v, const RequestLimits& limits) {
   if (!v) return bad_request("'messages' is required", "messages");
   if (!v->is_array()) return bad_request("'messages' must be an array", "messages");
@@ -109,11 +192,19 @@ ApiResult<std::vector<ChatMessage>> parse_messages(const json::value* v, const R
     const json::value* role = m->if_contains("role");
     if (!role || !role->is_string()) return bad_request("'" + param + ".role' must be a string", param + ".role");
     const std::string r(role->get_string());  // known roles: validate_turn
+    ChatMessage message{r == "developer" ? "system" : r, {}};  // OpenAI's newer name
+    if (auto e = parse_tool_fields(*m, param, message)) return *e;
     const json::value* content = m->if_contains("content");
-    if (!content) return bad_request("'" + param + ".content' is required", param + ".content");
-    auto text = message_content(*content, i);
-    if (!text) return text.error();
-    out.push_back({r == "developer" ? "system" : r, std::move(*text)});  // OpenAI's newer name
+    // An assistant message that calls tools may have no content.
+    const bool may_be_empty = r == "assistant" && !message.tool_calls.empty();
+    if (content == nullptr || content->is_null()) {
+      if (!may_be_empty) return bad_request("'" + param + ".content' is required", param + ".content");
+    } else {
+      auto text = message_content(*content, i);
+      if (!text) return text.error();
+      message.content = std::move(*text);
+    }
+    out.push_back(std::move(message));
   }
   return out;
 }
@@ -210,6 +301,7 @@ ApiResult<ChatRequest> parse_completion_request(std::string_view body, const Req
     o->erase("logprobs");
   }
   if (o->contains("conversation")) return bad_request("'conversation' is for chat completions", "conversation");
+  if (auto e = refuse_unsupported(*o)) return *e;
   const std::int32_t top = req.top_logprobs;
   const bool logprobs = req.logprobs;
   if (auto e = parse_options(*o, req)) return *e;
@@ -232,6 +324,7 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body, const RequestLi
   auto messages = parse_messages(o->if_contains("messages"), limits);
   if (!messages) return messages.error();
   req.messages = std::move(*messages);
+  if (auto e = parse_tools(*o, req)) return *e;
   if (auto e = parse_options(*o, req)) return *e;
   if (auto e = validate_turn(turn_request(req, 0), limits)) return api_error(*e);
   return req;

@@ -66,9 +66,9 @@ std::optional<TurnError> validate_turn(const actors::TurnRequest& r, const Reque
   }
   for (std::size_t i = 0; i < r.messages.size(); ++i) {
     const std::string& role = r.messages[i].role;
-    if (role != "system" && role != "user" && role != "assistant") {
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
       return invalid("messages[" + std::to_string(i) + "].role",
-                     "must be system, user or assistant");
+                     "must be system, user, assistant or tool");
     }
   }
   return std::nullopt;
@@ -79,7 +79,8 @@ actors::TurnRequest turn_request(const ChatRequest& r, std::uint64_t seed) {
   t.tenant = r.tenant;
   t.conversation = r.conversation_id;
   t.prompt = r.prompt;
-  for (const auto& m : r.messages) t.messages.push_back({m.role, m.content});
+  t.messages = r.messages;
+  t.chat = r.chat;
   model::SamplingParams& p = t.sampling;
   p.temperature = r.temperature;
   p.top_k = r.top_k;
@@ -105,6 +106,8 @@ const ErrorProtocol& error_protocol(TurnErrorKind kind) {
       404, "invalid_request_error", "not_found", "not_found", false, "not found"};
   static constexpr ErrorProtocol overloaded{503,          "server_error", "overloaded",
                                             "overloaded", true,           "overloaded"};
+  static constexpr ErrorProtocol rate_limited{429,           "rate_limit_error", "rate_limit_exceeded",
+                                              "rate_limited", true,               "rate limited"};
   static constexpr ErrorProtocol timeout{504,       "server_error", "timeout",
                                          "timeout", false,          "timeout"};
   static constexpr ErrorProtocol internal{500, "server_error", "", "internal", false, "internal"};
@@ -115,6 +118,8 @@ const ErrorProtocol& error_protocol(TurnErrorKind kind) {
       return not_found;
     case TurnErrorKind::overloaded:
       return overloaded;
+    case TurnErrorKind::rate_limited:
+      return rate_limited;
     case TurnErrorKind::timeout:
       return timeout;
     case TurnErrorKind::internal:
@@ -125,8 +130,11 @@ const ErrorProtocol& error_protocol(TurnErrorKind kind) {
 
 ApiError api_error(const TurnError& e) {
   const ErrorProtocol& p = error_protocol(e.kind);
-  return ApiError{p.http_status, std::string(p.openai_type), e.message, e.param,
-                  std::string(p.openai_code)};
+  ApiError out{p.http_status, std::string(p.openai_type), e.message, e.param,
+               std::string(p.openai_code)};
+  // A refusal for load: a client may come back shortly (a turn takes seconds).
+  if (p.http_status == 429 || p.http_status == 503) out.retry_after_s = 1;
+  return out;
 }
 
 }  // namespace pensieve::net

@@ -3,6 +3,8 @@
 #include "gpu/text/tokenizer.hpp"
 
 #include <array>
+#include <fstream>
+#include <sstream>
 
 namespace pensieve::model {
 
@@ -78,6 +80,7 @@ ChatTemplate::ChatTemplate(ChatFamily family, ChatSpecialTexts special, std::str
     : family_(family), special_(std::move(special)), default_system_(std::move(default_system)) {}
 
 std::string_view ChatTemplate::name() const {
+  if (jinja_) return jinja_name();
   for (const auto& f : family_names) {
     if (f.family == family_) return f.name;
   }
@@ -174,6 +177,7 @@ void ChatTemplate::render_message(std::span<const ChatMessage> messages, std::si
 }
 
 std::string ChatTemplate::assistant_suffix() const {
+  if (jinja_) return jinja_suffix();
   switch (family_) {
     case ChatFamily::llama2: return " " + special_.eos;
     case ChatFamily::mistral: return special_.eos;
@@ -196,8 +200,12 @@ std::string ChatTemplate::generation_prompt() const {
 }
 
 Result<std::string> ChatTemplate::render(std::span<const ChatMessage> messages,
-                                         bool add_generation_prompt) const {
-  return render_continuation(messages, 0, add_generation_prompt);
+                                         bool add_generation_prompt, const ChatExtras& extras) const {
+  auto whole = continuation(messages, 0, {}, add_generation_prompt, extras);
+  if (!whole) return whole.error();
+  std::string text;
+  for (const ChatSegment& s : whole->segments) text += s.text;
+  return Result<std::string>(boost::system::in_place_value, std::move(text));
 }
 
 Result<std::vector<ChatSegment>> ChatTemplate::render_segments(std::span<const ChatMessage> messages,
@@ -206,6 +214,12 @@ Result<std::vector<ChatSegment>> ChatTemplate::render_segments(std::span<const C
   if (first > messages.size()) {
     return fail("chat template: continuation from message " + std::to_string(first) + " of " +
                 std::to_string(messages.size()));
+  }
+  if (jinja_) {
+    auto next = continuation(messages, first, {}, add_generation_prompt);
+    if (!next) return next.error();
+    if (next->restart) return fail("chat template (" + std::string(name()) + "): the earlier messages render differently now");
+    return std::move(next->segments);
   }
   if (auto ok = check_roles(messages); !ok) return ok.error();
   std::vector<ChatSegment> segments;
@@ -263,12 +277,42 @@ ChatTemplate default_chat_template(ChatSpecialTexts special) {
   return ChatTemplate(ChatFamily::chatml, std::move(special));
 }
 
-Result<ChatTemplate> chat_template_for(const Tokenizer& tokenizer, std::string_view override_name) {
+namespace {
+
+// A --chat-template value that names a file rather than a built-in.
+bool names_file(std::string_view v) {
+  return v.find('/') != std::string_view::npos || v.ends_with(".jinja") || v.ends_with(".j2");
+}
+
+}  // namespace
+
+Result<ChatTemplate> chat_template_for(const Tokenizer& tokenizer, std::string_view override_name,
+                                       std::string* note) {
   ChatSpecialTexts special;
   if (const auto bos = tokenizer.bos_id()) special.bos = tokenizer.token_to_piece(*bos, true);
   if (const auto eos = tokenizer.eos_id()) special.eos = tokenizer.token_to_piece(*eos, true);
+  if (!override_name.empty() && names_file(override_name)) {
+    std::ifstream in{std::string(override_name), std::ios::binary};
+    if (!in) return fail("--chat-template: cannot read '" + std::string(override_name) + "'");
+    std::ostringstream source;
+    source << in.rdbuf();
+    return ChatTemplate::from_jinja(source.str(), std::move(special), std::string(override_name));
+  }
   if (!override_name.empty()) return find_chat_template(override_name, std::move(special));
-  return detect_chat_template(tokenizer.chat_template(), std::move(special));
+  const std::string& own = tokenizer.chat_template();
+  if (trim(own).empty()) return default_chat_template(std::move(special));
+  auto jinja = ChatTemplate::from_jinja(own, special, "the model's");
+  if (jinja) return jinja;
+  // A template the interpreter refuses: its family's built-in, if it has one.
+  auto family = detect_chat_template(own, std::move(special));
+  if (!family) {
+    return fail(jinja.error().message + "; and it is of no built-in family (" + known_names() +
+                "): choose one with --chat-template NAME|FILE");
+  }
+  if (note) {
+    *note = jinja.error().message + "; rendering it as the built-in '" + std::string(family->name()) + "'";
+  }
+  return family;
 }
 
 }  // namespace pensieve::model

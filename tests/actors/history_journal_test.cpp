@@ -353,3 +353,47 @@ TEST_CASE("a conversation rewritten by compaction keeps its last activity even w
   CHECK(back.conversations.at(5).created_unix_s == 10);
   CHECK(back.conversations.at(5).last_active_unix_s == 99);
 }
+
+TEST_CASE("tool messages and a re-rendered history replay exactly", "[journal]") {
+  std::vector<std::byte> file = encode_file_header();
+  encode_record(JournalCreate{7, "t", "tools", 1}, file);
+  JournalTurn first;
+  first.uid = 7;
+  first.turns = 1;
+  model::ChatMessage call{"assistant", ""};
+  call.tool_calls = R"([{"id":"c1","type":"function","function":{"name":"add","arguments":"{}"}}])";
+  first.messages = {{"user", "add"}, call};
+  first.tokens = {1, 2, 3, 4};
+  encode_record(first, file);
+  // The template rendered the conversation anew: tokens from 2 on replaced.
+  JournalTurn second;
+  second.uid = 7;
+  second.turns = 2;
+  second.messages_before = 2;
+  second.tokens_before = 2;
+  second.retokenized = true;
+  model::ChatMessage result{"tool", "5"};
+  result.tool_call_id = "c1";
+  result.name = "add";
+  second.messages = {result, {"assistant", "five"}};
+  second.tokens = {9, 8, 7};
+  encode_record(second, file);
+  const ReplayOutcome out = replay_journal(file);
+  REQUIRE_FALSE(out.corruption.has_value());
+  const JournaledConversation& c = out.conversations.at(7);
+  CHECK(c.tokens == std::vector<std::int32_t>{1, 2, 9, 8, 7});
+  REQUIRE(c.messages.size() == 4);
+  CHECK(c.messages[1].tool_calls == call.tool_calls);
+  CHECK(c.messages[2].tool_call_id == "c1");
+  CHECK(c.messages[2].name == "add");
+  // A re-rendered turn may not claim more tokens than the history has.
+  std::vector<std::byte> bad = encode_file_header();
+  encode_record(JournalCreate{8, "t", "x", 1}, bad);
+  JournalTurn over;
+  over.uid = 8;
+  over.tokens_before = 1;
+  over.retokenized = true;
+  over.tokens = {5};
+  encode_record(over, bad);
+  CHECK(replay_journal(bad).corruption.has_value());
+}

@@ -21,7 +21,7 @@ inline std::vector<InvalidTurn> invalid_turns() {
       {"temperature", 3, "'temperature' must be between 0 and 2"},
       {"top_p", 0, "'top_p' must be greater than 0"},
       {"max_tokens", 0, "'max_tokens' must be between 1 and 4096"},
-      {"role", 0, "'messages[0].role' must be system, user or assistant", true},
+      {"role", 0, "'messages[0].role' must be system, user, assistant or tool", true},
   };
 }
 

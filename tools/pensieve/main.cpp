@@ -7,6 +7,7 @@
 #include "net/api_keys.hpp"
 #include "net/http_server_group.hpp"
 #include "net/metrics.hpp"
+#include "net/tenant_limits.hpp"
 #include "runtime/trace.hpp"
 #include "runtime/trace_flusher.hpp"
 #include "net/openai_routes.hpp"
@@ -94,6 +95,7 @@ int serve(const server::Options& o) {
   engine_options.backend = o.backend == "cuda" ? pensieve::backend::BackendKind::cuda : pensieve::backend::BackendKind::cpu;
   engine_options.tp = o.tp;
   engine_options.chat_template = o.chat_template.value_or("");
+  engine_options.max_conversations_per_tenant = o.max_conversations_per_tenant;
   engine_options.stateful = !o.no_state;
   engine_options.max_batch_tokens = o.max_batch_tokens;
   engine_options.kv_cache_mb = o.kv_device_mb;
@@ -137,9 +139,14 @@ int serve(const server::Options& o) {
     return 1;
   }
   // The bounds every front end checks a turn against (net/turn_call.hpp).
-  const net::RequestLimits limits;
-  net::EngineBackend backend(**engine,
-                             {std::chrono::seconds(o.request_timeout_s), &metrics, limits});
+  net::RequestLimits limits;
+  if (o.max_turns_per_tenant > 0) {
+    limits.tenant_turns = std::make_shared<net::TenantTurnLimiter>(o.max_turns_per_tenant);
+  }
+  // How every front end drains a turn: the request timeout (the turn is
+  // cancelled and answered with a timeout error) and the metrics it records.
+  const net::TurnCallOptions turn_options{std::chrono::seconds(o.request_timeout_s), &metrics};
+  net::EngineBackend backend(**engine, {turn_options.timeout, &metrics, limits});
   net::RouteOptions routes;
   routes.limits = limits;
   routes.keys = std::make_shared<const net::ApiKeys>(std::move(*keys));
@@ -152,6 +159,7 @@ int serve(const server::Options& o) {
   ws_options.tenant_of = net::ws_tenant_of(routes.keys);
   ws_options.refuse_with_close = true;
   ws_options.limits = limits;
+  ws_options.turn = turn_options;
   http_options.websocket_routes.push_back({"/v1/ws", net::make_ws_chat_handler(**engine, std::move(ws_options))});
   server::TraceCapturer trace_capturer(tracer, o.trace_file.has_value());
   net::AdminRouteOptions admin;
@@ -172,6 +180,7 @@ int serve(const server::Options& o) {
     std::fprintf(stderr, "pensieve: %s\n", r.error().message.c_str());
     return 1;
   }
+  std::fprintf(stderr, "pensieve: chat template: %s\n", (*engine)->chat_template_description().c_str());
   std::fprintf(stderr, "pensieve: serving '%s' on http://%s:%u (OpenAI API under /v1; %d I/O threads), %s\n",
                backend.model_name().c_str(), o.host.c_str(), unsigned(http.port()), http_threads,
                o.no_state ? "stateless (--no-state: every turn recomputes its history)"
@@ -182,6 +191,7 @@ int serve(const server::Options& o) {
   rpc_options.port = o.rpc_port;
   rpc_options.keys = routes.keys;  // clients login(key) when keys are required
   rpc_options.limits = limits;
+  rpc_options.turn = turn_options;
   auto rpc = net::RpcServer::start(**engine, io.get_executor(), rpc_options);
   if (!rpc) {
     std::fprintf(stderr, "pensieve: %s\n", rpc.error().message.c_str());

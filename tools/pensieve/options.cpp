@@ -38,7 +38,15 @@ conversation's KV cache between turns.
                          a turn is acknowledged; a restart on the same DIR brings the
                          conversations back (their KV is recomputed) (default: off)
   --max-batch-tokens N   tokens per scheduler iteration (default 512)
-  --request-timeout-s N  cancel a turn still running after N seconds: 504 (default 600)
+  --request-timeout-s N  cancel a turn still running after N seconds: HTTP 504, a WebSocket
+                         timeout error frame, an RPC exception (default 600)
+  --max-turns-per-tenant N
+                         turns one API key (tenant) may have in the engine at once, on every
+                         front end; more: HTTP 429 with Retry-After, WebSocket close 1013,
+                         RPC OVERLOADED (default: no limit)
+  --max-conversations-per-tenant N
+                         stored conversations one API key may have; creating one more is
+                         refused with 429 until one is deleted (default: no limit)
   --threads N            compute threads (default: all cores)
   --compute-nice N|idle  nice value 0..19 of the compute threads (the forward pass), so that
                          token delivery (HTTP I/O, the scheduler) preempts compute on busy cores;
@@ -50,7 +58,10 @@ conversation's KV cache between turns.
   --tp N                 tensor parallelism over N ranks, each with its shard of the weights and
                          its share of the KV heads (N must divide the heads, KV heads and ff_dim;
                          CPU backend; not with --kv-host-mb yet) (default 1)
-  --chat-template NAME   override the model's chat template (llama2, llama3, chatml, zephyr, mistral)
+  --chat-template NAME|FILE
+                         the chat template: a built-in (llama2, llama3, chatml, zephyr,
+                         mistral) or a Jinja file (a path, or a name ending .jinja)
+                         (default: the model's own, rendered as written)
   --trace FILE           record actor and stream spans to FILE (appended while the server runs)
   --trace-flush-ms N     how often --trace drains the span rings into FILE (default 1000; a
                          thread recording more than 32768 spans in one interval loses the rest,
@@ -140,6 +151,12 @@ std::map<std::string, Setter> value_flags() {
       {"--tp", [](Options& o, const std::string& v) { return parse_int("--tp", v, o.tp, 1, 64); }},
       {"--request-timeout-s", [](Options& o, const std::string& v) {
          return parse_int("--request-timeout-s", v, o.request_timeout_s, 1, 86400);
+       }},
+      {"--max-turns-per-tenant", [](Options& o, const std::string& v) {
+         return parse_int("--max-turns-per-tenant", v, o.max_turns_per_tenant, 1, 1 << 20);
+       }},
+      {"--max-conversations-per-tenant", [](Options& o, const std::string& v) {
+         return parse_int("--max-conversations-per-tenant", v, o.max_conversations_per_tenant, 1, 1 << 30);
        }},
       {"--trace", text(&Options::trace_file)},
       {"--trace-flush-ms",
