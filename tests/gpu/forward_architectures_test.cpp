@@ -144,9 +144,17 @@ const char* const all_archs[] = {"llama", "llama3", "llama3.2", "qwen3", "mistra
 
 TEST_CASE("every architecture's paged forward gives the contiguous forward's logits bit for bit",
           "[forward][paged]") {
-  for (const char* arch : all_archs) {
-    INFO("arch " << arch);
-    CpuForward fwd = forward_of(weights_of(arch_options(arch, std::string(arch) == "gemma3" ? 6 : 2)));
+  for (const auto& [arch, dtype] : [] {
+         std::vector<std::pair<std::string, DType>> v;
+         for (const char* a : all_archs) {
+           for (DType d : {DType::f32, DType::q8_0}) v.emplace_back(a, d);
+         }
+         return v;
+       }()) {
+    INFO("arch " << arch << " " << dtype_name(dtype));
+    auto o = arch_options(arch, arch == "gemma3" ? 6 : 2);
+    o.dtype = dtype;
+    CpuForward fwd = forward_of(weights_of(o));
     const std::int32_t vocab = fwd.config().vocab_size;
     // Longer than the 8-token windows, and not a multiple of the block size.
     const std::vector<std::vector<std::int32_t>> prompts = {prompt_of(23, vocab, 1), prompt_of(6, vocab, 2)};
