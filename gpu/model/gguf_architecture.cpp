@@ -89,7 +89,12 @@ Result<void> architecture_keys(const GgufFile& file, ModelConfig& c) {
   }
   if (auto ok = optional_float(file, a + ".attn_logit_softcapping", c.attn_logit_softcap); !ok) return ok.error();
   if (auto ok = optional_float(file, a + ".final_logit_softcapping", c.final_logit_softcap); !ok) return ok.error();
-  if (a == "gemma3") c.attn_logit_softcap = 0.0f;  // Gemma 3 has none (llama.cpp ignores the key)
+  // Gemma 3 has no attention cap; llama.cpp applies a final cap only to a
+  // Gemma 3 without windows (its non-SWA graph), so the same here.
+  if (a == "gemma3") {
+    c.attn_logit_softcap = 0.0f;
+    if (c.sliding_window > 0) c.final_logit_softcap = 0.0f;
+  }
   if (c.attn_logit_softcap < 0.0f || c.final_logit_softcap < 0.0f || !std::isfinite(c.attn_logit_softcap) ||
       !std::isfinite(c.final_logit_softcap)) {
     return arch_error(file, "soft-capping values must be finite and not negative");

@@ -263,3 +263,28 @@ TEST_CASE("an unknown architecture is an error that names it and the supported o
   REQUIRE_FALSE(made.has_value());
   CHECK_THAT(made.error().message, Catch::Contains("unknown --arch 'gpt2'"));
 }
+
+TEST_CASE("a gemma3 file's final soft-cap applies only without windows, as llama.cpp's graphs do", "[gguf]") {
+  TempDir dir("arch");
+  auto g = generate(dir, arch_options("gemma3"));
+  auto with_cap = [&](std::uint32_t window) {
+    GgufWriter w;
+    for (const auto& [key, value] : g.file.metadata) w.set(key, value);
+    w.set("gemma3.final_logit_softcapping", GgufValue::of_f32(30.0f));
+    w.set("gemma3.attention.sliding_window", GgufValue::of_u32(window));
+    for (const auto& t : g.file.tensors) {
+      REQUIRE_OK(w.add_tensor(t.name, t.dtype, t.ne, std::vector<std::byte>(t.data, t.data + t.size_bytes)));
+    }
+    auto file = parse_gguf(w.serialize(), "gemma3.gguf");
+    REQUIRE_OK(file);
+    auto c = config_from_gguf(*file);
+    REQUIRE_OK(c);
+    return *c;
+  };
+  const ModelConfig windowed = with_cap(8), global = with_cap(0);
+  CHECK(windowed.final_logit_softcap == 0.0f);
+  CHECK(windowed.rope_theta_windowed == 10000.0f);
+  CHECK(global.final_logit_softcap == 30.0f);
+  CHECK(global.layer_window(0) == 0);
+  CHECK(global.rope_theta_windowed == 0.0f);
+}
