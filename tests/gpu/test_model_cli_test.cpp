@@ -94,6 +94,13 @@ TEST_CASE("make-test-model --arch writes each architecture's file, and an unknow
     CHECK(w->config.architecture == gguf_arch);
     CHECK(w->config.sliding_window == (windowed ? 6 : 0));
   }
+  const auto inspect = run("inspect " + (dir / "gemma2.gguf").string());
+  INFO(inspect.text);
+  CHECK(inspect.status == 0);
+  CHECK_THAT(inspect.text, Catch::Contains("architecture: gemma2"));
+  CHECK_THAT(inspect.text, Catch::Contains("features: post-norms, GeGLU, embedding x 8, softmax scale 0.25, "
+                                           "sliding window 6 on 1 layers in 2, attention soft-cap 50, final soft-cap 30"));
+  CHECK_THAT(inspect.text, Catch::Contains("blk.1.post_ffw_norm.weight"));
   const auto bad = run("make-test-model --arch mamba --out " + (dir / "x.gguf").string() + " --vocab-from " +
                        vocab.string());
   CHECK(bad.status != 0);
