@@ -49,6 +49,20 @@ Result<std::unique_ptr<PagedForward>> make_cpu(model::ModelWeights weights, cons
   return std::unique_ptr<PagedForward>(std::make_unique<TpPagedForward>(std::move(*forward), pool));
 }
 
+// What of the config the CUDA pass does not do (it runs the llama/qwen2
+// decoder only); empty when it runs the model.
+std::string cuda_missing_feature(const model::ModelConfig& c) {
+  if (c.qk_norm) return "per-head q/k norms";
+  if (c.post_norms) return "post-attention and post-MLP norms";
+  if (c.ffn_activation != model::FfnActivation::silu) return "a GELU MLP";
+  if (c.embedding_scale != 1.0f) return "embedding scaling";
+  if (c.sliding_window > 0) return "sliding-window attention";
+  if (c.attn_logit_softcap > 0.0f || c.final_logit_softcap > 0.0f) return "logit soft-capping";
+  if (c.attention_scale > 0.0f) return "a softmax scale other than 1/sqrt(head_dim)";
+  if (c.rope_scaling.attn_factor != 1.0f) return "a rope attention factor";
+  return "";
+}
+
 }  // namespace
 
 Result<std::unique_ptr<PagedForward>> make_paged_forward(model::ModelWeights weights,
@@ -58,6 +72,10 @@ Result<std::unique_ptr<PagedForward>> make_paged_forward(model::ModelWeights wei
     return fail("--tp " + std::to_string(options.tp) + ": " + ok.error().message);
   }
   if (options.backend == BackendKind::cpu) return make_cpu(std::move(weights), options);
+  if (auto missing = cuda_missing_feature(weights.config); !missing.empty()) {
+    return fail("--backend cuda: the CUDA pass does not implement " + missing + " (" + weights.config.architecture +
+                "); run this model with --backend cpu");
+  }
 #ifdef PENSIEVE_HAVE_CUDA
   return cuda::make_cuda_paged_forward(weights, options);
 #else

@@ -20,6 +20,9 @@ struct RopeScaling {
   float low_freq_factor = 1.0f;   // llama3
   float high_freq_factor = 4.0f;  // llama3
   std::int32_t original_context = 8192;
+  // cos and sin are multiplied by it, so q.k by its square (Phi-3 longrope's
+  // GGUF rope.scaling.attn_factor; ggml's rope mscale).
+  float attn_factor = 1.0f;
 };
 
 }  // namespace pensieve::kernels

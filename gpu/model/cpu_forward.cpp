@@ -101,6 +101,7 @@ void CpuForward::gather_tokens(std::span<const Seq> batch) {
   const std::size_t n = scratch_.tokens.size();
   scratch_.resize(n, c);
   kc::embedding_lookup(prepared_.token_embedding, scratch_.tokens, rows_of(scratch_.x, n, c.dim));
+  if (c.embedding_scale != 1.0f) kc::scale_inplace(rows_of(scratch_.x, n, c.dim), c.embedding_scale);
 }
 
 Result<ForwardOutput> CpuForward::forward(std::span<const ForwardSequence> batch) {
@@ -230,6 +231,8 @@ void CpuForward::attend_contiguous(std::int32_t l, std::span<const ForwardSequen
     p.n_kv_heads = c.n_kv_heads;
     p.head_dim = c.head_dim;
     p.softmax_scale = prepared_.attention.scale;
+    p.sliding_window = prepared_.layers[std::size_t(l)].window;
+    p.logit_softcap = c.attn_logit_softcap;
     kc::contiguous_attention(p, *plan, attention_workspace_, runner);
     row += std::size_t(count);
   }
@@ -256,6 +259,8 @@ void CpuForward::attend_paged(std::int32_t l, std::span<const PagedSequence> bat
   p.num_seqs = std::int32_t(batch.size());
   p.n_heads = c.n_heads;
   p.softmax_scale = prepared_.attention.scale;
+  p.sliding_window = prepared_.layers[std::size_t(l)].window;
+  p.logit_softcap = c.attn_logit_softcap;
   if (l == 0) {
     kernels::AttentionPlanOptions o;
     o.kv_tile_tokens = options_.kv_tile_tokens;
@@ -318,18 +323,37 @@ Result<void> CpuForward::layer(std::int32_t l, const AttendFn& attend) {
     kc::add_bias(k, w.bk.data());
     kc::add_bias(v, w.bv.data());
   }
-  kc::rope(prepared_.rope_q, prepared_.inv_freq, q, scratch_.positions);
-  kc::rope(prepared_.rope_k, prepared_.inv_freq, k, scratch_.positions);
+  if (!w.q_norm.empty()) {
+    // Each head of q and k on its own (Qwen3, Gemma 3): rows of head_dim.
+    const kc::RowsView q_heads{scratch_.q.data(), std::int64_t(n) * c.n_heads, c.head_dim, c.head_dim};
+    const kc::RowsView k_heads{scratch_.k.data(), std::int64_t(n) * c.n_kv_heads, c.head_dim, c.head_dim};
+    kc::rms_norm({c.rms_eps}, q_heads, w.q_norm.data(), q_heads, pool);
+    kc::rms_norm({c.rms_eps}, k_heads, w.k_norm.data(), k_heads, pool);
+  }
+  if (w.windowed_rope) {
+    kc::rope(prepared_.rope_q_windowed, prepared_.inv_freq_windowed, q, scratch_.positions);
+    kc::rope(prepared_.rope_k_windowed, prepared_.inv_freq_windowed, k, scratch_.positions);
+  } else {
+    kc::rope(prepared_.rope_q, prepared_.inv_freq, q, scratch_.positions);
+    kc::rope(prepared_.rope_k, prepared_.inv_freq, k, scratch_.positions);
+  }
   attend(l);  // stores the new K/V, then attends over each sequence's cache
+  const kc::RowsView delta = rows_of(scratch_.tmp, n, c.dim);
   mm(scratch_.att, c.q_dim(), w.wo, scratch_.tmp);
   if (auto ok = all_reduce(scratch_.tmp, n); !ok) return ok.error();  // row-parallel O
-  kc::add_inplace(x, rows_of(scratch_.tmp, n, c.dim));
+  if (!w.post_attn_norm.empty()) kc::rms_norm({c.rms_eps}, delta, w.post_attn_norm.data(), delta, pool);
+  kc::add_inplace(x, delta);
   kc::rms_norm({c.rms_eps}, x, w.ffn_norm.data(), xn, pool);
   mm_xn({{&w.w_gate, &scratch_.gate}, {&w.w_up, &scratch_.up}});
-  kc::silu_mul(rows_of(scratch_.gate, n, c.ff_dim), rows_of(scratch_.up, n, c.ff_dim), pool);
+  if (c.ffn_activation == FfnActivation::gelu_tanh) {
+    kc::gelu_mul(rows_of(scratch_.gate, n, c.ff_dim), rows_of(scratch_.up, n, c.ff_dim), pool);
+  } else {
+    kc::silu_mul(rows_of(scratch_.gate, n, c.ff_dim), rows_of(scratch_.up, n, c.ff_dim), pool);
+  }
   mm(scratch_.gate, c.ff_dim, w.w_down, scratch_.tmp);
   if (auto ok = all_reduce(scratch_.tmp, n); !ok) return ok.error();  // row-parallel down
-  kc::add_inplace(x, rows_of(scratch_.tmp, n, c.dim));
+  if (!w.post_ffn_norm.empty()) kc::rms_norm({c.rms_eps}, delta, w.post_ffn_norm.data(), delta, pool);
+  kc::add_inplace(x, delta);
   return {};
 }
 
@@ -356,6 +380,9 @@ Result<ForwardOutput> CpuForward::output_head(std::span<const OutputRow> seqs) {
   kc::rms_norm({c.rms_eps}, s, prepared_.output_norm.data(), s, *pool_);
   if (options_.tp.sharded()) {
     if (auto ok = sharded_logits(s, out); !ok) return ok.error();
+    if (c.final_logit_softcap > 0.0f) {
+      kc::softcap({out.logits.data(), std::int64_t(n_sel), c.vocab_size, c.vocab_size}, c.final_logit_softcap);
+    }
     return out;
   }
   out.logits.resize(n_sel * std::size_t(c.vocab_size));
@@ -364,6 +391,7 @@ Result<ForwardOutput> CpuForward::output_head(std::span<const OutputRow> seqs) {
   mp.float_activations = options_.float_activations;
   kc::matmul(mp, s, prepared_.output, rows_of(out.logits, n_sel, c.vocab_size), *pool_,
              scratch_.rounded);
+  if (c.final_logit_softcap > 0.0f) kc::softcap(rows_of(out.logits, n_sel, c.vocab_size), c.final_logit_softcap);
   return out;
 }
 

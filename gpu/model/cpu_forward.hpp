@@ -1,8 +1,11 @@
 #pragma once
-// The Llama-family decoder on the CPU (llama, qwen2), over a ragged batch:
-// several sequences, each with its new tokens, its start position and its
-// KV cache, in one call. Embedding, RMSNorm, RoPE, grouped-query attention,
-// SwiGLU MLP, output head; Q/K/V biases when the model has them; tied output.
+// The Llama-family decoder on the CPU (llama, qwen2/3, mistral, phi3,
+// gemma2/3), over a ragged batch: several sequences, each with its new
+// tokens, its start position and its KV cache, in one call. Embedding,
+// RMSNorm, RoPE, grouped-query attention, SwiGLU or GeGLU MLP, output head;
+// and where the config asks (model_config.hpp): Q/K/V biases, per-head q/k
+// norms, post-attention and post-MLP norms, embedding scaling, sliding-window
+// layers, attention and final logit soft-capping, rope frequency divisors.
 //
 // Batch invariance: a sequence's logits have the same bits whatever else is
 // in the batch and however its prompt was chunked, because every kernel keeps

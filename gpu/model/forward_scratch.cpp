@@ -56,6 +56,18 @@ Result<PreparedLayer> prepare_layer(const LayerWeights& w, const ModelConfig& c)
   if (!fn) return fn.error();
   p.attn_norm = std::move(*an);
   p.ffn_norm = std::move(*fn);
+  const std::pair<const Tensor*, std::vector<float>*> optional[] = {
+      {&w.q_norm, &p.q_norm}, {&w.k_norm, &p.k_norm}, {&w.post_attn_norm, &p.post_attn_norm},
+      {&w.post_ffn_norm, &p.post_ffn_norm}};
+  const char* optional_names[] = {"q_norm", "k_norm", "post_attn_norm", "post_ffn_norm"};
+  const std::int64_t optional_sizes[] = {c.head_dim, c.head_dim, dim, dim};
+  const bool wanted[] = {c.qk_norm, c.qk_norm, c.post_norms, c.post_norms};
+  for (std::size_t i = 0; i < std::size(optional); ++i) {
+    if (!wanted[i]) continue;
+    auto v = vector_of(*optional[i].first, optional_names[i], optional_sizes[i]);
+    if (!v) return v.error();
+    *optional[i].second = std::move(*v);
+  }
   if (c.qkv_bias) {
     auto bq = vector_of(w.bq, "bq", q);
     auto bk = vector_of(w.bk, "bk", kv);
@@ -102,6 +114,9 @@ Result<PreparedWeights> prepare_weights(const ModelWeights& w, TpRank tp) {
   for (const auto& lw : w.layers) {
     auto layer = prepare_layer(lw, c);
     if (!layer) return fail("layer " + std::to_string(p.layers.size()) + ": " + layer.error().message);
+    const auto l = std::int32_t(p.layers.size());
+    layer->window = c.layer_window(l);
+    layer->windowed_rope = layer->window > 0 && c.rope_theta_windowed > 0.0f;
     p.layers.push_back(std::move(*layer));
   }
   kernels::cpu::RopeParams rope;
@@ -110,15 +125,34 @@ Result<PreparedWeights> prepare_weights(const ModelWeights& w, TpRank tp) {
   rope.theta = c.rope_theta;
   rope.style = c.rope_style;
   rope.scaling = c.rope_scaling;
-  p.inv_freq = kernels::cpu::rope_inv_freq(rope);
+  std::vector<float> divisors;
+  if (w.rope_freqs.present()) {
+    auto d = vector_of(w.rope_freqs, "rope_freqs", rope.rope_dims / 2);
+    if (!d) return d.error();
+    divisors = std::move(*d);
+    for (float x : divisors) {
+      if (!(x > 0.0f) || !std::isfinite(x)) return fail("rope_freqs (" + w.rope_freqs.name + ") holds a divisor that is not positive");
+    }
+  }
+  p.inv_freq = kernels::cpu::rope_inv_freq(rope, divisors);
   p.rope_q = rope;
   p.rope_q.n_heads = c.n_heads;
   p.rope_k = rope;
   p.rope_k.n_heads = c.n_kv_heads;
+  // Gemma 3's local layers: their own base, no scaling (llama.cpp's
+  // rope_freq_base_train_swa and a freq_scale of 1).
+  kernels::cpu::RopeParams local = rope;
+  local.theta = c.rope_theta_windowed > 0.0f ? c.rope_theta_windowed : c.rope_theta;
+  local.scaling = {};
+  p.inv_freq_windowed = kernels::cpu::rope_inv_freq(local);
+  p.rope_q_windowed = local;
+  p.rope_q_windowed.n_heads = c.n_heads;
+  p.rope_k_windowed = local;
+  p.rope_k_windowed.n_heads = c.n_kv_heads;
   p.attention.n_heads = c.n_heads;
   p.attention.n_kv_heads = c.n_kv_heads;
   p.attention.head_dim = c.head_dim;
-  p.attention.scale = 1.0f / std::sqrt(float(c.head_dim));
+  p.attention.scale = c.softmax_scale();
   return p;
 }
 

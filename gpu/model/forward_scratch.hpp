@@ -16,6 +16,10 @@ namespace pensieve::model {
 struct PreparedLayer {
   std::vector<float> attn_norm, ffn_norm;
   std::vector<float> bq, bk, bv;  // empty without biases
+  std::vector<float> q_norm, k_norm;                 // empty without config.qk_norm
+  std::vector<float> post_attn_norm, post_ffn_norm;  // empty without config.post_norms
+  std::int32_t window = 0;                           // config.layer_window(l)
+  bool windowed_rope = false;                        // rope with inv_freq_windowed
   kernels::cpu::WeightView wq, wk, wv, wo, w_gate, w_up, w_down;
 };
 
@@ -25,6 +29,9 @@ struct PreparedWeights {
   std::vector<PreparedLayer> layers;
   kernels::cpu::RopeParams rope_q, rope_k;
   std::vector<float> inv_freq;
+  // The windowed layers' own rope (config.rope_theta_windowed: gemma3).
+  kernels::cpu::RopeParams rope_q_windowed, rope_k_windowed;
+  std::vector<float> inv_freq_windowed;
   kernels::cpu::AttentionParams attention;
 };
 

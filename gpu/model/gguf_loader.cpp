@@ -1,5 +1,6 @@
 #include "gpu/model/gguf_loader.hpp"
 
+#include "gpu/model/gguf_architecture.hpp"
 #include "gpu/model/gguf_tokenizer.hpp"
 #include "gpu/model/model_loader_shapes.hpp"
 
@@ -42,16 +43,20 @@ Result<void> read_rope_scaling(const GgufFile& file, const std::string& arch, Mo
   if (auto ok = read_float(file, arch + ".rope.scaling.factor", factor); !ok) return ok.error();
   if (auto ok = read_float(file, arch + ".rope.scale_linear", factor); !ok) return ok.error();  // older files
   const std::string kind = type->value_or(factor != 1.0f ? "linear" : "none");
-  if (kind == "none") return {};
-  if (kind != "linear") return config_error(file, "rope scaling '" + kind + "' is not supported (none, linear)");
-  if (!(factor > 0.0f)) return config_error(file, "rope scaling factor must be positive");
-  c.rope_scaling.type = RopeScalingType::linear;
-  c.rope_scaling.factor = factor;
   std::int32_t original = 0;
   if (auto ok = read_dim(file, arch + ".rope.scaling.original_context_length", original, false); !ok) {
     return ok.error();
   }
   if (original > 0) c.rope_scaling.original_context = original;
+  // Phi-3's longrope is its rope_factors_* tensors and attn_factor (read
+  // with the weights and the architecture's keys), not a frequency factor.
+  if (kind == "none" || kind == "longrope") return {};
+  if (kind != "linear") {
+    return config_error(file, "rope scaling '" + kind + "' is not supported (none, linear, longrope)");
+  }
+  if (!(factor > 0.0f)) return config_error(file, "rope scaling factor must be positive");
+  c.rope_scaling.type = RopeScalingType::linear;
+  c.rope_scaling.factor = factor;
   return {};
 }
 
@@ -102,6 +107,109 @@ Result<Tensor> tensor_view(const GgufFile& file, const std::string& name, bool r
   return Tensor{name, info->dtype, info->shape(), info->data, info->size_bytes};
 }
 
+// Rows [begin, begin + count) of a matrix: a view into the same bytes.
+Result<Tensor> rows_of(const GgufFile& file, const Tensor& t, std::int64_t begin, std::int64_t count,
+                       const std::string& name) {
+  if (t.shape.size() != 2 || begin + count > t.rows()) {
+    return config_error(file, "tensor " + t.name + " has too few rows to hold " + name);
+  }
+  const std::size_t row_bytes = dtype_row_bytes(t.dtype, t.cols());
+  Tensor s = t;
+  s.name = t.name + " (" + name + ")";
+  s.shape = {count, t.cols()};
+  s.data = t.data + std::size_t(begin) * row_bytes;
+  s.size_bytes = std::size_t(count) * row_bytes;
+  return s;
+}
+
+// The divisors of the rope frequencies: Llama 3.1's rope_freqs, or Phi-3's
+// longrope factors, the long ones when the model serves a context longer
+// than the one it was trained at (llama.cpp's choice for n_ctx above
+// rope.scaling.original_context_length; chosen once, for every sequence).
+Result<void> rope_divisors(const GgufFile& file, const ModelConfig& c, Tensor& out) {
+  if (auto t = tensor_view(file, "rope_freqs.weight", false); !t) {
+    return t.error();
+  } else if (t->present()) {
+    out = std::move(*t);
+    return {};
+  }
+  auto original = file.get_int(c.architecture + ".rope.scaling.original_context_length");
+  if (!original) return original.error();
+  const bool long_context = *original && c.max_context > **original;
+  auto t = tensor_view(file, long_context ? "rope_factors_long.weight" : "rope_factors_short.weight", false);
+  if (!t) return t.error();
+  out = std::move(*t);
+  return {};
+}
+
+Result<LayerWeights> layer_weights(const GgufFile& file, const ModelConfig& c, const std::string& p) {
+  LayerWeights L;
+  auto get = [&](const std::string& name, Tensor& out, bool required) -> Result<void> {
+    auto t = tensor_view(file, p + name, required);
+    if (!t) return t.error();
+    out = std::move(*t);
+    return {};
+  };
+  const std::pair<const char*, Tensor*> always[] = {
+      {"attn_norm.weight", &L.attn_norm}, {"attn_output.weight", &L.wo},
+      {"ffn_norm.weight", &L.ffn_norm},   {"ffn_down.weight", &L.w_down},
+  };
+  for (auto [name, out] : always) {
+    if (auto ok = get(name, *out, true); !ok) return ok.error();
+  }
+  // Phi-3 fuses q, k and v into attn_qkv (rows q, then k, then v).
+  Tensor qkv;
+  if (auto ok = get("attn_qkv.weight", qkv, false); !ok) return ok.error();
+  if (qkv.present()) {
+    auto q = rows_of(file, qkv, 0, c.q_dim(), "q");
+    auto k = rows_of(file, qkv, c.q_dim(), c.kv_dim(), "k");
+    auto v = rows_of(file, qkv, std::int64_t(c.q_dim()) + c.kv_dim(), c.kv_dim(), "v");
+    if (!q) return q.error();
+    if (!k) return k.error();
+    if (!v) return v.error();
+    if (qkv.rows() != std::int64_t(c.q_dim()) + 2 * c.kv_dim()) {
+      return config_error(file, "tensor " + qkv.name + " has " + std::to_string(qkv.rows()) +
+                                    " rows, not q + 2 kv = " + std::to_string(c.q_dim() + 2 * c.kv_dim()));
+    }
+    L.wq = std::move(*q);
+    L.wk = std::move(*k);
+    L.wv = std::move(*v);
+  } else {
+    for (auto [name, out] : {std::pair{"attn_q.weight", &L.wq}, {"attn_k.weight", &L.wk}, {"attn_v.weight", &L.wv}}) {
+      if (auto ok = get(name, *out, true); !ok) return ok.error();
+    }
+  }
+  if (auto ok = get("ffn_up.weight", L.w_up, true); !ok) return ok.error();
+  if (auto ok = get("ffn_gate.weight", L.w_gate, c.architecture != "phi3"); !ok) return ok.error();
+  if (!L.w_gate.present()) {
+    // Phi-3's ffn_up holds the gate's rows, then the up projection's.
+    const Tensor fused = L.w_up;
+    if (fused.rows() != 2 * std::int64_t(c.ff_dim)) {
+      return config_error(file, "tensor " + fused.name + " has " + std::to_string(fused.rows()) +
+                                    " rows, not gate + up = " + std::to_string(2 * c.ff_dim));
+    }
+    auto gate = rows_of(file, fused, 0, c.ff_dim, "gate");
+    auto up = rows_of(file, fused, c.ff_dim, c.ff_dim, "up");
+    if (!gate) return gate.error();
+    if (!up) return up.error();
+    L.w_gate = std::move(*gate);
+    L.w_up = std::move(*up);
+  }
+  const bool bias = c.qkv_bias;
+  if (auto ok = get("attn_q.bias", L.bq, bias); !ok) return ok.error();
+  if (auto ok = get("attn_k.bias", L.bk, bias); !ok) return ok.error();
+  if (auto ok = get("attn_v.bias", L.bv, bias); !ok) return ok.error();
+  if (c.qk_norm) {
+    if (auto ok = get("attn_q_norm.weight", L.q_norm, true); !ok) return ok.error();
+    if (auto ok = get("attn_k_norm.weight", L.k_norm, true); !ok) return ok.error();
+  }
+  if (c.post_norms) {
+    if (auto ok = get("post_attention_norm.weight", L.post_attn_norm, true); !ok) return ok.error();
+    if (auto ok = get("post_ffw_norm.weight", L.post_ffn_norm, true); !ok) return ok.error();
+  }
+  return L;
+}
+
 }  // namespace
 
 Result<ModelConfig> config_from_gguf(const GgufFile& file) {
@@ -110,14 +218,7 @@ Result<ModelConfig> config_from_gguf(const GgufFile& file) {
   if (!*arch) return config_error(file, "general.architecture is missing");
   ModelConfig c;
   c.architecture = **arch;
-  if (c.architecture == "llama") {
-    c.rope_style = RopeStyle::interleaved;
-  } else if (c.architecture == "qwen2") {
-    c.rope_style = RopeStyle::half_split;
-    c.qkv_bias = true;
-  } else {
-    return config_error(file, "architecture '" + c.architecture + "' is not supported (llama, qwen2)");
-  }
+  if (auto ok = architecture_features(file, c); !ok) return ok.error();
   auto name = file.get_string("general.name");
   if (!name) return name.error();
   c.name = name->value_or("");
@@ -130,6 +231,7 @@ Result<ModelConfig> config_from_gguf(const GgufFile& file) {
     return config_error(file, "rms epsilon and rope freq_base must be positive");
   }
   if (auto ok = read_rope_scaling(file, c.architecture, c); !ok) return ok.error();
+  if (auto ok = architecture_keys(file, c); !ok) return ok.error();
   if (auto ok = read_vocab_size(file, c.architecture, c); !ok) return ok.error();
   c.tied_output = file.find_tensor("output.weight") == nullptr;
   return c;
@@ -147,29 +249,19 @@ Result<ModelWeights> weights_from_gguf(const GgufFile& file) {
     out = std::move(*t);
     return {};
   };
-  const bool bias = w.config.qkv_bias;
+  const ModelConfig& c = w.config;
   if (auto ok = get("token_embd.weight", w.token_embedding, true); !ok) return ok.error();
   if (auto ok = get("output_norm.weight", w.output_norm, true); !ok) return ok.error();
   if (auto ok = get("output.weight", w.output, false); !ok) return ok.error();
-  if (auto ok = get("rope_freqs.weight", w.rope_freqs, false); !ok) return ok.error();
+  if (auto ok = rope_divisors(file, c, w.rope_freqs); !ok) return ok.error();
   if (w.config.tied_output) w.output = w.token_embedding;
   // Bounded by the tensors present: an absurd block_count must not allocate
   // before the first missing layer tensor is reported (found by fuzzing).
-  w.layers.reserve(std::min(std::size_t(w.config.n_layers), file.tensors.size()));
-  for (std::int32_t l = 0; l < w.config.n_layers; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    LayerWeights& L = w.layers.emplace_back();
-    const std::pair<const char*, Tensor*> names[] = {
-        {"attn_norm.weight", &L.attn_norm}, {"attn_q.weight", &L.wq},   {"attn_k.weight", &L.wk},
-        {"attn_v.weight", &L.wv},           {"attn_output.weight", &L.wo}, {"ffn_norm.weight", &L.ffn_norm},
-        {"ffn_gate.weight", &L.w_gate},     {"ffn_up.weight", &L.w_up},  {"ffn_down.weight", &L.w_down},
-    };
-    for (auto [name, out] : names) {
-      if (auto ok = get(p + name, *out, true); !ok) return ok.error();
-    }
-    if (auto ok = get(p + "attn_q.bias", L.bq, bias); !ok) return ok.error();
-    if (auto ok = get(p + "attn_k.bias", L.bk, bias); !ok) return ok.error();
-    if (auto ok = get(p + "attn_v.bias", L.bv, bias); !ok) return ok.error();
+  w.layers.reserve(std::min(std::size_t(c.n_layers), file.tensors.size()));
+  for (std::int32_t l = 0; l < c.n_layers; ++l) {
+    auto layer = layer_weights(file, c, "blk." + std::to_string(l) + ".");
+    if (!layer) return layer.error();
+    w.layers.push_back(std::move(*layer));
   }
   if (auto ok = check_shapes(w); !ok) return fail(file.label + ": " + ok.error().message);
   if (gguf_has_tokenizer(file)) {

@@ -142,6 +142,12 @@ Result<ModelConfig> parse_hf_config(std::string_view json_text, const std::strin
   if (const json::value* tie = o.if_contains("tie_word_embeddings"); tie && tie->is_bool()) {
     c.tied_output = tie->get_bool();
   }
+  // Mistral 7B v0.1's 4096-token window (later Mistrals say null): honoured
+  // on every layer. Qwen2's sliding_window only counts with use_sliding_window,
+  // which no released model sets: not read.
+  if (c.name == "mistral") {
+    if (auto ok = read_dim(o, "sliding_window", c.sliding_window, false, label); !ok) return ok.error();
+  }
   return c;
 }
 

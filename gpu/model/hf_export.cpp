@@ -115,6 +115,11 @@ Result<std::vector<SafetensorsOut>> collect(const ModelWeights& w) {
 }  // namespace
 
 Result<void> export_hf_directory(const ModelWeights& w, const std::filesystem::path& dir) {
+  const ModelConfig& c = w.config;
+  if ((c.architecture != "llama" && c.architecture != "qwen2") || c.sliding_window > 0 || w.rope_freqs.present()) {
+    return fail("a Hugging Face export of a " + c.architecture +
+                " model with these features is not supported (plain llama and qwen2 only)");
+  }
   auto tensors = collect(w);
   if (!tensors) return tensors.error();
   std::error_code ec;

@@ -52,6 +52,8 @@ Result<void> check_shapes(const ModelWeights& w) {
         {&L.attn_norm, {dim}}, {&L.wq, {q, dim}},      {&L.wk, {kv, dim}},     {&L.wv, {kv, dim}},
         {&L.wo, {dim, q}},     {&L.bq, {q}},           {&L.bk, {kv}},          {&L.bv, {kv}},
         {&L.ffn_norm, {dim}},  {&L.w_gate, {ff, dim}}, {&L.w_up, {ff, dim}},   {&L.w_down, {dim, ff}},
+        {&L.q_norm, {c.head_dim}}, {&L.k_norm, {c.head_dim}}, {&L.post_attn_norm, {dim}},
+        {&L.post_ffn_norm, {dim}},
     };
     for (const auto& [t, shape] : checks) {
       if (auto ok = expect(*t, shape); !ok) return ok;

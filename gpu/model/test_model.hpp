@@ -1,8 +1,9 @@
 #pragma once
-// The project's fixture generator: a small Llama GGUF with deterministic
-// random weights (the same seed gives the same bytes on every machine) and a
-// real vocabulary copied from a vocab GGUF. Its weights mean nothing; the
-// file says so in general.description.
+// The project's fixture generator: a small GGUF of one of the supported
+// architectures with deterministic random weights (the same seed gives the
+// same bytes on every machine), the metadata keys and tensor names llama.cpp
+// writes for that architecture, and a real vocabulary copied from a vocab
+// GGUF. Its weights mean nothing; the file says so in general.description.
 #include "gpu/model/model_weights.hpp"
 #include "gpu/formats/tensor.hpp"
 #include "runtime/error.hpp"
@@ -17,6 +18,18 @@
 namespace pensieve::model {
 
 struct TestModelOptions {
+  // llama (the default; the bytes it always wrote), llama3 (Llama 3.1:
+  // rope_freqs from the llama3 recipe, untied), llama3.2 (the same, tied),
+  // qwen3 (per-head q/k norms), mistral (a llama file with a sliding window),
+  // phi3 (fused attn_qkv and gate+up ffn_up, longrope factors, a window on
+  // every layer, untied), gemma2 (GeGLU, post-norms, soft-capping, windowed
+  // even layers, tied), gemma3 (gemma2's layers with q/k norms, five windowed
+  // layers in six with their own rope base, no soft-capping).
+  std::string arch = "llama";
+  std::int32_t head_dim = 0;         // 0: dim / heads (qwen3 and gemma may differ)
+  std::int32_t sliding_window = -1;  // -1: 8 for mistral, phi3 and gemma, else none; 0: none
+  float attn_softcap = -1.0f;        // gemma2; -1: 50 (the real models')
+  float final_softcap = -1.0f;       // gemma2; -1: 30
   std::int32_t n_layers = 2;
   std::int32_t dim = 64;
   std::int32_t n_heads = 4;
@@ -38,8 +51,11 @@ struct TestModelOptions {
   std::string name = "pensieve-test-model";
 };
 
+// The --arch names make_test_model knows, for messages.
+inline constexpr const char* test_model_architectures = "llama, llama3, llama3.2, qwen3, mistral, phi3, gemma2, gemma3";
+
 // Checks the options (sizes positive, heads divide dim, q8_0 rows whole
-// blocks, dtype supported) and writes the model to `out`.
+// blocks, dtype supported, a known arch) and writes the model to `out`.
 Result<void> make_test_model(const TestModelOptions& options, const std::filesystem::path& out);
 
 // make_test_model into a fresh temporary folder (with the built-in

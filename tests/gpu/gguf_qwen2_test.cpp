@@ -94,11 +94,11 @@ TEST_CASE("an unsupported rope scaling or architecture is named", "[gguf]") {
   auto w = weights_from_gguf(*file);
   REQUIRE_FALSE(w.has_value());
   CHECK_THAT(w.error().message, Catch::Contains("rope scaling 'yarn' is not supported"));
-  GgufWriter phi = qwen2(true);
-  phi.set("general.architecture", GgufValue::of_string("phi3"));
-  auto phi_file = parse_gguf(phi.serialize(), "phi.gguf");
-  REQUIRE_OK(phi_file);
-  auto p = weights_from_gguf(*phi_file);
+  GgufWriter rwkv = qwen2(true);
+  rwkv.set("general.architecture", GgufValue::of_string("rwkv6"));
+  auto rwkv_file = parse_gguf(rwkv.serialize(), "rwkv.gguf");
+  REQUIRE_OK(rwkv_file);
+  auto p = weights_from_gguf(*rwkv_file);
   REQUIRE_FALSE(p.has_value());
-  CHECK_THAT(p.error().message, Catch::Contains("architecture 'phi3' is not supported"));
+  CHECK_THAT(p.error().message, Catch::Contains("architecture 'rwkv6' is not supported"));
 }

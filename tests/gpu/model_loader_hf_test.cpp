@@ -2,6 +2,7 @@
 // model: every tensor byte-equal, Q/K rows in rotate_half order (the
 // documented inverse of llama.cpp's permutation), rope half_split.
 #include "gpu/model/gguf_loader.hpp"
+#include "gpu/model/hf_config.hpp"
 #include "gpu/model/hf_export.hpp"
 #include "gpu/model/model_loader.hpp"
 #include "gpu/formats/safetensors_file.hpp"
@@ -245,4 +246,21 @@ TEST_CASE("the Hugging Face export keeps a byte-level vocabulary with its merges
   CHECK(hf->tokenizer->merges == gguf->tokenizer->merges);
   CHECK(hf->tokenizer->eos_id == 50256);
   CHECK(hf->tokenizer->chat_template == "{{ messages }}");
+}
+
+TEST_CASE("a Mistral config.json's sliding window is honoured, a null one and Qwen2's are not", "[safetensors]") {
+  const std::string dims =
+      R"("hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+         "intermediate_size": 96, "vocab_size": 100)";
+  auto mistral = parse_hf_config(R"({"model_type": "mistral", "sliding_window": 4096, )" + dims + "}", "m");
+  REQUIRE(mistral.has_value());
+  CHECK(mistral->architecture == "llama");
+  CHECK(mistral->sliding_window == 4096);
+  CHECK(mistral->layer_window(1) == 4096);
+  auto v02 = parse_hf_config(R"({"model_type": "mistral", "sliding_window": null, )" + dims + "}", "m");
+  REQUIRE(v02.has_value());
+  CHECK(v02->sliding_window == 0);
+  auto qwen = parse_hf_config(R"({"model_type": "qwen2", "sliding_window": 4096, )" + dims + "}", "q");
+  REQUIRE(qwen.has_value());
+  CHECK(qwen->sliding_window == 0);
 }

@@ -158,8 +158,9 @@ inline Batch make_batch(const BatchSpec& spec, std::mt19937_64& rng) {
   return b;
 }
 
-// Naive contiguous attention in F64.
-inline std::vector<double> reference_attention(const Batch& b) {
+// Naive contiguous attention in F64; window > 0: a query at position p sees
+// keys (p - window, p]; softcap > 0: scores become softcap * tanh(s / softcap).
+inline std::vector<double> reference_attention(const Batch& b, std::int32_t window = 0, double softcap = 0) {
   const std::int32_t hd = b.spec.head_dim, group = b.spec.group;
   const std::int64_t row = std::int64_t(b.spec.n_kv_heads) * hd;
   std::vector<double> out(std::size_t(b.out_elems()));
@@ -170,22 +171,24 @@ inline std::vector<double> reference_attention(const Batch& b) {
     const float* vs = b.v.data() + b.kv_start[s] * row;
     for (std::int32_t i = 0; i < q_len; ++i) {
       const std::int32_t keys = ctx - q_len + i + 1;
+      const std::int32_t first = window > 0 ? std::max(0, keys - window) : 0;
       for (std::int32_t h = 0; h < b.n_heads; ++h) {
         const std::int64_t kvh = h / group;
         const float* q = b.q.data() + (std::int64_t(b.q_start[s] + i) * b.n_heads + h) * hd;
         scores.assign(std::size_t(keys), 0.0);
         double m = -INFINITY;
-        for (std::int32_t j = 0; j < keys; ++j) {
+        for (std::int32_t j = first; j < keys; ++j) {
           double dot = 0;
           for (std::int32_t d = 0; d < hd; ++d)
             dot += double(q[d]) * double(ks[j * row + kvh * hd + d]);
           scores[j] = dot * double(b.scale());
+          if (softcap > 0) scores[j] = softcap * std::tanh(scores[j] / softcap);
           m = std::max(m, scores[j]);
         }
         double l = 0;
-        for (auto& x : scores) l += (x = std::exp(x - m));
+        for (std::int32_t j = first; j < keys; ++j) l += (scores[j] = std::exp(scores[j] - m));
         double* o = out.data() + (std::int64_t(b.q_start[s] + i) * b.n_heads + h) * hd;
-        for (std::int32_t j = 0; j < keys; ++j) {
+        for (std::int32_t j = first; j < keys; ++j) {
           for (std::int32_t d = 0; d < hd; ++d)
             o[d] += scores[j] / l * double(vs[j * row + kvh * hd + d]);
         }

@@ -74,6 +74,43 @@ TEST_CASE("make-test-model writes a GGUF and a Hugging Face twin that both load"
   CHECK_THAT(inspect.text, Catch::Contains("memory: KV cache per token 192 bytes (0.00 MiB) in F16, 384 bytes"));
 }
 
+TEST_CASE("make-test-model --arch writes each architecture's file, and an unknown one is refused", "[gguf]") {
+  const auto vocab = pensieve::testing::shared_file("vocab/ggml-vocab-llama-spm.gguf");
+  const auto dir = temp_dir();
+  const std::pair<const char*, const char*> archs[] = {
+      {"llama3", "llama"}, {"llama3.2", "llama"}, {"qwen3", "qwen3"}, {"mistral", "llama"},
+      {"phi3", "phi3"},    {"gemma2", "gemma2"},  {"gemma3", "gemma3"}};
+  for (const auto& [arch, gguf_arch] : archs) {
+    const auto path = dir / (std::string(arch) + ".gguf");
+    const bool windowed = std::string(arch) == "mistral" || std::string(arch) == "phi3" ||
+                          std::string(gguf_arch).starts_with("gemma");
+    const auto out = run(std::string("make-test-model --arch ") + arch + " --out " + path.string() +
+                         " --layers 2 --dim 64 --heads 4 --kv-heads 2 --ff 96 --head-dim 16 " +
+                         (windowed ? "--sliding-window 6 " : "") + "--vocab-from " + vocab.string());
+    INFO(arch << ": " << out.text);
+    REQUIRE(out.status == 0);
+    auto w = load_gguf(path);
+    REQUIRE(w.has_value());
+    CHECK(w->config.architecture == gguf_arch);
+    CHECK(w->config.sliding_window == (windowed ? 6 : 0));
+  }
+  const auto inspect = run("inspect " + (dir / "gemma2.gguf").string());
+  INFO(inspect.text);
+  CHECK(inspect.status == 0);
+  CHECK_THAT(inspect.text, Catch::Contains("architecture: gemma2"));
+  CHECK_THAT(inspect.text, Catch::Contains("features: post-norms, GeGLU, embedding x 8, softmax scale 0.25, "
+                                           "sliding window 6 on 1 layers in 2, attention soft-cap 50, final soft-cap 30"));
+  CHECK_THAT(inspect.text, Catch::Contains("blk.1.post_ffw_norm.weight"));
+  const auto bad = run("make-test-model --arch mamba --out " + (dir / "x.gguf").string() + " --vocab-from " +
+                       vocab.string());
+  CHECK(bad.status != 0);
+  CHECK_THAT(bad.text, Catch::Contains("unknown --arch 'mamba' (llama, llama3, llama3.2, qwen3, mistral, phi3, gemma2, gemma3)"));
+  const auto qwen_window = run("make-test-model --arch qwen3 --sliding-window 4 --out " + (dir / "x.gguf").string() +
+                               " --vocab-from " + vocab.string());
+  CHECK(qwen_window.status != 0);
+  CHECK_THAT(qwen_window.text, Catch::Contains("--arch qwen3 has no sliding window"));
+}
+
 TEST_CASE("bad make-test-model and inspect arguments give one line and a non-zero exit", "[gguf]") {
   const std::pair<std::string, std::string> cases[] = {
       {"make-test-model --layers 2", "--out FILE.gguf is required"},
@@ -82,6 +119,7 @@ TEST_CASE("bad make-test-model and inspect arguments give one line and a non-zer
       {"make-test-model --out x.gguf --bogus 1", "unknown option --bogus"},
       {"make-test-model --out x.gguf --layers", "--layers needs a value"},
       {"make-test-model --out x.gguf", "--vocab-from VOCAB.gguf is required"},
+      {"make-test-model --out x.gguf --sliding-window -2", "--sliding-window needs an integer >= 0"},
       {"inspect /nonexistent.gguf", "no such model file"},
       {"inspect", "expected one FILE or DIR"},
       {"no-such-command", "unknown command 'no-such-command'"},

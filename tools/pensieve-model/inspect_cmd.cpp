@@ -28,8 +28,8 @@ std::string mib(double bytes) {
 std::vector<const Tensor*> all_tensors(const ModelWeights& w) {
   std::vector<const Tensor*> out{&w.token_embedding};
   for (const auto& L : w.layers) {
-    for (const Tensor* t : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv, &L.ffn_norm, &L.w_gate,
-                            &L.w_up, &L.w_down}) {
+    for (const Tensor* t : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm,
+                            &L.post_attn_norm, &L.ffn_norm, &L.w_gate, &L.w_up, &L.w_down, &L.post_ffn_norm}) {
       out.push_back(t);
     }
   }
@@ -51,6 +51,26 @@ void print_config(const model::ModelConfig& c) {
               c.rope_style == model::RopeStyle::interleaved ? "interleaved" : "half_split", c.rope_theta,
               c.rope_dims, scaling, c.rope_scaling.factor, c.rms_eps, c.qkv_bias ? "yes" : "no",
               c.tied_output ? "tied to the token embedding" : "separate");
+  std::string f;
+  auto add = [&](const std::string& what) { f += (f.empty() ? "" : ", ") + what; };
+  char buf[128];
+  if (c.qk_norm) add("q/k norms");
+  if (c.post_norms) add("post-norms");
+  if (c.ffn_activation == model::FfnActivation::gelu_tanh) add("GeGLU");
+  if (c.embedding_scale != 1.0f) add((std::snprintf(buf, sizeof buf, "embedding x %g", c.embedding_scale), buf));
+  if (c.attention_scale > 0.0f) add((std::snprintf(buf, sizeof buf, "softmax scale %g", c.attention_scale), buf));
+  if (c.sliding_window > 0) {
+    std::snprintf(buf, sizeof buf, "sliding window %d on %s", c.sliding_window,
+                  c.sliding_window_pattern > 0 ? (std::to_string(c.sliding_window_pattern - 1) + " layers in " +
+                                                  std::to_string(c.sliding_window_pattern)).c_str()
+                                               : "every layer");
+    add(buf);
+  }
+  if (c.rope_theta_windowed > 0.0f) add((std::snprintf(buf, sizeof buf, "windowed rope theta %g", c.rope_theta_windowed), buf));
+  if (c.attn_logit_softcap > 0.0f) add((std::snprintf(buf, sizeof buf, "attention soft-cap %g", c.attn_logit_softcap), buf));
+  if (c.final_logit_softcap > 0.0f) add((std::snprintf(buf, sizeof buf, "final soft-cap %g", c.final_logit_softcap), buf));
+  if (c.rope_scaling.attn_factor != 1.0f) add((std::snprintf(buf, sizeof buf, "rope attn factor %g", c.rope_scaling.attn_factor), buf));
+  if (!f.empty()) std::printf("features: %s\n", f.c_str());
 }
 
 void print_tensors(const ModelWeights& w) {

@@ -16,6 +16,8 @@ constexpr Command commands[] = {
     {"inspect", pensieve::tools::cmd_inspect, "inspect FILE|DIR"},
     {"make-test-model", pensieve::tools::cmd_make_test_model,
      "make-test-model --out FILE.gguf --layers N --dim D --heads H --kv-heads K --ff F --vocab-from VOCAB.gguf "
+     "[--arch llama|llama3|llama3.2|qwen3|mistral|phi3|gemma2|gemma3] [--head-dim N] [--sliding-window N] "
+     "[--rope-theta T] [--attn-softcap C] [--final-softcap C] "
      "[--dtype f32|f16|q8_0] [--seed S] [--untied] [--chat-template TEXT] [--safetensors-dir DIR]"},
     {"tokenize", pensieve::tools::cmd_tokenize, "tokenize FILE [--bos] < text"},
     {"detokenize", pensieve::tools::cmd_detokenize, "detokenize FILE < ids"},

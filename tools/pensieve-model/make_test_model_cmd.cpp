@@ -1,5 +1,7 @@
-// pensieve-model make-test-model: a small Llama GGUF with deterministic random
-// weights and a real vocabulary, optionally also as a Hugging Face directory.
+// pensieve-model make-test-model: a small GGUF with deterministic random
+// weights and a real vocabulary, of any --arch the engine runs (llama by
+// default; test_model.hpp), optionally also as a Hugging Face directory
+// (llama only).
 #include "gpu/model/gguf_loader.hpp"
 #include "gpu/model/hf_export.hpp"
 #include "gpu/model/test_model.hpp"
@@ -48,6 +50,19 @@ std::string apply(Parsed& p, const std::string& flag, const char* value) {
   else if (flag == "--chat-template") o.chat_template = value;
   else if (flag == "--name") o.name = value;
   else if (flag == "--safetensors-dir") p.safetensors_dir = value;
+  else if (flag == "--arch") o.arch = value;
+  else if (flag == "--head-dim") {
+    return parse_number(value, o.head_dim) && o.head_dim > 0 ? "" : "--head-dim needs a positive integer";
+  } else if (flag == "--sliding-window") {
+    return parse_number(value, o.sliding_window) && o.sliding_window >= 0 ? ""
+                                                                          : "--sliding-window needs an integer >= 0";
+  } else if (flag == "--rope-theta") {
+    return parse_number(value, o.rope_theta) && o.rope_theta > 0.0f ? "" : "--rope-theta needs a positive number";
+  } else if (flag == "--attn-softcap") {
+    return parse_number(value, o.attn_softcap) && o.attn_softcap >= 0.0f ? "" : "--attn-softcap needs a number >= 0";
+  } else if (flag == "--final-softcap") {
+    return parse_number(value, o.final_softcap) && o.final_softcap >= 0.0f ? "" : "--final-softcap needs a number >= 0";
+  }
   else if (flag == "--seed") return parse_number(value, o.seed) ? "" : "--seed needs a non-negative integer";
   else if (flag == "--dtype") {
     const std::string d = value;

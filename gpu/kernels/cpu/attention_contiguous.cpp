@@ -41,6 +41,8 @@ void contiguous_attention(const ContiguousAttentionParams& p, const AttentionPla
   args.n_kv_heads = p.n_kv_heads;
   args.head_dim = p.head_dim;
   args.scale = p.softmax_scale;
+  args.window = p.sliding_window;
+  args.softcap = p.logit_softcap;
   const ContiguousSource src{p.k, p.v, p.kv_start, std::int64_t(p.n_kv_heads) * p.head_dim,
                              p.head_dim};
   run_attention_plan(args, plan, src, workspace, runner);

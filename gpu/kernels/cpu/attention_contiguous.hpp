@@ -23,6 +23,8 @@ struct ContiguousAttentionParams {
   std::int32_t n_kv_heads = 0;
   std::int32_t head_dim = 0;
   float softmax_scale = 1.0f;
+  std::int32_t sliding_window = 0;  // as PagedAttentionParams
+  float logit_softcap = 0.0f;
 };
 
 void contiguous_attention(const ContiguousAttentionParams& params, const AttentionPlan& plan,

@@ -25,6 +25,8 @@ struct AttentionCoreArgs {
   std::int32_t n_kv_heads = 0;
   std::int32_t head_dim = 0;
   float scale = 1.0f;
+  std::int32_t window = 0;  // sliding window (PagedAttentionParams::sliding_window)
+  float softcap = 0.0f;
 };
 
 namespace detail {
@@ -51,6 +53,8 @@ inline void size_scratch(AttentionScratch& s, std::int32_t tile, std::int32_t he
 
 // One (work item, KV head): every (row, head of the group) over the item's
 // kv tiles, folding tile states in KV order or storing them for the merge.
+// Row r sees keys [key_lo(r), its position]: the whole prefix, or its
+// sliding window.
 template <class Source>
 void run_item(const AttentionCoreArgs& a, const AttentionPlan& plan, const AttentionWorkItem& item,
               std::int32_t kv_head, const Source& src, AttentionScratch& s, float* partial) {
@@ -63,47 +67,70 @@ void run_item(const AttentionCoreArgs& a, const AttentionPlan& plan, const Atten
       item.merge >= 0 ? &plan.merges[static_cast<std::size_t>(item.merge)] : nullptr;
   const std::int32_t last_row = item.row_begin + item.row_count - 1;
   const std::int32_t kv_end = std::min(item.kv_end, first_pos + last_row + 1);
-  for (std::int32_t k0 = item.kv_begin; k0 < kv_end; k0 += tile) {
+  auto key_lo = [&](std::int32_t r) { return a.window > 0 ? std::max(0, first_pos + r - a.window + 1) : 0; };
+  auto row_state = [&](std::int32_t r, std::int32_t g) {
+    return s.row_states.data() + (std::int64_t(r - item.row_begin) * group + g) * state_floats;
+  };
+  // Every row starts with no keys (l = 0); the first tile that has some for
+  // it writes its state, later ones fold into it.
+  if (merge == nullptr) {
+    for (std::int32_t r = item.row_begin; r <= last_row; ++r) {
+      for (std::int32_t g = 0; g < group; ++g) row_state(r, g)[1] = 0.0f;
+    }
+  }
+  // A split row keeps one state per tile, empty ones included; other items
+  // skip the tiles before their first row's window.
+  std::int32_t k_begin = item.kv_begin;
+  if (merge == nullptr) k_begin = std::max(k_begin, key_lo(item.row_begin) / tile * tile);
+  for (std::int32_t k0 = k_begin; k0 < kv_end; k0 += tile) {
     const std::int32_t k1 = std::min(k0 + tile, kv_end);
     src.rows(item.seq, kv_head, k0, k1, s.keys.data(), s.values.data(), s.converted.data());
     const std::int32_t t = k0 / tile;
+    auto partial_state = [&](std::int32_t qh) {
+      return partial +
+             ((merge->tile_base * a.n_heads) + std::int64_t(qh) * merge->num_tiles + t) * state_floats;
+    };
     for (std::int32_t r = item.row_begin; r <= last_row;) {
-      const std::int32_t n_keys = std::min(k1, first_pos + r + 1) - k0;
+      const std::int32_t lo = std::max(k0, key_lo(r)), hi = std::min(k1, first_pos + r + 1);
+      const std::int32_t n_keys = hi - lo;
       if (n_keys <= 0) {
+        if (merge != nullptr) {
+          for (std::int32_t g = 0; g < group; ++g) attention_empty_state(partial_state(kv_head * group + g), hd);
+        }
         ++r;
         continue;
       }
-      // (A split row's partial states have one slot per tile: never paired.)
-      const std::int32_t rows =
-          merge == nullptr && r < last_row && std::min(k1, first_pos + r + 2) - k0 == n_keys ? 2 : 1;
+      const bool fresh = merge == nullptr && row_state(r, 0)[1] == 0.0f;
+      // Two rows that see the same keys of this tile share a pass (a split
+      // row's partial states have one slot per tile: never paired).
+      std::int32_t rows = 1;
+      if (merge == nullptr && r < last_row && std::max(k0, key_lo(r + 1)) == lo &&
+          std::min(k1, first_pos + r + 2) == hi && (row_state(r + 1, 0)[1] == 0.0f) == fresh) {
+        rows = 2;
+      }
       // The group's query heads (of `rows` rows) share this KV head's keys: one pass for all.
       for (std::int32_t i = 0; i < rows; ++i) {
         for (std::int32_t g = 0; g < group; ++g) {
           const std::int32_t qh = kv_head * group + g, slot = i * group + g;
-          const std::int64_t row_state =
-              (std::int64_t(r + i - item.row_begin) * group + g) * state_floats;
           s.group_q[std::size_t(slot)] = a.q + (std::int64_t(q0 + r + i) * a.n_heads + qh) * hd;
           float* target;
           if (merge != nullptr) {
-            target = partial +
-                     ((merge->tile_base * a.n_heads) + std::int64_t(qh) * merge->num_tiles + t) *
-                         state_floats;
-          } else if (k0 == item.kv_begin) {
-            target = s.row_states.data() + row_state;
+            target = partial_state(qh);
+          } else if (fresh) {
+            target = row_state(r + i, g);
           } else {
             target = s.tile_state.data() + std::int64_t(slot) * state_floats;
           }
           s.group_states[std::size_t(slot)] = target;
         }
       }
-      attention_tile_states(s.group_q.data(), rows * group, s.keys.data(), s.values.data(), n_keys,
-                            hd, a.scale, s.scores.data(), s.group_states.data());
-      if (merge == nullptr && k0 != item.kv_begin) {
+      attention_tile_states(s.group_q.data(), rows * group, s.keys.data() + (lo - k0),
+                            s.values.data() + (lo - k0), n_keys, hd, a.scale, s.scores.data(),
+                            s.group_states.data(), a.softcap);
+      if (merge == nullptr && !fresh) {
         for (std::int32_t i = 0; i < rows; ++i) {
           for (std::int32_t g = 0; g < group; ++g) {
-            attention_fold(
-                s.row_states.data() + (std::int64_t(r + i - item.row_begin) * group + g) * state_floats,
-                s.group_states[std::size_t(i * group + g)], hd);
+            attention_fold(row_state(r + i, g), s.group_states[std::size_t(i * group + g)], hd);
           }
         }
       }
@@ -114,9 +141,7 @@ void run_item(const AttentionCoreArgs& a, const AttentionPlan& plan, const Atten
   for (std::int32_t r = item.row_begin; r <= last_row; ++r) {
     for (std::int32_t g = 0; g < group; ++g) {
       const std::int32_t qh = kv_head * group + g;
-      attention_finish(
-          s.row_states.data() + (std::int64_t(r - item.row_begin) * group + g) * state_floats, hd,
-          a.out + (std::int64_t(q0 + r) * a.n_heads + qh) * hd);
+      attention_finish(row_state(r, g), hd, a.out + (std::int64_t(q0 + r) * a.n_heads + qh) * hd);
     }
   }
 }

@@ -112,10 +112,11 @@ float exp_shifted_sum(float* x, std::int32_t n, float m) {
 
 void attention_tile_state(const float* q, const float* const* k, const float* const* v,
                           std::int32_t n_keys, std::int32_t head_dim, float scale, float* scores,
-                          float* state) {
+                          float* state, float softcap) {
   float m = -INFINITY;
   for (std::int32_t j = 0; j < n_keys; ++j) {
     scores[j] = dot(q, k[j], head_dim) * scale;
+    if (softcap > 0.0f) scores[j] = softcap * std::tanh(scores[j] / softcap);
     m = std::max(m, scores[j]);
   }
   const float l = exp_shifted_sum(scores, n_keys, m);
@@ -228,11 +229,11 @@ std::int32_t tile_states_some(const float* const* q, std::int32_t n_q, const flo
 
 void attention_tile_states(const float* const* q, std::int32_t n_q, const float* const* k,
                            const float* const* v, std::int32_t n_keys, std::int32_t head_dim,
-                           float scale, float* scores, float* const* states) {
+                           float scale, float* scores, float* const* states, float softcap) {
   for (std::int32_t i = 0; i < n_q;) {
     std::int32_t done = 0;
 #if defined(__AVX512F__)
-    switch (head_dim) {
+    switch (softcap > 0.0f ? 0 : head_dim) {
       case 32: done = tile_states_some<2>(q + i, n_q - i, k, v, n_keys, scale, scores, states + i); break;
       case 64: done = tile_states_some<4>(q + i, n_q - i, k, v, n_keys, scale, scores, states + i); break;
       case 128: done = tile_states_some<8>(q + i, n_q - i, k, v, n_keys, scale, scores, states + i); break;
@@ -240,14 +241,25 @@ void attention_tile_states(const float* const* q, std::int32_t n_q, const float*
     }
 #endif
     if (done == 0) {
-      attention_tile_state(q[i], k, v, n_keys, head_dim, scale, scores, states[i]);
+      attention_tile_state(q[i], k, v, n_keys, head_dim, scale, scores, states[i], softcap);
       done = 1;
     }
     i += done;
   }
 }
 
+void attention_empty_state(float* state, std::int32_t head_dim) {
+  state[0] = -INFINITY;
+  std::fill(state + 1, state + 2 + head_dim, 0.0f);
+}
+
 void attention_fold(float* state, const float* next, std::int32_t head_dim) {
+  // A real state has l >= 1 (its largest score contributes exp(0)).
+  if (next[1] == 0.0f) return;
+  if (state[1] == 0.0f) {
+    std::copy(next, next + 2 + head_dim, state);
+    return;
+  }
   const float m = std::max(state[0], next[0]);
   const float a = exp_one(state[0] - m), b = exp_one(next[0] - m);
   state[0] = m;

@@ -21,20 +21,28 @@ inline constexpr std::int32_t attention_state_floats(std::int32_t head_dim) {
 // (each a pointer to head_dim floats); n_keys >= 1. `scores` holds n_keys floats.
 // The plain one-query loop: the definition attention_tile_states() keeps bit
 // for bit, and its path for head sizes other than 32, 64 and 128.
+// softcap > 0: each scaled score s becomes softcap * tanh(s / softcap)
+// (Gemma 2's attention logit soft-capping).
 void attention_tile_state(const float* q, const float* const* k, const float* const* v,
                           std::int32_t n_keys, std::int32_t head_dim, float scale, float* scores,
-                          float* state);
+                          float* state, float softcap = 0.0f);
 
 // attention_tile_state() for each of the n_q queries q[0..n_q) (the query
 // heads of one KV head) over the same keys and values, into states[i]: the
 // same bits as n_q calls, with each key and value read once for all of them
 // (a tile of K and V sits in the L2, and reading it once per query head made
 // prefill attention L2-bound). `scores` holds n_q * n_keys floats.
+// (softcap > 0 takes the one-query loop for every query.)
 void attention_tile_states(const float* const* q, std::int32_t n_q, const float* const* k,
                            const float* const* v, std::int32_t n_keys, std::int32_t head_dim,
-                           float scale, float* scores, float* const* states);
+                           float scale, float* scores, float* const* states, float softcap = 0.0f);
+
+// The state of no keys at all (l = 0): attention_fold() treats it as the
+// identity on either side. A split row's tiles outside its window hold it.
+void attention_empty_state(float* state, std::int32_t head_dim);
 
 // state <- the state over the union of both key sets (`next`'s keys come later).
+// An empty state on either side leaves the other one's bits.
 void attention_fold(float* state, const float* next, std::int32_t head_dim);
 
 // out = acc / l.

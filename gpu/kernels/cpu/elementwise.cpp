@@ -1,5 +1,6 @@
 #include "gpu/kernels/cpu/elementwise.hpp"
 
+#include "gpu/formats/half.hpp"
 #include "gpu/kernels/cpu/exp_approx.hpp"
 
 #include <cmath>
@@ -39,6 +40,45 @@ void silu_mul(RowsView gate, ConstRowsView up, ThreadPool& pool) {
   pool.parallel_for(std::size_t(gate.rows), [&](std::size_t begin, std::size_t end, std::size_t) {
     for (auto r = std::int64_t(begin); r < std::int64_t(end); ++r) silu_mul_row(gate.row(r), up.row(r), gate.cols);
   }, 1, cost);
+}
+
+namespace {
+
+float gelu_ggml(float x) {
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  const float h = pensieve::f16_to_f32(pensieve::f32_to_f16(x));
+  constexpr float sqrt_2_over_pi = 0.79788456080286535587989211986876f, coef_a = 0.044715f;
+  const float g = 0.5f * h * (1.0f + std::tanh(sqrt_2_over_pi * h * (1.0f + coef_a * h * h)));
+  return pensieve::f16_to_f32(pensieve::f32_to_f16(g));
+}
+
+}  // namespace
+
+void gelu_mul(RowsView gate, ConstRowsView up, ThreadPool& pool) {
+  const double cost = 20.0 * double(gate.rows) * double(gate.cols);
+  pool.parallel_for(std::size_t(gate.rows), [&](std::size_t begin, std::size_t end, std::size_t) {
+    for (auto r = std::int64_t(begin); r < std::int64_t(end); ++r) {
+      float* g = gate.row(r);
+      const float* u = up.row(r);
+      for (std::int64_t i = 0; i < gate.cols; ++i) g[i] = gelu_ggml(g[i]) * u[i];
+    }
+  }, 1, cost);
+}
+
+void softcap(RowsView x, float cap) {
+  const float inv = 1.0f / cap;
+  for (std::int64_t r = 0; r < x.rows; ++r) {
+    float* a = x.row(r);
+    for (std::int64_t i = 0; i < x.cols; ++i) a[i] = std::tanh(a[i] * inv) * cap;
+  }
+}
+
+void scale_inplace(RowsView x, float factor) {
+  for (std::int64_t r = 0; r < x.rows; ++r) {
+    float* a = x.row(r);
+    for (std::int64_t i = 0; i < x.cols; ++i) a[i] *= factor;
+  }
 }
 
 void add_inplace(RowsView x, ConstRowsView delta) {

@@ -63,6 +63,8 @@ void paged_attention(const PagedAttentionParams& p, const AttentionPlan& plan,
   args.n_kv_heads = p.kv.n_kv_heads;
   args.head_dim = p.kv.head_dim;
   args.scale = p.softmax_scale;
+  args.window = p.sliding_window;
+  args.softcap = p.logit_softcap;
   run_attention_plan(args, plan, PagedSource{p.kv, p.block_table, p.max_blocks_per_seq}, workspace,
                      runner);
 }

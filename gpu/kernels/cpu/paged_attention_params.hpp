@@ -7,7 +7,8 @@
 // [q_start[s], q_start[s+1]) (1..n new tokens; their K/V are already in the
 // cache) and has context_tokens[s] tokens in total, the new ones last. New
 // token i of s sits at position context_tokens[s] - q_len(s) + i and attends
-// causally to positions [0, that position]. GQA: query head h reads KV head
+// causally to positions [0, that position] (the last sliding_window of them
+// when a window is set). GQA: query head h reads KV head
 // h / (n_heads / n_kv_heads).
 #include "gpu/kv/paged_kv_view.hpp"
 
@@ -27,6 +28,12 @@ struct PagedAttentionParams {
   std::int32_t num_seqs = 0;
   std::int32_t n_heads = 0;  // query heads, a multiple of kv.n_kv_heads
   float softmax_scale = 1.0f;
+  // Sliding window: the query at position p sees keys (p - window, p]; 0:
+  // all of [0, p]. Soft-capping: scores become cap * tanh(score / cap)
+  // before the softmax; 0: none. (CPU kernel only: the CUDA backend refuses
+  // models that need either, gpu/backend/paged_forward.cpp.)
+  std::int32_t sliding_window = 0;
+  float logit_softcap = 0.0f;
 };
 
 }  // namespace pensieve::kernels

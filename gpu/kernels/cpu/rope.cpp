@@ -6,7 +6,7 @@
 
 namespace pensieve::kernels::cpu {
 
-std::vector<float> rope_inv_freq(const RopeParams& p) {
+std::vector<float> rope_inv_freq(const RopeParams& p, std::span<const float> divisors) {
   const int half = p.rope_dims / 2;
   std::vector<float> inv(static_cast<std::size_t>(half));
   for (int i = 0; i < half; ++i) {
@@ -31,6 +31,8 @@ std::vector<float> rope_inv_freq(const RopeParams& p) {
       }
     }
   }
+  assert(divisors.empty() || divisors.size() == inv.size());
+  for (std::size_t i = 0; i < divisors.size(); ++i) inv[i] /= divisors[i];
   return inv;
 }
 
@@ -44,8 +46,8 @@ void rope(const RopeParams& p, std::span<const float> inv_freq, RowsView rows,
     const float pos = float(positions[std::size_t(t)]);
     for (int i = 0; i < half; ++i) {
       const float angle = pos * inv_freq[std::size_t(i)];
-      cos_v[std::size_t(i)] = std::cos(angle);
-      sin_v[std::size_t(i)] = std::sin(angle);
+      cos_v[std::size_t(i)] = std::cos(angle) * p.scaling.attn_factor;
+      sin_v[std::size_t(i)] = std::sin(angle) * p.scaling.attn_factor;
     }
     for (int h = 0; h < p.n_heads; ++h) {
       float* x = rows.row(t) + std::int64_t(h) * p.head_dim;

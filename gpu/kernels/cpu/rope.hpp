@@ -21,8 +21,10 @@ struct RopeParams {
 };
 
 // The rope_dims/2 inverse frequencies theta^(-2i/rope_dims), with linear or
-// llama3 scaling applied.
-std::vector<float> rope_inv_freq(const RopeParams& params);
+// llama3 scaling applied, each divided by divisors[i] where given (GGUF
+// rope_freqs of Llama 3.1+, rope_factors_long/short of Phi-3: ggml's
+// freq_factors).
+std::vector<float> rope_inv_freq(const RopeParams& params, std::span<const float> divisors = {});
 
 // rows: {n_tokens, n_heads * head_dim}; positions[t] is row t's position.
 void rope(const RopeParams& params, std::span<const float> inv_freq, RowsView rows,
