@@ -161,6 +161,13 @@ std::size_t any_space_then_run(const Scan& s, std::size_t p, Test test) {
   return p;
 }
 
+// \p{N}{1,max}: scans no further than it takes, so a long digit run stays linear.
+std::size_t numbers_up_to(const Scan& s, std::size_t p, std::size_t max) {
+  std::size_t e = p;
+  while (e - p < max && s.number(e)) ++e;
+  return e;
+}
+
 std::size_t match_gpt2(const Scan& s, std::size_t p) {
   if (std::size_t e = contraction(s, p, false); e > p) return e;
   for (auto test : {&Scan::letter, &Scan::number, &Scan::other}) {
@@ -178,7 +185,7 @@ std::size_t match_llama3_family(const Scan& s, std::size_t p, std::size_t max_di
   if (s.letter_prefix(p) && s.letter(p + 1)) return s.run(p + 1, letter);
   if (s.letter(p)) return s.run(p, letter);
   if (s.number(p))
-    return std::min(s.run(p, [&](std::size_t q) { return s.number(q); }), p + max_digits);
+    return numbers_up_to(s, p, max_digits);
   if (std::size_t e = space_then_run(
           s, p, [&](std::size_t q) { return s.other(q); }, true);
       e > p)
@@ -278,7 +285,7 @@ std::size_t match_single_numbers(const Scan& s, std::size_t p) {
   return s.number(p) ? p + 1 : p;
 }
 std::size_t match_number_triples(const Scan& s, std::size_t p) {
-  return std::min(match_number_runs(s, p), p + 3);
+  return numbers_up_to(s, p, 3);
 }
 std::size_t match_ascii_digit_triples(const Scan& s, std::size_t p) {
   const bool three =
