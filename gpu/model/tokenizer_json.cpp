@@ -108,14 +108,13 @@ bool metaspace_prepends(const json::value* pre) {
   return flag(*o, "add_prefix_space", true);
 }
 
-// A SentencePiece-style vocabulary (byte_fallback) is split by the
-// SentencePiece rules alone, as in llama.cpp: its pre_tokenizer may only add
-// the word-start prefix, not split.
+// A SentencePiece-style vocabulary (byte_fallback) takes a Metaspace
+// pre_tokenizer (prefix and split at "▁"), Gemma's no-op split, or none.
 Result<void> check_spm_pre_tokenizer(const json::value* pre, const std::string& label) {
   if (pre == nullptr || pre->is_null()) return {};
   const json::object* o = pre->if_object();
   const std::string type = o ? type_of(*o) : std::string("(not an object)");
-  if (type == "Metaspace" && !flag(*o, "split", true)) return {};
+  if (type == "Metaspace") return {};
   if (type == "Split") {
     // Gemma: a split at " " after the normalizer has replaced every space by "▁" splits nothing.
     const json::value* pattern = field(*o, "pattern");
@@ -233,6 +232,9 @@ Result<void> detect_kind(const json::object& o, const json::object& m, Tokenizer
     tok.kind = TokenizerKind::sentencepiece;
     const json::value* norm = o.if_contains("normalizer");
     tok.add_space_prefix = (norm && mentions(*norm, "Prepend")) || metaspace_prepends(pre);
+    // Metaspace splits unless told not to (files older than its "split" field always split).
+    const json::object* pre_object = pre ? pre->if_object() : nullptr;
+    tok.split_at_space_mark = pre_object && type_of(*pre_object) == "Metaspace" && flag(*pre_object, "split", true);
     tok.add_bos = true;
     return {};
   }

@@ -98,7 +98,12 @@ Result<std::string> tokenizer_json_text(const TokenizerData& tok) {
                                  {"normalized", false}});
   }
   json::object root{{"version", "1.0"}, {"added_tokens", std::move(added)}, {"model", model_object(tok)}};
-  if (tok.kind == TokenizerKind::sentencepiece) {
+  if (tok.kind == TokenizerKind::sentencepiece && tok.split_at_space_mark) {
+    root["pre_tokenizer"] = json::object{{"type", "Metaspace"},
+                                         {"replacement", "\xe2\x96\x81"},
+                                         {"prepend_scheme", tok.add_space_prefix ? "always" : "never"},
+                                         {"split", true}};
+  } else if (tok.kind == TokenizerKind::sentencepiece) {
     json::array normalizers;
     if (tok.add_space_prefix) normalizers.push_back(json::object{{"type", "Prepend"}, {"prepend", "\xe2\x96\x81"}});
     normalizers.push_back(

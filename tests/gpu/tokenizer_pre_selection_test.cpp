@@ -171,14 +171,32 @@ TEST_CASE("a byte-fallback tokenizer.json accepts only pre_tokenizers that do no
   auto phi3 = parse_tokenizer_json(spm_json(nullptr, prepend), "", "p");
   REQUIRE_OK(phi3);
   CHECK(phi3->add_space_prefix);
-  auto splitting = parse_tokenizer_json(
-      spm_json(json::object{{"type", "Metaspace"}, {"split", true}}, nullptr), "", "s");
-  REQUIRE_FALSE(splitting.has_value());
-  CHECK_THAT(splitting.error().message,
-             Catch::Contains("Metaspace") && Catch::Contains("byte-fallback"));
+  CHECK_FALSE(bool(metaspace->split_at_space_mark));
   auto digits_spm = parse_tokenizer_json(spm_json(digits(), nullptr), "", "d");
   REQUIRE_FALSE(digits_spm.has_value());
   CHECK_THAT(digits_spm.error().message, Catch::Contains("Digits"));
+}
+
+TEST_CASE("a Metaspace that splits starts a word at each space mark, as Hugging Face's does", "[safetensors]") {
+  // "  b" is "▁▁b": merged whole, the best pair "▁ ▁" goes first; split, the words are "▁" and "▁b".
+  auto with_split = [](const json::value& split) {
+    json::object pre{{"type", "Metaspace"}, {"replacement", "\xe2\x96\x81"}, {"prepend_scheme", "never"}};
+    if (!split.is_null()) pre["split"] = split;
+    json::object model{{"type", "BPE"},
+                       {"byte_fallback", true},
+                       {"vocab", json::object{{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}, {"\xe2\x96\x81", 3},
+                                              {"\xe2\x96\x81\xe2\x96\x81", 4}, {"b", 5}, {"\xe2\x96\x81" "b", 6}}},
+                       {"merges", json::array{"\xe2\x96\x81 \xe2\x96\x81", "\xe2\x96\x81 b"}}};
+    auto data = parse_tokenizer_json(json::serialize(json::object{{"model", model}, {"pre_tokenizer", pre}}), "", "m");
+    REQUIRE_OK(data);
+    CHECK_FALSE(bool(data->add_space_prefix));
+    auto tokenizer = Tokenizer::from_data(*data);
+    REQUIRE_OK(tokenizer);
+    return tokenizer->encode("  b", false, false);
+  };
+  CHECK(with_split(true) == std::vector<TokenId>{3, 6});
+  CHECK(with_split(nullptr) == std::vector<TokenId>{3, 6});  // files older than the field always split
+  CHECK(with_split(false) == std::vector<TokenId>{4, 5});
 }
 
 TEST_CASE("the tokenizer.json export writes each family's steps and reads back as the same family",
@@ -248,4 +266,23 @@ TEST_CASE(
   REQUIRE_FALSE(unknown.has_value());
   CHECK_THAT(unknown.error().message,
              Catch::Contains("tokenizer.ggml.pre") && Catch::Contains("'martian'"));
+}
+
+TEST_CASE("a Gemma-style SentencePiece GGUF without the space prefix splits no words and adds no prefix", "[gguf]") {
+  const pensieve::testing::TempDir dir("gguf-gemma");
+  GgufWriter w;
+  w.set("general.architecture", GgufValue::of_string("gemma2"));
+  w.set("tokenizer.ggml.model", GgufValue::of_string("llama"));
+  w.set("tokenizer.ggml.pre", GgufValue::of_string("default"));
+  w.set("tokenizer.ggml.tokens", GgufValue::of_strings({"<unk>", "<s>", "</s>", "a", "\xe2\x96\x81" "b", "ab"}));
+  w.set("tokenizer.ggml.scores", GgufValue::of_f32_array({0, 0, 0, -3, -1, -2}));
+  w.set("tokenizer.ggml.add_space_prefix", GgufValue::of_bool(false));
+  REQUIRE_OK(w.write(dir / "gemma.gguf"));
+  auto data = read_gguf_tokenizer(dir / "gemma.gguf");
+  REQUIRE_OK(data);
+  CHECK(data->kind == TokenizerKind::sentencepiece);
+  CHECK_FALSE(bool(data->add_space_prefix));
+  auto tokenizer = Tokenizer::from_data(*data);
+  REQUIRE_OK(tokenizer);
+  CHECK(tokenizer->encode("a b", false, false) == std::vector<TokenId>{3, 4});
 }
