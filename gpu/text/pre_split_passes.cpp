@@ -263,19 +263,18 @@ std::size_t match_deepseek_v3_words(const Scan& s, std::size_t p) {
   return spaces(s, p, true);
 }
 
+// [\p{P}\$\+<=>\^~\|]+, with ` too for Falcon: the ASCII symbols that are not \p{P}.
+bool llama_punctuation(std::uint32_t c, GeneralCategory g, bool backtick) {
+  return unicode::is_punctuation(g) || c == '$' || c == '+' || c == '<' || c == '=' || c == '>' || c == '^' ||
+         c == '~' || c == '|' || (backtick && c == '`');
+}
+
 std::size_t match_punctuation_runs(const Scan& s, std::size_t p) {
-  return s.run_of(p, [](std::uint32_t c, GeneralCategory g) {
-    return unicode::is_punctuation(g) || c == '$' || c == '+' || c == '<' || c == '=' || c == '>' ||
-           c == '^' || c == '~' || c == '|';
-  });
+  return s.run_of(p, [](std::uint32_t c, GeneralCategory g) { return llama_punctuation(c, g, false); });
 }
 
 std::size_t match_falcon_punctuation(const Scan& s, std::size_t p) {
-  const std::size_t e = s.run_of(p, [](std::uint32_t c, GeneralCategory g) {
-    return unicode::is_punctuation(g) || c == '$' || c == '+' || c == '<' || c == '=' || c == '>' ||
-           c == '^' || c == '~' || c == '|' || c == '`';
-  });
-  return e;
+  return s.run_of(p, [](std::uint32_t c, GeneralCategory g) { return llama_punctuation(c, g, true); });
 }
 
 std::size_t match_number_runs(const Scan& s, std::size_t p) {
