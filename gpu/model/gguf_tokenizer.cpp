@@ -1,5 +1,7 @@
 #include "gpu/model/gguf_tokenizer.hpp"
 
+#include "gpu/text/pre_tokenizer.hpp"
+
 #include <array>
 #include <string_view>
 
@@ -145,7 +147,13 @@ Result<TokenizerData> tokenizer_from_gguf(const GgufFile& file) {
   if (auto ok = read_specials(file, tok); !ok) return ok.error();
   auto pre = file.get_string("tokenizer.ggml.pre");
   if (!pre) return pre.error();
+  // llama.cpp reads a byte-level file without the key as its "default".
   tok.pre = pre->value_or(tok.kind == TokenizerKind::byte_bpe ? "default" : "");
+  if (tok.kind == TokenizerKind::byte_bpe) {
+    if (auto kind = pre_tokenizer_from_name(tok.pre); !kind) {
+      return tok_error(file, "tokenizer.ggml.pre: " + kind.error().message);
+    }
+  }
   auto tmpl = file.get_string("tokenizer.chat_template");
   if (!tmpl) return tmpl.error();
   tok.chat_template = tmpl->value_or("");

@@ -2,6 +2,7 @@
 
 #include "gpu/model/gguf_tokenizer.hpp"
 #include "gpu/model/hf_config.hpp"
+#include "gpu/text/pre_tokenizer.hpp"
 
 #include <boost/json.hpp>
 
@@ -30,13 +31,98 @@ bool mentions(const json::value& v, std::string_view type) {
   return false;
 }
 
-// The split regex of the pre-tokenizer, if any (names llama.cpp's "pre").
-std::string pre_name(const json::value* pre) {
-  if (pre == nullptr) return "gpt2";
-  const std::string text = json::serialize(*pre);
-  if (text.find("\\\\p{N}{1,3}") != std::string::npos) return "llama3";
-  if (text.find("\\\\p{N}|") != std::string::npos) return "qwen2";
-  return "gpt2";
+const json::value* field(const json::object& o, std::string_view key) { return o.if_contains(key); }
+
+std::string type_of(const json::object& o) {
+  const json::value* t = field(o, "type");
+  return t && t->is_string() ? std::string(t->get_string()) : std::string("(no type)");
+}
+
+bool flag(const json::object& o, std::string_view key, bool fallback) {
+  const json::value* v = field(o, key);
+  return v && v->is_bool() ? v->get_bool() : fallback;
+}
+
+// Appends the regexes that one byte-level pre_tokenizer step applies, in the
+// form pre_tokenizer_regexes() lists them; what Pensieve cannot split by is
+// an error that names it.
+Result<void> collect_regexes(const json::value& step, std::vector<std::string>& regexes, const std::string& label) {
+  const json::object* o = step.if_object();
+  if (o == nullptr) return tj_error(label, "a pre_tokenizer step is not an object");
+  const std::string type = type_of(*o);
+  if (type == "Sequence") {
+    const json::value* steps = field(*o, "pretokenizers");
+    if (steps == nullptr || !steps->is_array()) return tj_error(label, "a Sequence pre_tokenizer has no pretokenizers list");
+    for (const json::value& s : steps->get_array()) {
+      if (auto ok = collect_regexes(s, regexes, label); !ok) return ok.error();
+    }
+    return {};
+  }
+  if (type == "ByteLevel") {
+    if (flag(*o, "add_prefix_space", false)) {
+      return tj_error(label, "pre_tokenizer ByteLevel with add_prefix_space is not supported");
+    }
+    if (flag(*o, "use_regex", true)) regexes.emplace_back(pre_tokenizer_regexes(PreTokenizer::gpt2)[0]);
+    return {};
+  }
+  if (type == "Digits") {
+    regexes.emplace_back(flag(*o, "individual_digits", false) ? "\\p{N}" : "\\p{N}+");
+    return {};
+  }
+  if (type == "Split") {
+    const json::value* pattern = field(*o, "pattern");
+    const json::value* regex = pattern && pattern->is_object() ? field(pattern->get_object(), "Regex") : nullptr;
+    const json::value* behavior = field(*o, "behavior");
+    if (regex == nullptr || !regex->is_string()) {
+      return tj_error(label, "pre_tokenizer Split " + (pattern ? json::serialize(*pattern) : std::string("(no pattern)")) +
+                                 " is not a regex split");
+    }
+    if (!behavior || !behavior->is_string() || behavior->get_string() != "Isolated" || flag(*o, "invert", false)) {
+      return tj_error(label, "pre_tokenizer Split '" + std::string(regex->get_string()) + "' with behavior " +
+                                 (behavior ? json::serialize(*behavior) : std::string("(none)")) +
+                                 " is not supported (Isolated, not inverted, is)");
+    }
+    regexes.emplace_back(regex->get_string());
+    return {};
+  }
+  return tj_error(label, "pre_tokenizer type '" + type + "' is not supported for byte-level BPE");
+}
+
+// The GGUF name of the byte-level pre-tokenizer that `pre` describes.
+Result<std::string> byte_level_pre_name(const json::value* pre, const std::string& label) {
+  if (pre == nullptr || pre->is_null()) return tj_error(label, "a byte-level BPE vocabulary without a pre_tokenizer");
+  std::vector<std::string> regexes;
+  if (auto ok = collect_regexes(*pre, regexes, label); !ok) return ok.error();
+  auto kind = pre_tokenizer_from_regexes(regexes);
+  if (!kind) return tj_error(label, kind.error().message);
+  return std::string(pre_tokenizer_name(*kind));
+}
+
+// A Metaspace pre_tokenizer adds "▁" before the text unless its
+// prepend_scheme is "never" (or, in older files, add_prefix_space is false).
+bool metaspace_prepends(const json::value* pre) {
+  const json::object* o = pre ? pre->if_object() : nullptr;
+  if (o == nullptr || type_of(*o) != "Metaspace") return false;
+  const json::value* scheme = field(*o, "prepend_scheme");
+  if (scheme && scheme->is_string()) return scheme->get_string() != "never";
+  return flag(*o, "add_prefix_space", true);
+}
+
+// A SentencePiece-style vocabulary (byte_fallback) takes a Metaspace
+// pre_tokenizer (prefix and split at "▁"), Gemma's no-op split, or none.
+Result<void> check_spm_pre_tokenizer(const json::value* pre, const std::string& label) {
+  if (pre == nullptr || pre->is_null()) return {};
+  const json::object* o = pre->if_object();
+  const std::string type = o ? type_of(*o) : std::string("(not an object)");
+  if (type == "Metaspace") return {};
+  if (type == "Split") {
+    // Gemma: a split at " " after the normalizer has replaced every space by "▁" splits nothing.
+    const json::value* pattern = field(*o, "pattern");
+    const json::value* text = pattern && pattern->is_object() ? field(pattern->get_object(), "String") : nullptr;
+    if (text && text->is_string() && text->get_string() == " ") return {};
+  }
+  return tj_error(label, "pre_tokenizer " + (o ? json::serialize(*pre) : type) +
+                             " is not supported for a byte-fallback (SentencePiece-style) vocabulary");
 }
 
 // Ids are dense in real vocabularies: one far past the entry count is an error
@@ -142,16 +228,22 @@ Result<void> detect_kind(const json::object& o, const json::object& m, Tokenizer
   const json::value* decoder = o.if_contains("decoder");
   const bool byte_level = (pre && mentions(*pre, "ByteLevel")) || (decoder && mentions(*decoder, "ByteLevel"));
   if (fallback && fallback->is_bool() && fallback->get_bool()) {
+    if (auto ok = check_spm_pre_tokenizer(pre, label); !ok) return ok.error();
     tok.kind = TokenizerKind::sentencepiece;
     const json::value* norm = o.if_contains("normalizer");
-    tok.add_space_prefix = (norm && mentions(*norm, "Prepend")) || (pre && mentions(*pre, "Metaspace"));
+    tok.add_space_prefix = (norm && mentions(*norm, "Prepend")) || metaspace_prepends(pre);
+    // Metaspace splits unless told not to (files older than its "split" field always split).
+    const json::object* pre_object = pre ? pre->if_object() : nullptr;
+    tok.split_at_space_mark = pre_object && type_of(*pre_object) == "Metaspace" && flag(*pre_object, "split", true);
     tok.add_bos = true;
     return {};
   }
   if (byte_level) {
     tok.kind = TokenizerKind::byte_bpe;
     tok.add_space_prefix = false;
-    tok.pre = pre_name(pre);
+    auto name = byte_level_pre_name(pre, label);
+    if (!name) return name.error();
+    tok.pre = std::move(*name);
     return {};
   }
   return tj_error(label, "a BPE model that is neither byte_fallback nor ByteLevel is not supported");

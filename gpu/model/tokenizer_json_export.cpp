@@ -1,5 +1,7 @@
 #include "gpu/model/tokenizer_json_export.hpp"
 
+#include "gpu/text/pre_tokenizer.hpp"
+
 #include <boost/json.hpp>
 
 #include <algorithm>
@@ -65,9 +67,28 @@ void set_token(const TokenizerData& tok, std::int32_t id, json::object& cfg, con
   if (id >= 0 && std::size_t(id) < tok.tokens.size()) cfg[key] = tok.tokens[std::size_t(id)];
 }
 
+// GPT-2's regex is ByteLevel's own; every other family is its Split steps in
+// order, then a ByteLevel that only maps bytes.
+Result<json::value> byte_level_pre_tokenizer(const TokenizerData& tok) {
+  auto kind = pre_tokenizer_from_name(tok.pre);
+  if (!kind) return kind.error();
+  if (*kind == PreTokenizer::gpt2) {
+    return json::value(json::object{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}});
+  }
+  json::array steps;
+  for (std::string_view regex : pre_tokenizer_regexes(*kind)) {
+    steps.push_back(json::object{{"type", "Split"},
+                                 {"pattern", json::object{{"Regex", regex}}},
+                                 {"behavior", "Isolated"},
+                                 {"invert", false}});
+  }
+  steps.push_back(json::object{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}});
+  return json::value(json::object{{"type", "Sequence"}, {"pretokenizers", std::move(steps)}});
+}
+
 }  // namespace
 
-std::string tokenizer_json_text(const TokenizerData& tok) {
+Result<std::string> tokenizer_json_text(const TokenizerData& tok) {
   json::array added;
   for (std::size_t i = 0; i < tok.tokens.size(); ++i) {
     if (!is_special(tok, i)) continue;
@@ -77,7 +98,12 @@ std::string tokenizer_json_text(const TokenizerData& tok) {
                                  {"normalized", false}});
   }
   json::object root{{"version", "1.0"}, {"added_tokens", std::move(added)}, {"model", model_object(tok)}};
-  if (tok.kind == TokenizerKind::sentencepiece) {
+  if (tok.kind == TokenizerKind::sentencepiece && tok.split_at_space_mark) {
+    root["pre_tokenizer"] = json::object{{"type", "Metaspace"},
+                                         {"replacement", "\xe2\x96\x81"},
+                                         {"prepend_scheme", tok.add_space_prefix ? "always" : "never"},
+                                         {"split", true}};
+  } else if (tok.kind == TokenizerKind::sentencepiece) {
     json::array normalizers;
     if (tok.add_space_prefix) normalizers.push_back(json::object{{"type", "Prepend"}, {"prepend", "\xe2\x96\x81"}});
     normalizers.push_back(
@@ -85,7 +111,9 @@ std::string tokenizer_json_text(const TokenizerData& tok) {
     root["normalizer"] = json::object{{"type", "Sequence"}, {"normalizers", std::move(normalizers)}};
     root["pre_tokenizer"] = nullptr;
   } else {
-    root["pre_tokenizer"] = json::object{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
+    auto pre = byte_level_pre_tokenizer(tok);
+    if (!pre) return pre.error();
+    root["pre_tokenizer"] = std::move(*pre);
     root["decoder"] = json::object{{"type", "ByteLevel"}};
   }
   return json::serialize(root);
@@ -102,7 +130,9 @@ std::string tokenizer_config_json_text(const TokenizerData& tok) {
 }
 
 Result<void> write_hf_tokenizer(const TokenizerData& tok, const std::filesystem::path& dir) {
-  for (auto [name, text] : {std::pair{"tokenizer.json", tokenizer_json_text(tok)},
+  auto tokenizer_json = tokenizer_json_text(tok);
+  if (!tokenizer_json) return tokenizer_json.error();
+  for (auto [name, text] : {std::pair{"tokenizer.json", std::move(*tokenizer_json)},
                             std::pair{"tokenizer_config.json", tokenizer_config_json_text(tok)}}) {
     std::ofstream out(dir / name, std::ios::trunc);
     out << text << "\n";

@@ -12,7 +12,7 @@
 
 namespace pensieve::model {
 
-std::string tokenizer_json_text(const TokenizerData& tok);
+Result<std::string> tokenizer_json_text(const TokenizerData& tok);
 std::string tokenizer_config_json_text(const TokenizerData& tok);
 
 // Writes dir/tokenizer.json and dir/tokenizer_config.json.

@@ -199,9 +199,7 @@ std::optional<int> BpeRanks::rank(std::string_view left, std::string_view right)
 
 void bpe_encode(const Vocab& vocab, const BpeRanks& ranks, PreTokenizer pre, std::string_view text,
                 std::vector<TokenId>& out) {
-  // Llama 3's tokenizer.json sets ignore_merges: a word that is a token as a
-  // whole is taken as is, even where the merges would split it differently.
-  const bool ignore_merges = pre == PreTokenizer::llama3;
+  const bool ignore_merges = pre_tokenizer_ignores_merges(pre);
   for (const std::string& word : pre_tokenize(pre, text)) {
     const std::string piece = bytes_to_bpe_piece(word);
     if (ignore_merges) {

@@ -26,7 +26,18 @@ void Tokenizer::Impl::encode_text(std::string_view text, bool after_special,
   std::string escaped;
   if (vocab.data.add_space_prefix && after_special) escaped.append(spm_space);
   escaped += spm_escape_spaces(text);
-  spm_encode(vocab, escaped, out);
+  if (!vocab.data.split_at_space_mark) {
+    spm_encode(vocab, escaped, out);
+    return;
+  }
+  // Metaspace's split (behavior MergedWithNext): a word ends before each "▁".
+  const std::string_view all = escaped;
+  for (std::size_t start = 0; start < all.size();) {
+    std::size_t next = all.find(spm_space, start + 1);
+    if (next == std::string_view::npos) next = all.size();
+    spm_encode(vocab, all.substr(start, next - start), out);
+    start = next;
+  }
 }
 
 Result<Tokenizer> Tokenizer::from_data(TokenizerData data) {

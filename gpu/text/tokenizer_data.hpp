@@ -32,6 +32,9 @@ struct TokenizerData {
   bool add_bos = false;
   bool add_eos = false;
   bool add_space_prefix = true;        // sentencepiece: prepend "▁" to the text
+  // sentencepiece from a tokenizer.json whose Metaspace pre_tokenizer splits:
+  // each "▁" starts a word of its own that merges never cross (not in GGUF).
+  bool split_at_space_mark = false;
   std::string chat_template;           // Jinja source, empty when the file has none
 };
 

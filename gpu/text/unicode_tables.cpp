@@ -6,12 +6,6 @@ namespace pensieve::model::unicode {
 
 namespace {
 
-bool in_table(std::span<const CodepointRange> table, std::uint32_t cpt) {
-  auto it = std::upper_bound(table.begin(), table.end(), cpt,
-                             [](std::uint32_t c, const CodepointRange& r) { return c < r.first; });
-  return it != table.begin() && cpt <= std::prev(it)->last;
-}
-
 std::uint32_t byte_at(std::string_view text, std::size_t i) {
   return static_cast<unsigned char>(text[i]);
 }
@@ -44,9 +38,17 @@ bool decode_one(std::string_view text, std::size_t& offset, std::uint32_t& cpt) 
 
 }  // namespace
 
-bool is_letter(std::uint32_t cpt) { return in_table(letter_table(), cpt); }
+GeneralCategory general_category(std::uint32_t cpt) {
+  const std::span<const CategoryRange> table = category_table();
+  auto it = std::upper_bound(table.begin(), table.end(), cpt,
+                             [](std::uint32_t c, const CategoryRange& r) { return c < r.first; });
+  if (it == table.begin() || cpt > std::prev(it)->last) return GeneralCategory::cn;
+  return std::prev(it)->category;
+}
 
-bool is_number(std::uint32_t cpt) { return in_table(number_table(), cpt); }
+bool is_letter(std::uint32_t cpt) { return is_letter(general_category(cpt)); }
+
+bool is_number(std::uint32_t cpt) { return is_number(general_category(cpt)); }
 
 bool is_whitespace(std::uint32_t cpt) {
   // PropList.txt White_Space; unchanged since Unicode 6.

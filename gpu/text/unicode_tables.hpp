@@ -1,6 +1,6 @@
 #pragma once
-// Unicode facts the tokenizers need, without a Unicode library: the letter (L)
-// and number (N) categories as range tables generated from Python's
+// Unicode facts the tokenizers need, without a Unicode library: the general
+// category of each code point as a range table generated from Python's
 // unicodedata (tools/gen_unicode_tables.py), the White_Space property, and
 // UTF-8 <-> code point conversion with llama.cpp's error rules (an invalid byte
 // becomes U+FFFD). Pure functions over constant data; any thread.
@@ -13,16 +13,37 @@
 
 namespace pensieve::model::unicode {
 
-struct CodepointRange {
+// The Unicode general categories, named as in UnicodeData.txt (lower case).
+enum class GeneralCategory : std::uint8_t {
+  lu, ll, lt, lm, lo,          // letters: upper, lower, title case, modifier, other
+  mn, mc, me,                  // marks: non-spacing, spacing, enclosing
+  nd, nl, no,                  // numbers: decimal digit, letter, other
+  pc, pd, ps, pe, pi, pf, po,  // punctuation
+  sm, sc, sk, so,              // symbols: math, currency, modifier, other
+  zs, zl, zp,                  // separators
+  cc, cf, cs, co, cn,          // control, format, surrogate, private use, unassigned
+};
+
+struct CategoryRange {
   std::uint32_t first;
   std::uint32_t last;  // inclusive
+  GeneralCategory category;
 };
 
 inline constexpr std::uint32_t replacement_character = 0xFFFD;
 
-// Sorted, disjoint ranges (generated data).
-std::span<const CodepointRange> letter_table();
-std::span<const CodepointRange> number_table();
+// Sorted, disjoint ranges of the assigned code points (generated data).
+std::span<const CategoryRange> category_table();
+
+GeneralCategory general_category(std::uint32_t cpt);  // cn where unassigned
+
+constexpr bool is_letter(GeneralCategory c) { return c <= GeneralCategory::lo; }
+constexpr bool is_mark(GeneralCategory c) { return c >= GeneralCategory::mn && c <= GeneralCategory::me; }
+constexpr bool is_number(GeneralCategory c) { return c >= GeneralCategory::nd && c <= GeneralCategory::no; }
+constexpr bool is_punctuation(GeneralCategory c) {
+  return c >= GeneralCategory::pc && c <= GeneralCategory::po;
+}
+constexpr bool is_symbol(GeneralCategory c) { return c >= GeneralCategory::sm && c <= GeneralCategory::so; }
 
 bool is_letter(std::uint32_t cpt);      // \p{L}
 bool is_number(std::uint32_t cpt);      // \p{N}

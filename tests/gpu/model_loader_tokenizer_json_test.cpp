@@ -30,8 +30,9 @@ const char* bpe_json = R"({
     {"id": 7, "content": "<tool>", "special": false}
   ],
   "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-    {"type": "Split", "pattern": {"Regex": "(?i:'s|'t)|\\p{N}{1,3}"}, "behavior": "Isolated"},
-    {"type": "ByteLevel", "add_prefix_space": false}]},
+    {"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+     "behavior": "Isolated", "invert": false},
+    {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]},
   "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<|begin_of_text|>"}}]},
   "model": {"type": "BPE", "vocab": {"h": 0, "i": 1, "hi": 2, "\u0120": 3, "\u0120hi": 4},
     "merges": [["h", "i"], ["\u0120", "hi"]]}
@@ -73,7 +74,7 @@ TEST_CASE("a byte-level BPE tokenizer.json keeps merges of both forms and its ad
   CHECK(tok->token_types[5] == TokenType::control);
   CHECK(tok->token_types[7] == TokenType::user_defined);
   CHECK(tok->token_types[2] == TokenType::normal);
-  CHECK(tok->pre == "llama3");
+  CHECK(tok->pre == "llama-bpe");
   CHECK(tok->bos_id == 5);
   CHECK(tok->add_bos);
   CHECK(tok->eot_id == 6);

@@ -11,5 +11,6 @@ int cmd_tokenize(int argc, char** argv);          // tokenize_cmd.cpp
 int cmd_detokenize(int argc, char** argv);        // tokenize_cmd.cpp
 int cmd_run(int argc, char** argv);               // run_cmd.cpp
 int cmd_render_template(int argc, char** argv);   // render_template_cmd.cpp
+int cmd_pre_tokenize(int argc, char** argv);      // pre_tokenize_cmd.cpp
 
 }  // namespace pensieve::tools

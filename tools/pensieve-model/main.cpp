@@ -25,6 +25,7 @@ constexpr Command commands[] = {
      "run FILE (--prompt-ids \"1 2 3\" | --prompt TEXT) --max-tokens N --temperature 0 [--top-logits K]"},
     {"render-template", pensieve::tools::cmd_render_template,
      "render-template TEMPLATE.jinja CONTEXT.json | render-template --batch CASES.json"},
+    {"pre-tokenize", pensieve::tools::cmd_pre_tokenize, "pre-tokenize NAME < text | pre-tokenize --batch CASES.json"},
 };
 
 void usage() {
