@@ -17,6 +17,7 @@ void quant_matmul(ConstRowsView x, const WeightView& w, RowsView y, ThreadPool& 
                   std::vector<float>& scratch, QuantDotPath path) {
   assert(x.cols == w.cols && y.cols == w.rows && y.rows == x.rows);
   const QuantDotFn dot = quant_dot_fn(w.dtype, path);
+  assert(dot && "quant_matmul: a path this CPU lacks");
   const std::int64_t n_blocks = w.cols / model::dtype_block_elems(w.dtype);
   const QuantActs acts = quantize_act_rows(act_quant_for(w.dtype), x, scratch);
   pool.parallel_for(

@@ -13,7 +13,8 @@
 namespace pensieve::kernels::cpu {
 
 // x: {n_tokens, w.cols}, w quantised {rows, cols}; y: {n_tokens, w.rows}.
-// scratch holds the quantised activations (caller-owned).
+// scratch holds the quantised activations (caller-owned). An explicit path
+// must be one the CPU runs (quant_dot_path_supported).
 void quant_matmul(ConstRowsView x, const WeightView& w, RowsView y, ThreadPool& pool,
                   std::vector<float>& scratch, QuantDotPath path = QuantDotPath::best);
 
