@@ -119,10 +119,52 @@ PENSIEVE_AVX512_FN inline void legacy_step(qs::Acc& a, const std::byte* w, const
   if constexpr (T::mins) qs::mins(a, f16_at(blk + 2), x.s[b]);
 }
 
+// Eight blocks' integer sums from four zmm of two blocks each (8 lanes a
+// block) as one ymm, block order: each block's lanes folded to 4, two
+// registers' worth interleaved by 128-bit lanes, then a transpose-and-add.
+template <class T>
+PENSIEVE_AVX512_FN inline __m256i legacy_isums8(const std::byte* blk, const std::int8_t* xq) {
+  __m512i s[4];
+  for (int k = 0; k < 4; ++k) {
+    const __m512i v = biased_dot512(T::two(blk + 2 * k * T::bytes, blk + (2 * k + 1) * T::bytes),
+                                    load512(xq + 64 * k), T::bias);
+    // 128-bit lanes (A0, A1, B0, B1) to (A, A, B, B): A, B blocks 2k, 2k + 1.
+    s[k] = _mm512_add_epi32(v, _mm512_shuffle_i64x2(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+  }
+  const __m512i w01 = _mm512_mask_blend_epi64(0xcc, s[0], s[1]);  // blocks 0, 2, 1, 3
+  const __m512i w23 = _mm512_mask_blend_epi64(0xcc, s[2], s[3]);  // blocks 4, 6, 5, 7
+  const __m512i p =
+      _mm512_add_epi32(_mm512_unpacklo_epi32(w01, w23), _mm512_unpackhi_epi32(w01, w23));
+  // Per 128-bit lane: (sum of the w01 block, sum of the w23 block) twice.
+  const __m512i q = _mm512_add_epi32(p, _mm512_shuffle_epi32(p, _MM_PERM_BADC));
+  const __m512i order = _mm512_setr_epi32(0, 8, 4, 12, 1, 9, 5, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, q));
+}
+
 template <class T>
 PENSIEVE_AVX512_FN float legacy_dot(const std::byte* w, const QuantActRow& x, std::int64_t nb) {
   qs::Acc a;
   std::int64_t b = 0;
+  // Eight blocks at a time: their sums, F16 scales (gathered: the scale is
+  // the low half of each block's first 4 bytes, Q4_1/Q5_1's min the high
+  // half) and products with the activation scales as vectors, lane for lane
+  // the scalar steps' values; then the F32 chain in block order.
+  const __m256i offsets = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                             _mm256_set1_epi32(T::bytes));
+  for (; b + 8 <= nb; b += 8) {
+    const std::byte* blk = w + b * T::bytes;
+    alignas(32) float scale[8], isum[8], mins[8];
+    _mm256_store_ps(isum, _mm256_cvtepi32_ps(legacy_isums8<T>(blk, x.q + b * 32)));
+    const __m256i head = _mm256_i32gather_epi32(reinterpret_cast<const int*>(blk), offsets, 1);
+    const __m256 d = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(head));
+    _mm256_store_ps(scale, _mm256_mul_ps(d, _mm256_loadu_ps(x.d + b)));
+    if constexpr (T::mins)
+      _mm256_store_ps(mins, _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(head, 16))));
+    for (int k = 0; k < 8; ++k) {
+      qs::block_of_float(a, scale[k], isum[k]);
+      if constexpr (T::mins) qs::mins(a, mins[k], x.s[b + k]);
+    }
+  }
   for (; b + 2 <= nb; b += 2) {
     const std::byte* blk = w + b * T::bytes;
     const Pair s =
