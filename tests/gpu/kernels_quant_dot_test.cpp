@@ -329,3 +329,45 @@ TEST_CASE(
     }
   }
 }
+
+TEST_CASE("matmul_many over a mix of quantised types gives each weight's reference dot bits",
+          "[kernels][quant][quant_dot]") {
+  // Q4_K + Q6_K share Q8_K activations; Q5_0 and IQ4_NL need Q8_0 ones.
+  const DType types[] = {DType::q4_k, DType::q6_k, DType::q5_0, DType::iq4_nl};
+  const std::int64_t rows[] = {37, 16, 5, 21}, cols = 3 * 256;
+  std::vector<std::vector<std::byte>> bytes;
+  std::vector<kc::WeightView> w;
+  for (std::size_t i = 0; i < 4; ++i) {
+    const std::int64_t nb = cols / pensieve::model::dtype_block_elems(types[i]);
+    bytes.push_back(random_blocks(types[i], rows[i] * nb, 800 + unsigned(i)));
+    w.push_back({types[i], bytes.back().data(), rows[i], cols,
+                 pensieve::model::dtype_row_bytes(types[i], cols)});
+  }
+  for (std::int64_t n : {1, 3}) {
+    const auto x = random_floats(n * cols, 801);
+    for (std::size_t threads : {1, 2, 3}) {
+      kc::ThreadPool pool(threads, 0.0);
+      std::vector<std::vector<float>> got(4);
+      std::vector<kc::RowsView> y;
+      for (std::size_t i = 0; i < 4; ++i) {
+        got[i].assign(std::size_t(n * rows[i]), -1.0f);
+        y.push_back({got[i].data(), n, rows[i], rows[i]});
+      }
+      std::vector<float> scratch;
+      kc::matmul_many({}, kc::ConstRowsView(x.data(), n, cols, cols), w, y, pool, scratch);
+      for (std::size_t i = 0; i < 4; ++i) {
+        INFO(pensieve::model::dtype_name(types[i]) << ", tokens " << n << ", threads " << threads);
+        const Acts a = quantise(kc::act_quant_for(types[i]), x, n);
+        const kc::QuantDotFn ref = kc::quant_dot_fn(types[i], kc::QuantDotPath::portable);
+        const std::int64_t nb = cols / pensieve::model::dtype_block_elems(types[i]);
+        bool all_equal = true;
+        for (std::int64_t t = 0; t < n; ++t)
+          for (std::int64_t o = 0; o < rows[i]; ++o) {
+            const float want = ref(w[i].row(o), a.acts.row(t), nb);
+            all_equal = all_equal && same_bits(&want, &got[i][std::size_t(t * rows[i] + o)], 1);
+          }
+        CHECK(all_equal);
+      }
+    }
+  }
+}
