@@ -1,5 +1,7 @@
 #include "gpu/kernels/cpu/quant_matmul.hpp"
 
+#include "gpu/kernels/cpu/prefetch.hpp"
+
 #include <algorithm>
 #include <cassert>
 
@@ -10,6 +12,13 @@ namespace {
 // Output rows per scheduling unit, and per tile: a tile's weight rows stay
 // in the L1/L2 while every token passes over them.
 constexpr std::size_t row_grain = 16;
+
+constexpr std::int64_t prefetch_rows = 4;
+
+void prefetch_row(const WeightView& w, std::int64_t o) {
+  const std::byte* row = w.row(o);
+  for (std::size_t off = 0; off < w.row_bytes; off += 64) prefetch_l2(row + off);
+}
 
 }  // namespace
 
@@ -63,7 +72,12 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
             for (std::int64_t t = 0; t < x.rows; ++t) {
               const QuantActRow xr = acts[act_of[i]].row(t);
               float* out = y[i].row(t);
-              for (std::int64_t o = o0; o < o1; ++o) out[o] = dot[i](w[i].row(o), xr, n_blocks[i]);
+              for (std::int64_t o = o0; o < o1; ++o) {
+                // The dots read one row at a time, a stream the hardware
+                // prefetchers pick up late: ask for a row a few ahead.
+                if (t == 0 && o + prefetch_rows < e) prefetch_row(w[i], o + prefetch_rows);
+                out[o] = dot[i](w[i].row(o), xr, n_blocks[i]);
+              }
             }
           }
         }
