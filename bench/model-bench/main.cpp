@@ -2,6 +2,9 @@
 // BENCH.md shapes) in F32, F16 and Q8_0, next to the machine's ceilings
 // measured in the same run: memory read bandwidth (decode) and OpenBLAS sgemm
 // (prefill). Prints a table; --out FILE writes the JSON for bench/results/.
+// --gguf MODEL:LABEL:FILE adds a row for a file made elsewhere (the
+// K-quant mixes, which the project cannot write: llama-quantize of a
+// generated F16 model).
 #include "bench/common/machine_info.hpp"
 #include "bench/common/memory_bandwidth.hpp"
 #include "bench/common/sgemm_rate.hpp"
@@ -36,6 +39,10 @@ struct Args {
   std::string note;
   std::size_t bandwidth_mib = 1024;
   bool ceilings_only = false;
+  struct File {
+    std::string model, label, path;
+  };
+  std::vector<File> files;
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -58,7 +65,9 @@ const char* usage =
     "  [--vocab-from VOCAB.gguf] [--model-dir DIR] [--reuse-models] [--seed 7]\n"
     "  [--bandwidth-mib 1024 (>= 64; well above the L3)] [--ceilings-only] [--out FILE.json]\n"
     "  [--no-huge-pages (weights read from the GGUF mapping, 4 KiB pages)]\n"
-    "  [--commit HASH] [--note TEXT] (both copied into the JSON)\n";
+    "  [--commit HASH] [--note TEXT] (both copied into the JSON)\n"
+    "  [--gguf MODEL:LABEL:FILE.gguf]... (rows for given files, after the generated ones;\n"
+    "   --models '' for none of those)\n";
 
 std::optional<Args> parse(int argc, char** argv) {
   Args a;
@@ -87,6 +96,12 @@ std::optional<Args> parse(int argc, char** argv) {
     else if (flag == "--out") a.out = *v;
     else if (flag == "--commit") a.commit = *v;
     else if (flag == "--note") a.note = *v;
+    else if (flag == "--gguf") {
+      const auto first = v->find(':'), second = v->find(':', first + 1);
+      if (first == std::string::npos || second == std::string::npos) return std::nullopt;
+      a.files.push_back({v->substr(0, first), v->substr(first + 1, second - first - 1),
+                         v->substr(second + 1)});
+    }
     else if (flag == "--dtypes") {
       a.dtypes.clear();
       for (const auto& d : split(*v)) {
@@ -166,6 +181,18 @@ int main(int argc, char** argv) {
                    pm::dtype_name(dtype), run->decode_tokens_per_s, run->prefill_tokens_per_s);
       report.runs.push_back(std::move(*run));
     }
+  }
+  for (const auto& f : args->ceilings_only ? std::vector<Args::File>{} : args->files) {
+    report.bandwidth.push_back(probe.measure(3));
+    auto run = pb::run_model_file(f.model, f.label, f.path, args->run);
+    if (!run) {
+      std::fprintf(stderr, "%s: %s\n", f.path.c_str(), run.error().message.c_str());
+      ++failures;
+      continue;
+    }
+    std::fprintf(stderr, "%s %s: decode %.1f tok/s, prefill %.1f tok/s\n", f.model.c_str(),
+                 f.label.c_str(), run->decode_tokens_per_s, run->prefill_tokens_per_s);
+    report.runs.push_back(std::move(*run));
   }
   report.bandwidth.push_back(probe.measure(3));
   report.sgemm.push_back(pb::measure_sgemm(512, 2816, 1024, threads, 3));

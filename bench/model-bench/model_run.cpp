@@ -184,17 +184,12 @@ Result<void> time_decode(model::CpuForward& fwd, const ModelRunOptions& o, Model
 
 }  // namespace
 
-Result<ModelRunResult> run_model(const ModelShape& shape, model::DType dtype,
-                                 const ModelRunOptions& options) {
-  ModelRunResult r;
-  r.shape = shape.name;
-  r.dtype = model::dtype_name(dtype);
-  const auto start = Clock::now();
-  auto path = generate(shape, dtype, options);
-  if (!path) return path.error();
-  r.generate_seconds = seconds_since(start);
-  r.file = *path;
-  auto weights = model::load_gguf(*path);
+namespace {
+
+Result<void> load_and_time(const std::filesystem::path& file, const ModelRunOptions& options,
+                           ModelRunResult& r) {
+  r.file = file;
+  auto weights = model::load_gguf(file);
   if (!weights) return weights.error();
   r.params = count_params(*weights);
   r.ff = weights->config.ff_dim;
@@ -207,7 +202,31 @@ Result<ModelRunResult> run_model(const ModelShape& shape, model::DType dtype,
   if (!fwd) return fwd.error();
   r.weight_huge_page_bytes = double(fwd->weight_placement().huge_page_bytes);
   if (auto p = time_prefill(*fwd, options, r); !p) return p.error();
-  if (auto d = time_decode(*fwd, options, r); !d) return d.error();
+  return time_decode(*fwd, options, r);
+}
+
+}  // namespace
+
+Result<ModelRunResult> run_model(const ModelShape& shape, model::DType dtype,
+                                 const ModelRunOptions& options) {
+  ModelRunResult r;
+  r.shape = shape.name;
+  r.dtype = model::dtype_name(dtype);
+  const auto start = Clock::now();
+  auto path = generate(shape, dtype, options);
+  if (!path) return path.error();
+  r.generate_seconds = seconds_since(start);
+  if (auto t = load_and_time(*path, options, r); !t) return t.error();
+  return r;
+}
+
+Result<ModelRunResult> run_model_file(const std::string& model, const std::string& dtype,
+                                      const std::filesystem::path& file,
+                                      const ModelRunOptions& options) {
+  ModelRunResult r;
+  r.shape = model;
+  r.dtype = dtype;
+  if (auto t = load_and_time(file, options, r); !t) return t.error();
   return r;
 }
 

@@ -73,4 +73,10 @@ struct ModelRunResult {
 Result<ModelRunResult> run_model(const ModelShape& shape, model::DType dtype,
                                  const ModelRunOptions& options);
 
+// The same on a GGUF made elsewhere (a llama-quantize mix such as Q4_K_M of
+// a generated model): `model` and `dtype` are the row's labels.
+Result<ModelRunResult> run_model_file(const std::string& model, const std::string& dtype,
+                                      const std::filesystem::path& file,
+                                      const ModelRunOptions& options);
+
 }  // namespace pensieve::bench

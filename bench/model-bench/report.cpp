@@ -1,5 +1,7 @@
 #include "bench/model-bench/report.hpp"
 
+#include "gpu/kernels/cpu/quant_dot.hpp"
+
 #include <boost/json.hpp>
 
 #include <algorithm>
@@ -46,6 +48,8 @@ double percent(double part, double whole) { return whole > 0 ? 100.0 * part / wh
 
 std::string format_table(const ModelBenchReport& r) {
   std::string out;
+  out += line("cpu: %s; %s; quant dot kernels: %s\n", r.machine.cpu_model.c_str(),
+              r.machine.vector_extensions.c_str(), kernels::cpu::quant_dot_isa());
   out += line("memory read bandwidth (best of run): %.1f GB/s; sgemm (best of run): %.1f GFLOP/s; "
               "threads %zu; load average %s at start, %s at end\n\n", r.bandwidth_gb_per_s(),
               r.sgemm_gflops(), r.threads, r.load_average_start.c_str(),
@@ -122,7 +126,9 @@ std::string format_json(const ModelBenchReport& r) {
       {"commit", r.commit},
       {"note", r.note},
       {"machine", {{"hardware_threads", r.machine.hardware_threads},
-                   {"cpu_model", r.machine.cpu_model}}},
+                   {"cpu_model", r.machine.cpu_model},
+                   {"vector_extensions", r.machine.vector_extensions},
+                   {"quant_dot_isa", kernels::cpu::quant_dot_isa()}}},
       {"load_average_start", r.load_average_start},
       {"load_average_end", r.load_average_end},
       {"threads", r.threads},

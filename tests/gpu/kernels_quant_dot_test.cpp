@@ -12,6 +12,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
+#include <string>
 #include <vector>
 
 namespace kc = pensieve::kernels::cpu;
@@ -113,39 +115,155 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("every vectorised quant dot gives its scalar reference's bits over odd sizes",
-          "[kernels][quant]") {
-  if (!kc::quant_dot_vectorised(DType::q4_k))
-    WARN("this CPU has no AVX2: only the portable path runs");
+namespace {
+
+constexpr kc::QuantDotPath vector_paths[] = {kc::QuantDotPath::avx2, kc::QuantDotPath::avx512};
+
+// Whether this CPU runs `path`; WARN (a skip, which is no pass) where not.
+bool path_runs(kc::QuantDotPath path) {
+  if (kc::quant_dot_path_supported(path)) return true;
+  WARN("SKIPPED: this CPU has no " << kc::quant_dot_path_name(path)
+                                   << ": its quant dot kernels are not checked here");
+  return false;
+}
+
+// Every F16 scale field of the blocks set to one of the extremes in turn:
+// the largest finite, the smallest normal and subnormal, zeros of both
+// signs and an ordinary value, each with either sign.
+void extreme_scales(DType t, std::vector<std::byte>& w) {
+  constexpr std::uint16_t extremes[] = {0x7bff, 0xfbff, 0x0400, 0x8400, 0x0001,
+                                        0x8001, 0x0000, 0x8000, 0x3c00, 0x2e66};
+  const std::size_t bb = pensieve::model::dtype_block_bytes(t);
+  std::size_t k = 0;
+  for (std::size_t b = 0; b < w.size() / bb; ++b)
+    for (std::size_t off : pensieve::testing::f16_fields(t)) {
+      const std::uint16_t h = extremes[k++ % std::size(extremes)];
+      std::memcpy(w.data() + b * bb + off, &h, 2);
+    }
+}
+
+// Activations whose blocks range from all-zero and tiny (an F16 scale that
+// underflows) to large (an F16 scale in the thousands), with outsized
+// values in some.
+std::vector<float> extreme_activations(std::int64_t n, std::uint32_t seed) {
+  auto x = random_floats(n, seed);
+  constexpr float block_scale[] = {1.0f, 0.0f, 1e-7f, 3e3f, 1e-3f, 1.0f, 100.0f};
+  for (std::int64_t i = 0; i < n; ++i) x[std::size_t(i)] *= block_scale[(i / 32) % 7];
+  for (std::size_t i = 5; i < x.size(); i += 97) x[i] *= 30.0f;
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("the best quant dot path is the widest this CPU runs", "[kernels][quant]") {
+  const kc::QuantDotPath want = kc::quant_dot_path_supported(kc::QuantDotPath::avx512)
+                                    ? kc::QuantDotPath::avx512
+                                : kc::quant_dot_path_supported(kc::QuantDotPath::avx2)
+                                    ? kc::QuantDotPath::avx2
+                                    : kc::QuantDotPath::portable;
+  CHECK(std::string(kc::quant_dot_isa()) == kc::quant_dot_path_name(want));
   for (DType t : quantised_dtypes) {
-    INFO(pensieve::model::dtype_name(t)
-         << (kc::quant_dot_vectorised(t) ? " (vectorised)" : " (portable)"));
-    const kc::QuantDotFn best = kc::quant_dot_fn(t, kc::QuantDotPath::best);
-    const kc::QuantDotFn ref = kc::quant_dot_fn(t, kc::QuantDotPath::portable);
-    for (std::int64_t nb : {1, 2, 3, 5, 7, 11, 17}) {
-      const std::int64_t n = nb * pensieve::model::dtype_block_elems(t);
-      const auto w = random_blocks(t, nb, 100 + unsigned(nb) + 13 * unsigned(t));
-      auto x = random_floats(n, 200 + unsigned(nb));
-      for (std::size_t i = 0; i < x.size(); i += 37) x[i] *= 50.0f;  // uneven block magnitudes
-      const Acts a = quantise(kc::act_quant_for(t), x, 1);
-      const float want = ref(w.data(), a.acts.row(0), nb), got = best(w.data(), a.acts.row(0), nb);
-      INFO(nb << " blocks: " << got << " vs " << want);
-      CHECK(same_bits(&got, &want, 1));
+    INFO(pensieve::model::dtype_name(t));
+    CHECK(kc::quant_dot_best_path(t) == want);
+    CHECK(kc::quant_dot_fn(t, kc::QuantDotPath::best) == kc::quant_dot_fn(t, want));
+    CHECK(kc::quant_dot_vectorised(t) == (want != kc::QuantDotPath::portable));
+  }
+  for (kc::QuantDotPath p : vector_paths)
+    if (!kc::quant_dot_path_supported(p)) CHECK(kc::quant_dot_fn(DType::q4_k, p) == nullptr);
+}
+
+TEST_CASE("every vectorised quant dot gives its scalar reference's bits over odd sizes",
+          "[kernels][quant][quant_dot]") {
+  for (kc::QuantDotPath path : vector_paths) {
+    if (!path_runs(path)) continue;
+    for (DType t : quantised_dtypes) {
+      INFO(pensieve::model::dtype_name(t) << " on " << kc::quant_dot_path_name(path));
+      const kc::QuantDotFn fn = kc::quant_dot_fn(t, path);
+      const kc::QuantDotFn ref = kc::quant_dot_fn(t, kc::QuantDotPath::portable);
+      REQUIRE(fn != nullptr);
+      for (std::int64_t nb : {1, 2, 3, 5, 7, 11, 13, 17}) {
+        const std::int64_t n = nb * pensieve::model::dtype_block_elems(t);
+        const auto w = random_blocks(t, nb, 100 + unsigned(nb) + 13 * unsigned(t));
+        auto x = random_floats(n, 200 + unsigned(nb));
+        for (std::size_t i = 0; i < x.size(); i += 37) x[i] *= 50.0f;  // uneven block magnitudes
+        const Acts a = quantise(kc::act_quant_for(t), x, 1);
+        const float want = ref(w.data(), a.acts.row(0), nb), got = fn(w.data(), a.acts.row(0), nb);
+        INFO(nb << " blocks: " << got << " vs " << want);
+        CHECK(same_bits(&got, &want, 1));
+      }
     }
   }
 }
 
-TEST_CASE("the vectorised Q8_0 dot handles -128 weights exactly", "[kernels][quant]") {
+TEST_CASE("every vectorised quant dot gives its scalar reference's bits at extreme scales",
+          "[kernels][quant][quant_dot]") {
+  for (kc::QuantDotPath path : vector_paths) {
+    if (!path_runs(path)) continue;
+    for (DType t : quantised_dtypes) {
+      INFO(pensieve::model::dtype_name(t) << " on " << kc::quant_dot_path_name(path));
+      const kc::QuantDotFn fn = kc::quant_dot_fn(t, path);
+      const kc::QuantDotFn ref = kc::quant_dot_fn(t, kc::QuantDotPath::portable);
+      for (std::int64_t nb : {1, 3, 7, 13, 20}) {
+        const std::int64_t n = nb * pensieve::model::dtype_block_elems(t);
+        for (unsigned seed = 0; seed < 4; ++seed) {
+          auto w = random_blocks(t, nb, 500 + seed + 17 * unsigned(t));
+          extreme_scales(t, w);
+          // Rows of one block each as well: every extreme meets block 0.
+          const auto x = extreme_activations(n, 600 + seed + unsigned(nb));
+          const Acts a = quantise(kc::act_quant_for(t), x, 1);
+          const float want = ref(w.data(), a.acts.row(0), nb),
+                      got = fn(w.data(), a.acts.row(0), nb);
+          INFO(nb << " blocks, seed " << seed << ": " << got << " vs " << want);
+          CHECK(same_bits(&got, &want, 1));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("the vectorised Q8_0 dots handle -128 weights exactly", "[kernels][quant][quant_dot]") {
   auto w = random_blocks(DType::q8_0, 3, 77);
   for (int b = 0; b < 3; ++b)
     for (int i = 0; i < 32; i += 3) w[std::size_t(b * 34 + 2 + i)] = std::byte(0x80);
   const auto x = random_floats(96, 78);
   const Acts a = quantise(kc::ActQuant::q8_0, x, 1);
-  const float want =
-      kc::quant_dot_fn(DType::q8_0, kc::QuantDotPath::portable)(w.data(), a.acts.row(0), 3);
-  const float got =
-      kc::quant_dot_fn(DType::q8_0, kc::QuantDotPath::best)(w.data(), a.acts.row(0), 3);
-  CHECK(same_bits(&got, &want, 1));
+  for (kc::QuantDotPath path : vector_paths) {
+    if (!path_runs(path)) continue;
+    INFO(kc::quant_dot_path_name(path));
+    for (std::int64_t nb : {1, 2, 3}) {
+      const float want =
+          kc::quant_dot_fn(DType::q8_0, kc::QuantDotPath::portable)(w.data(), a.acts.row(0), nb);
+      const float got = kc::quant_dot_fn(DType::q8_0, path)(w.data(), a.acts.row(0), nb);
+      CHECK(same_bits(&got, &want, 1));
+    }
+  }
+}
+
+TEST_CASE("quant_matmul on each path gives the reference dot's bits", "[kernels][quant][quant_dot]") {
+  for (kc::QuantDotPath path : vector_paths) {
+    if (!path_runs(path)) continue;
+    for (DType t : quantised_dtypes) {
+      INFO(pensieve::model::dtype_name(t) << " on " << kc::quant_dot_path_name(path));
+      const std::int64_t rows = 19, cols = 5 * 256, tokens = 3;
+      const std::int64_t nb = cols / pensieve::model::dtype_block_elems(t);
+      const auto w = random_blocks(t, rows * nb, 700 + unsigned(t));
+      const kc::WeightView wv{t, w.data(), rows, cols, pensieve::model::dtype_row_bytes(t, cols)};
+      const auto x = random_floats(tokens * cols, 701);
+      const Acts a = quantise(kc::act_quant_for(t), x, tokens);
+      kc::ThreadPool pool(2, 0.0);
+      std::vector<float> y(std::size_t(tokens * rows)), scratch;
+      kc::quant_matmul(kc::ConstRowsView(x.data(), tokens, cols, cols), wv,
+                       kc::RowsView{y.data(), tokens, rows, rows}, pool, scratch, path);
+      const kc::QuantDotFn ref = kc::quant_dot_fn(t, kc::QuantDotPath::portable);
+      bool all_equal = true;
+      for (std::int64_t tk = 0; tk < tokens; ++tk)
+        for (std::int64_t o = 0; o < rows; ++o) {
+          const float want = ref(wv.row(o), a.acts.row(tk), nb);
+          all_equal = all_equal && same_bits(&want, &y[std::size_t(tk * rows + o)], 1);
+        }
+      CHECK(all_equal);
+    }
+  }
 }
 
 TEST_CASE(
@@ -208,6 +326,48 @@ TEST_CASE(
       kc::matmul(p, kc::ConstRowsView(x.data(), n, cols, cols), fv,
                  kc::RowsView{yf.data(), n, rows, rows}, pool);
       CHECK(same_bits(yq.data(), yf.data(), yq.size()));
+    }
+  }
+}
+
+TEST_CASE("matmul_many over a mix of quantised types gives each weight's reference dot bits",
+          "[kernels][quant][quant_dot]") {
+  // Q4_K + Q6_K share Q8_K activations; Q5_0 and IQ4_NL need Q8_0 ones.
+  const DType types[] = {DType::q4_k, DType::q6_k, DType::q5_0, DType::iq4_nl};
+  const std::int64_t rows[] = {37, 16, 5, 21}, cols = 3 * 256;
+  std::vector<std::vector<std::byte>> bytes;
+  std::vector<kc::WeightView> w;
+  for (std::size_t i = 0; i < 4; ++i) {
+    const std::int64_t nb = cols / pensieve::model::dtype_block_elems(types[i]);
+    bytes.push_back(random_blocks(types[i], rows[i] * nb, 800 + unsigned(i)));
+    w.push_back({types[i], bytes.back().data(), rows[i], cols,
+                 pensieve::model::dtype_row_bytes(types[i], cols)});
+  }
+  for (std::int64_t n : {1, 3}) {
+    const auto x = random_floats(n * cols, 801);
+    for (std::size_t threads : {1, 2, 3}) {
+      kc::ThreadPool pool(threads, 0.0);
+      std::vector<std::vector<float>> got(4);
+      std::vector<kc::RowsView> y;
+      for (std::size_t i = 0; i < 4; ++i) {
+        got[i].assign(std::size_t(n * rows[i]), -1.0f);
+        y.push_back({got[i].data(), n, rows[i], rows[i]});
+      }
+      std::vector<float> scratch;
+      kc::matmul_many({}, kc::ConstRowsView(x.data(), n, cols, cols), w, y, pool, scratch);
+      for (std::size_t i = 0; i < 4; ++i) {
+        INFO(pensieve::model::dtype_name(types[i]) << ", tokens " << n << ", threads " << threads);
+        const Acts a = quantise(kc::act_quant_for(types[i]), x, n);
+        const kc::QuantDotFn ref = kc::quant_dot_fn(types[i], kc::QuantDotPath::portable);
+        const std::int64_t nb = cols / pensieve::model::dtype_block_elems(types[i]);
+        bool all_equal = true;
+        for (std::int64_t t = 0; t < n; ++t)
+          for (std::int64_t o = 0; o < rows[i]; ++o) {
+            const float want = ref(w[i].row(o), a.acts.row(t), nb);
+            all_equal = all_equal && same_bits(&want, &got[i][std::size_t(t * rows[i] + o)], 1);
+          }
+        CHECK(all_equal);
+      }
     }
   }
 }

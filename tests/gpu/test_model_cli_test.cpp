@@ -1,5 +1,6 @@
 // `pensieve-model make-test-model` and `inspect` on the command line: a model
 // that loads, and one-line reasons with a non-zero exit for bad arguments.
+#include "gpu/kernels/cpu/quant_dot.hpp"
 #include "gpu/model/gguf_loader.hpp"
 #include "gpu/model/model_loader.hpp"
 #include "tests/shared_data.hpp"
@@ -109,6 +110,21 @@ TEST_CASE("make-test-model --arch writes each architecture's file, and an unknow
                                " --vocab-from " + vocab.string());
   CHECK(qwen_window.status != 0);
   CHECK_THAT(qwen_window.text, Catch::Contains("--arch qwen3 has no sliding window"));
+}
+
+TEST_CASE("inspect --cpu names the kernel of every weight type on this CPU", "[gguf][quant_dot]") {
+  const auto out = run("inspect --cpu");
+  INFO(out.text);
+  REQUIRE(out.status == 0);
+  CHECK_THAT(out.text, Catch::Contains(std::string("best ") + pensieve::kernels::cpu::quant_dot_isa()));
+  namespace kc = pensieve::kernels::cpu;
+  for (DType t : {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl, DType::q2_k,
+                  DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k}) {
+    char line[128];
+    std::snprintf(line, sizeof line, "  %-7s %s (quant_dot, chosen at run time)", dtype_name(t),
+                  kc::quant_dot_path_name(kc::quant_dot_best_path(t)));
+    CHECK_THAT(out.text, Catch::Contains(line));
+  }
 }
 
 TEST_CASE("bad make-test-model and inspect arguments give one line and a non-zero exit", "[gguf]") {

@@ -1,9 +1,14 @@
-// pensieve-model inspect FILE|DIR: what a model is and what it needs.
+// pensieve-model inspect [--cpu] FILE|DIR: what a model is and what it
+// needs; --cpu: which matmul kernel each weight type runs on this CPU.
+#include "gpu/kernels/cpu/q8_matmul.hpp"
+#include "gpu/kernels/cpu/quant_dot.hpp"
 #include "gpu/model/model_loader.hpp"
 #include "tools/pensieve-model/commands.hpp"
 
 #include <cstdio>
+#include <cstring>
 #include <map>
+#include <set>
 #include <string>
 
 namespace pensieve::tools {
@@ -117,14 +122,68 @@ void print_tokenizer(const ModelWeights& w) {
   }
 }
 
+constexpr model::DType quantised_types[] = {
+    model::DType::q8_0, model::DType::q4_0, model::DType::q4_1, model::DType::q5_0,
+    model::DType::q5_1, model::DType::iq4_nl, model::DType::q2_k, model::DType::q3_k,
+    model::DType::q4_k, model::DType::q5_k, model::DType::q6_k,
+};
+
+// The kernel matmul (gpu/kernels/cpu/matmul.cpp) takes for a quantised type
+// with its default (quantised-activation) numerics on this CPU.
+std::string quant_kernel(model::DType t) {
+  namespace kc = kernels::cpu;
+  if (t == model::DType::q8_0 && kc::q8_vnni_available())
+    return "avx512-vnni tiles (q8_matmul, chosen at compile time)";
+  return std::string(kc::quant_dot_path_name(kc::quant_dot_best_path(t))) +
+         " (quant_dot, chosen at run time)";
+}
+
+// `used`: the weight types of the inspected model (marked), empty for none.
+void print_cpu(const std::set<model::DType>& used) {
+  namespace kc = kernels::cpu;
+  std::printf("cpu: quant dot paths: avx512-vnni %s, avx2 %s, portable yes; best %s\n",
+              kc::quant_dot_path_supported(kc::QuantDotPath::avx512) ? "yes" : "no",
+              kc::quant_dot_path_supported(kc::QuantDotPath::avx2) ? "yes" : "no",
+              kc::quant_dot_isa());
+  // The float kernels follow the build's -march (dot_tile.hpp), not the CPU.
+#if defined(__AVX512F__) && defined(__F16C__)
+  const char* float_kernel = "avx512 dot tiles (chosen at compile time)";
+#else
+  const char* float_kernel = "portable dot tiles (chosen at compile time)";
+#endif
+  for (model::DType t : {model::DType::f32, model::DType::f16, model::DType::bf16})
+    std::printf("  %-7s %s%s\n", model::dtype_name(t), float_kernel,
+                used.count(t) ? "  [in this model]" : "");
+  for (model::DType t : quantised_types)
+    std::printf("  %-7s %s%s\n", model::dtype_name(t), quant_kernel(t).c_str(),
+                used.count(t) ? "  [in this model]" : "");
+}
+
 }  // namespace
 
 int cmd_inspect(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "pensieve-model inspect: expected one FILE or DIR\n");
+  bool cpu = false;
+  const char* file = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--cpu") == 0) {
+      cpu = true;
+    } else if (!file) {
+      file = argv[i];
+    } else {
+      file = nullptr;
+      cpu = false;
+      break;
+    }
+  }
+  if (!file && (!cpu || argc != 2)) {
+    std::fprintf(stderr, "pensieve-model inspect: expected one FILE or DIR (or --cpu)\n");
     return 2;
   }
-  const std::filesystem::path path = argv[1];
+  if (!file) {
+    print_cpu({});
+    return 0;
+  }
+  const std::filesystem::path path = file;
   auto format = model::detect_model_format(path);
   if (!format) {
     std::fprintf(stderr, "pensieve-model inspect: %s\n", format.error().message.c_str());
@@ -139,6 +198,11 @@ int cmd_inspect(int argc, char** argv) {
   print_config(weights->config);
   print_tensors(*weights);
   print_tokenizer(*weights);
+  if (cpu) {
+    std::set<model::DType> used;
+    for (const Tensor* t : all_tensors(*weights)) used.insert(t->dtype);
+    print_cpu(used);
+  }
   return 0;
 }
 

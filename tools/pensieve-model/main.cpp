@@ -13,7 +13,7 @@ struct Command {
 };
 
 constexpr Command commands[] = {
-    {"inspect", pensieve::tools::cmd_inspect, "inspect FILE|DIR"},
+    {"inspect", pensieve::tools::cmd_inspect, "inspect [--cpu] FILE|DIR  |  inspect --cpu"},
     {"make-test-model", pensieve::tools::cmd_make_test_model,
      "make-test-model --out FILE.gguf --layers N --dim D --heads H --kv-heads K --ff F --vocab-from VOCAB.gguf "
      "[--arch llama|llama3|llama3.2|qwen3|mistral|phi3|gemma2|gemma3] [--head-dim N] [--sliding-window N] "

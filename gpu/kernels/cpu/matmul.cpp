@@ -295,12 +295,18 @@ void matmul_many(const MatmulParams& params, ConstRowsView x, std::span<const We
   // The integer paths quantise the activations per call (Q8_0 once for all its weights), and a
   // longer list than the layer's is not worth a special case: one call each.
   bool fused = w.size() <= max_weights, all_q8 = w.size() <= q8_max_weights;
+  bool all_quant = w.size() <= quant_max_weights;
   for (const WeightView& wi : w) {
     fused = fused && !integer_path(params, wi);
     all_q8 = all_q8 && wi.dtype == DType::q8_0 && integer_path(params, wi);
+    // quant_matmul's types (Q8_0 only where its VNNI tiles are not built).
+    all_quant = all_quant && integer_path(params, wi) &&
+                !(wi.dtype == DType::q8_0 && q8_vnni_available());
   }
   if (all_q8 && q8_vnni_available() && !params.round_activations_to_f16)
     return q8_matmul_many(x, w, y, pool, scratch);  // quantised once for all
+  if (all_quant && !params.round_activations_to_f16)
+    return quant_matmul_many(x, w, y, pool, scratch);  // once per activation format
   if (!fused) {
     for (std::size_t i = 0; i < w.size(); ++i) matmul(params, x, w[i], y[i], pool, scratch);
     return;

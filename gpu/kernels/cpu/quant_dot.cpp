@@ -209,21 +209,77 @@ bool cpu_has_avx2() {
 #endif
 }
 
+// What quant_dot_avx512.cpp's target attribute asks for.
+bool cpu_has_avx512_vnni() {
+#if defined(__x86_64__) || defined(__i386__)
+  return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+#else
+  return false;
+#endif
+}
+
+QuantDotFn vector_fn(DType t, QuantDotPath path) {
+  switch (path) {
+    case QuantDotPath::avx2:
+      return cpu_has_avx2() ? quant_dot_avx2_fn(t) : nullptr;
+    case QuantDotPath::avx512:
+      return cpu_has_avx512_vnni() ? quant_dot_avx512_fn(t) : nullptr;
+    case QuantDotPath::best:
+    case QuantDotPath::portable:
+      break;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
-QuantDotFn quant_dot_fn(DType t, QuantDotPath path) {
-  if (path == QuantDotPath::best && cpu_has_avx2()) {
-    if (QuantDotFn f = quant_dot_avx2_fn(t)) return f;
+bool quant_dot_path_supported(QuantDotPath path) {
+  switch (path) {
+    case QuantDotPath::avx2:
+      return cpu_has_avx2();
+    case QuantDotPath::avx512:
+      return cpu_has_avx512_vnni();
+    case QuantDotPath::best:
+    case QuantDotPath::portable:
+      break;
   }
-  return scalar_fn(t);
+  return true;
+}
+
+QuantDotPath quant_dot_best_path(DType t) {
+  for (QuantDotPath p : {QuantDotPath::avx512, QuantDotPath::avx2})
+    if (vector_fn(t, p)) return p;
+  return QuantDotPath::portable;
+}
+
+QuantDotFn quant_dot_fn(DType t, QuantDotPath path) {
+  if (path == QuantDotPath::best) path = quant_dot_best_path(t);
+  if (path == QuantDotPath::portable) return scalar_fn(t);
+  return vector_fn(t, path);
+}
+
+const char* quant_dot_path_name(QuantDotPath path) {
+  switch (path) {
+    case QuantDotPath::avx512:
+      return "avx512-vnni";
+    case QuantDotPath::avx2:
+      return "avx2";
+    case QuantDotPath::portable:
+      return "portable";
+    case QuantDotPath::best:
+      break;
+  }
+  return "best";
 }
 
 bool quant_dot_vectorised(DType t) {
-  return cpu_has_avx2() && quant_dot_avx2_fn(t) != nullptr;
+  return quant_dot_best_path(t) != QuantDotPath::portable;
 }
 
 const char* quant_dot_isa() {
-  return cpu_has_avx2() ? "avx2" : "portable";
+  return cpu_has_avx512_vnni() ? "avx512-vnni" : cpu_has_avx2() ? "avx2" : "portable";
 }
 
 }  // namespace pensieve::kernels::cpu

@@ -24,19 +24,30 @@
 namespace pensieve::kernels::cpu {
 
 enum class QuantDotPath : std::uint8_t {
-  best,      // the fastest the CPU running this has (AVX2 where present)
+  best,      // the fastest the CPU running this has: avx512, else avx2, else portable
   portable,  // the scalar reference
+  avx2,      // AVX2 + FMA (quant_dot_avx2.cpp)
+  avx512,    // AVX-512 F/BW/VL + VNNI (quant_dot_avx512.cpp)
 };
 
 // One weight row of n_blocks blocks against one quantised activation row.
 using QuantDotFn = float (*)(const std::byte* w_row, const QuantActRow& x, std::int64_t n_blocks);
 
-// The kernel for weight type t (quantised) on `path`.
+// Whether this CPU runs `path` (a run-time check of its features; best and
+// portable always).
+bool quant_dot_path_supported(QuantDotPath path);
+
+// The kernel for weight type t (quantised) on `path`: best resolves to the
+// first of avx512, avx2, portable the CPU supports. An explicit path the CPU
+// lacks gives null (the caller decides: the tests skip it).
 QuantDotFn quant_dot_fn(model::DType t, QuantDotPath path);
 
-// Whether quant_dot_fn(t, best) is vectorised on this CPU (a run-time check
-// of its features), and the name of the instruction set it uses.
+// The path quant_dot_fn(t, best) takes on this CPU, its name ("avx512-vnni",
+// "avx2", "portable"), and whether it is vectorised.
+QuantDotPath quant_dot_best_path(model::DType t);
+const char* quant_dot_path_name(QuantDotPath path);
 bool quant_dot_vectorised(model::DType t);
+// The instruction set of the best path on this CPU (the same for every type).
 const char* quant_dot_isa();
 
 // The scalar references (the definitions), one per type.
@@ -56,5 +67,10 @@ float quant_dot_q6_k(const std::byte* w, const QuantActRow& x, std::int64_t nb);
 // build's -march; call only where the CPU has them). Null where a type has
 // none yet.
 QuantDotFn quant_dot_avx2_fn(model::DType t);
+
+// The AVX-512 kernels (quant_dot_avx512.cpp, compiled for AVX-512 F/BW/VL +
+// VNNI whatever the -march; call only where the CPU has them). Null where a
+// type has none, or on a non-x86 build.
+QuantDotFn quant_dot_avx512_fn(model::DType t);
 
 }  // namespace pensieve::kernels::cpu

@@ -17,6 +17,11 @@ struct Acc {
 inline void block(Acc& a, float scale, std::int32_t isum) {
   a.acc = std::fma(scale, float(isum), a.acc);
 }
+// block() with isum already converted to F32 (a vector conversion rounds
+// as float(isum) does), for kernels that convert eight sums at once.
+inline void block_of_float(Acc& a, float scale, float isum) {
+  a.acc = std::fma(scale, isum, a.acc);
+}
 inline void mins(Acc& a, float scale, float value) {
   a.accm = std::fma(scale, value, a.accm);
 }

@@ -1,5 +1,7 @@
 #include "gpu/kernels/cpu/quant_matmul.hpp"
 
+#include "gpu/kernels/cpu/prefetch.hpp"
+
 #include <algorithm>
 #include <cassert>
 
@@ -11,27 +13,76 @@ namespace {
 // in the L1/L2 while every token passes over them.
 constexpr std::size_t row_grain = 16;
 
+constexpr std::int64_t prefetch_rows = 4;
+
+void prefetch_row(const WeightView& w, std::int64_t o) {
+  const std::byte* row = w.row(o);
+  for (std::size_t off = 0; off < w.row_bytes; off += 64) prefetch_l2(row + off);
+}
+
 }  // namespace
 
 void quant_matmul(ConstRowsView x, const WeightView& w, RowsView y, ThreadPool& pool,
                   std::vector<float>& scratch, QuantDotPath path) {
-  assert(x.cols == w.cols && y.cols == w.rows && y.rows == x.rows);
-  const QuantDotFn dot = quant_dot_fn(w.dtype, path);
-  const std::int64_t n_blocks = w.cols / model::dtype_block_elems(w.dtype);
-  const QuantActs acts = quantize_act_rows(act_quant_for(w.dtype), x, scratch);
+  quant_matmul_many(x, std::span(&w, 1), std::span(&y, 1), pool, scratch, path);
+}
+
+void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
+                       std::span<const RowsView> y, ThreadPool& pool, std::vector<float>& scratch,
+                       QuantDotPath path) {
+  assert(w.size() == y.size() && w.size() <= quant_max_weights);
+  QuantDotFn dot[quant_max_weights];
+  std::int64_t n_blocks[quant_max_weights];
+  // The quantised activations per format: scratch holds the first format's,
+  // `more` any other's (a mix of legacy and K-quant types, which the common
+  // files do not have).
+  std::vector<float> more[2];
+  ActQuant kinds[3];
+  QuantActs acts[3];
+  std::size_t n_kinds = 0, act_of[quant_max_weights];
+  // Row r of the concatenation is row r - first[i] of weight i; each
+  // weight's range starts on a whole grain, so a grain never straddles two.
+  std::size_t first[quant_max_weights + 1] = {0};
+  double cost = 0;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    assert(x.cols == w[i].cols && y[i].cols == w[i].rows && y[i].rows == x.rows);
+    dot[i] = quant_dot_fn(w[i].dtype, path);
+    assert(dot[i] && "quant_matmul: a path this CPU lacks");
+    n_blocks[i] = w[i].cols / model::dtype_block_elems(w[i].dtype);
+    const ActQuant kind = act_quant_for(w[i].dtype);
+    std::size_t k = 0;
+    while (k < n_kinds && kinds[k] != kind) ++k;
+    if (k == n_kinds) {
+      kinds[k] = kind;
+      acts[k] = quantize_act_rows(kind, x, k == 0 ? scratch : more[k - 1]);
+      ++n_kinds;
+    }
+    act_of[i] = k;
+    first[i + 1] = first[i] + (std::size_t(w[i].rows) + row_grain - 1) / row_grain * row_grain;
+    cost += double(x.rows) * double(w[i].rows) * double(w[i].cols);
+  }
   pool.parallel_for(
-      std::size_t(w.rows),
+      first[w.size()],
       [&](std::size_t begin, std::size_t end, std::size_t) {
-        for (auto o0 = std::int64_t(begin); o0 < std::int64_t(end); o0 += std::int64_t(row_grain)) {
-          const std::int64_t o1 = std::min(std::int64_t(end), o0 + std::int64_t(row_grain));
-          for (std::int64_t t = 0; t < x.rows; ++t) {
-            const QuantActRow xr = acts.row(t);
-            float* out = y.row(t);
-            for (std::int64_t o = o0; o < o1; ++o) out[o] = dot(w.row(o), xr, n_blocks);
+        for (std::size_t i = 0; i < w.size(); ++i) {
+          const auto b = std::int64_t(std::max(begin, first[i]) - first[i]);
+          const auto e = std::min(std::int64_t(std::min(end, first[i + 1]) - first[i]), w[i].rows);
+          for (std::int64_t o0 = b; o0 < e; o0 += std::int64_t(row_grain)) {
+            const std::int64_t o1 = std::min(e, o0 + std::int64_t(row_grain));
+            for (std::int64_t t = 0; t < x.rows; ++t) {
+              const QuantActRow xr = acts[act_of[i]].row(t);
+              float* out = y[i].row(t);
+              for (std::int64_t o = o0; o < o1; ++o) {
+                // The dots read one row at a time, a stream the hardware
+                // prefetchers pick up late: ask for a row a few ahead.
+                if (t == 0 && o + prefetch_rows < e) prefetch_row(w[i], o + prefetch_rows);
+                out[o] = dot[i](w[i].row(o), xr, n_blocks[i]);
+              }
+            }
           }
         }
       },
-      row_grain, double(x.rows) * double(w.rows) * double(w.cols));
+      row_grain, cost);
 }
 
 }  // namespace pensieve::kernels::cpu

@@ -8,13 +8,24 @@
 #include "gpu/kernels/cpu/quant_dot.hpp"
 #include "gpu/kernels/cpu/thread_pool.hpp"
 
+#include <span>
 #include <vector>
 
 namespace pensieve::kernels::cpu {
 
 // x: {n_tokens, w.cols}, w quantised {rows, cols}; y: {n_tokens, w.rows}.
-// scratch holds the quantised activations (caller-owned).
+// scratch holds the quantised activations (caller-owned). An explicit path
+// must be one the CPU runs (quant_dot_path_supported).
 void quant_matmul(ConstRowsView x, const WeightView& w, RowsView y, ThreadPool& pool,
                   std::vector<float>& scratch, QuantDotPath path = QuantDotPath::best);
+
+// The same for up to quant_max_weights weights (of any quantised types)
+// over the same activations in one pool dispatch: y[i] = x . w[i]^T, every
+// element as quant_matmul computes it. The activations are quantised once
+// per activation format (one for a K-quant mix such as Q4_K + Q6_K).
+constexpr std::size_t quant_max_weights = 4;
+void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
+                       std::span<const RowsView> y, ThreadPool& pool, std::vector<float>& scratch,
+                       QuantDotPath path = QuantDotPath::best);
 
 }  // namespace pensieve::kernels::cpu
