@@ -159,7 +159,7 @@ TierSizes tier_sizes(const EngineOptions& o, std::size_t block_bytes, bool host_
 // Starts the swap engine on the control thread, beside the scheduler, over
 // the worker's device pool and stream pool. Returns the disk tier's chunks.
 Result<std::int64_t> start_swap_engine(Engine::Impl& m, GpuWorker& gpu, const TierSizes& tiers) {
-  std::shared_ptr<ChunkStore> disk;
+  std::shared_ptr<DiskTier> disk;
   if (tiers.disk_bytes > 0) {
     if (m.options.kv_disk_dir.empty()) return fail("a disk KV tier needs a folder (--kv-disk-dir)");
     kv::KvPoolConfig layout = gpu.device_pool()->config();

@@ -119,7 +119,7 @@ Result<TierSizing> size_tiers(const std::vector<std::vector<std::string>>& conve
   s.device_blocks = std::int32_t(std::max<std::int64_t>(quarter, s.largest_blocks * 5 / 4 + 2));
   s.host_blocks = std::max(1, std::int32_t(double(s.device_blocks) * o.host_over_device));
   // A disk slot is a chunk plus a header block, rounded to header blocks
-  // (DiskChunkStore); no slack, so a budget below the total forces drops.
+  // (DiskTierFile); no slack, so a budget below the total forces drops.
   const std::int64_t header = 4096;
   const std::int64_t chunk_bytes = std::int64_t(s.kv_bytes_per_token) * o.block_tokens;
   const std::int64_t slot_bytes = (header + chunk_bytes + header - 1) / header * header;
