@@ -16,12 +16,19 @@ kv::BlockId as_block(DiskSlot s) { return kv::BlockId{s.value}; }
 
 }  // namespace
 
-KvTierCache::KvTierCache(TierLimits limits)
-    : limits_(limits),
-      device_(std::max(0, limits.num_blocks)),
-      host_(std::max(0, limits.host_slots)),
+KvTierCache::KvTierCache(KvCacheSizes sizes, KvCacheOptions options)
+    : sizes_(sizes),
+      options_(options),
+      policy_(options.eviction_policy, options.cost_model),
+      device_(std::max(0, sizes.num_blocks)),
+      host_(std::max(0, sizes.host_slots)),
       // The disk is reached through host slots: without a host tier it is unused.
-      disk_(limits.host_slots > 0 ? std::max(0, limits.disk_slots) : 0) {}
+      disk_(sizes.host_slots > 0 ? std::max(0, sizes.disk_slots) : 0) {}
+
+void KvTierCache::set_cost_model(const CostModel& cost) {
+  options_.cost_model = cost;
+  policy_ = EvictionPolicy(options_.eviction_policy, cost);
+}
 
 // --- entries -----------------------------------------------------------------
 
@@ -74,14 +81,14 @@ std::vector<ChunkView> KvTierCache::chunks(ConversationId conversation) const {
 }
 
 std::span<const std::int32_t> KvTierCache::chunk_tokens(const Entry& e, std::size_t index) const {
-  const std::size_t bt = std::size_t(limits_.block_tokens);
+  const std::size_t bt = std::size_t(sizes_.block_tokens);
   const std::size_t begin = std::min(e.tokens.size(), index * bt);
   const std::size_t end = std::min(e.tokens.size(), begin + bt);
   return std::span(e.tokens).subspan(begin, end - begin);
 }
 
 ChunkCandidate KvTierCache::candidate(ConversationId conversation, const Entry& e, std::size_t index) const {
-  const std::int64_t bt = limits_.block_tokens;
+  const std::int64_t bt = sizes_.block_tokens;
   const std::int64_t begin = std::int64_t(index) * bt;
   const std::int64_t end = std::min<std::int64_t>(std::int64_t(e.tokens.size()), begin + bt);
   return {conversation, std::int32_t(index), begin, end, e.last_active_ns, e.attached.has_value()};
@@ -237,7 +244,7 @@ void KvTierCache::transfers_done(const TransfersDone& done, std::vector<kv::Bloc
 // --- returning turns -----------------------------------------------------------
 
 void KvTierCache::truncate(Entry& e, std::int64_t keep, std::vector<kv::BlockId>& freed) {
-  const std::size_t bt = std::size_t(limits_.block_tokens);
+  const std::size_t bt = std::size_t(sizes_.block_tokens);
   const std::size_t keep_chunks = (std::size_t(keep) + bt - 1) / bt;
   while (e.chunks.size() > keep_chunks) {
     drop_all(e.chunks.back(), freed);
@@ -345,12 +352,12 @@ std::int32_t KvTierCache::blocks_to_materialize(ConversationId conversation) con
 }
 
 AttachedKv KvTierCache::materialize(ConversationId conversation, std::vector<kv::BlockId>& freed) {
-  AttachedKv out{kv::BlockTable(limits_.block_tokens)};
+  AttachedKv out{kv::BlockTable(sizes_.block_tokens)};
   auto it = entries_.find(conversation);
   if (it == entries_.end()) return out;
   Entry& e = it->second;
   assert(ready(conversation) && device_.free_blocks() >= blocks_to_materialize(conversation));
-  const std::int64_t bt = limits_.block_tokens;
+  const std::int64_t bt = sizes_.block_tokens;
   const std::size_t kept = kept_chunks(e.chunks);
   out.computed = std::min<std::int64_t>(std::int64_t(e.tokens.size()), std::int64_t(kept) * bt);
   std::vector<kv::BlockId> blocks;
@@ -379,7 +386,7 @@ AttachedKv KvTierCache::materialize(ConversationId conversation, std::vector<kv:
   stats_.recomputed_tokens += out.recompute_tokens;
   for (Chunk& c : e.chunks) drop_all(c, freed);
   entries_.erase(it);
-  out.table = kv::BlockTable::adopt(limits_.block_tokens, std::move(blocks), out.computed);
+  out.table = kv::BlockTable::adopt(sizes_.block_tokens, std::move(blocks), out.computed);
   return out;
 }
 

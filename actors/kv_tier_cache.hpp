@@ -24,6 +24,7 @@
 // kv_tier_room.cpp: which chunk leaves a tier, and ahead-of-time moves.)
 #include "actors/eviction_policy.hpp"
 #include "actors/ids.hpp"
+#include "actors/kv_cache_options.hpp"
 #include "actors/kv_transfers.hpp"
 #include "gpu/kv/block_allocator.hpp"
 #include "gpu/kv/block_table.hpp"
@@ -36,15 +37,6 @@
 #include <vector>
 
 namespace pensieve::actors {
-
-struct TierLimits {
-  std::int32_t num_blocks = 0;         // device
-  std::int32_t block_tokens = 32;
-  std::int32_t host_slots = 0;         // 0: no tiers
-  std::int32_t disk_slots = 0;         // needs a host tier
-  double swap_out_watermark = 0.25;    // keep this share of device blocks free or clean
-  EvictionPolicy policy;
-};
 
 enum class ChunkTier : std::uint8_t { device, host, disk, restoring, dropped };
 
@@ -111,10 +103,12 @@ class KvTierCache {
   // one is reported); none: nothing left to evict.
   enum class Room : std::uint8_t { freed, pending, spilling, waiting, none };
 
-  explicit KvTierCache(TierLimits limits);
+  KvTierCache(KvCacheSizes sizes, KvCacheOptions options);
 
-  bool tiered() const { return limits_.host_slots > 0; }
-  void set_policy(EvictionPolicy policy) { limits_.policy = policy; }
+  bool tiered() const { return sizes_.host_slots > 0; }
+  std::int32_t block_tokens() const { return sizes_.block_tokens; }
+  // Recalibrated recompute costs; they take effect at the next decision.
+  void set_cost_model(const CostModel& cost);
   kv::BlockAllocator& device() { return device_; }
   const kv::BlockAllocator& device() const { return device_; }
 
@@ -240,7 +234,9 @@ class KvTierCache {
   void note_dropped(const Entry& e);
   void release_device(kv::BlockId b, std::vector<kv::BlockId>& freed);
 
-  TierLimits limits_;
+  KvCacheSizes sizes_;
+  KvCacheOptions options_;
+  EvictionPolicy policy_;
   kv::BlockAllocator device_;
   kv::BlockAllocator host_;  // host slots, as block ids
   kv::BlockAllocator disk_;  // disk slots, as block ids

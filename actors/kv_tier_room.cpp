@@ -38,7 +38,7 @@ std::optional<KvTierCache::Pick> KvTierCache::coldest_where(std::int64_t now_ns,
     for (std::size_t i = 0; i < e.chunks.size(); ++i) {
       if (!pred(e.chunks[i])) continue;
       ChunkCandidate c = candidate(conversation, e, i);
-      if (!best || limits_.policy.leaves_before(c, best->candidate, now_ns)) best = Pick{&e, conversation, i, c};
+      if (!best || policy_.leaves_before(c, best->candidate, now_ns)) best = Pick{&e, conversation, i, c};
     }
   }
   return best;
@@ -67,7 +67,7 @@ std::optional<HostSlot> KvTierCache::take_host_slot(std::int64_t now_ns, HostNee
     return std::nullopt;
   };
   auto colder = [&](const Pick& p) {
-    return !for_chunk || limits_.policy.leaves_before(p.candidate, *for_chunk, now_ns);
+    return !for_chunk || policy_.leaves_before(p.candidate, *for_chunk, now_ns);
   };
   const auto clean_host = [](const Chunk& c) {
     return !c.device && c.host_valid() && c.disk_valid() && c.moving == Move::none;
@@ -131,7 +131,7 @@ std::optional<DiskSlot> KvTierCache::take_disk_slot(std::int64_t now_ns, const C
   auto p = coldest(now_ns, [](const Chunk& c) {
     return !c.device && !c.host && c.disk_valid() && c.moving == Move::none;
   });
-  if (!p || (leaving_after && !limits_.policy.leaves_before(p->candidate, *leaving_after, now_ns))) {
+  if (!p || (leaving_after && !policy_.leaves_before(p->candidate, *leaving_after, now_ns))) {
     return std::nullopt;
   }
   drop_disk(p->chunk());
@@ -193,7 +193,7 @@ KvTierCache::Room KvTierCache::make_device_room(std::int64_t now_ns, KvTransfers
     for (const auto& [conversation, e] : entries_) {
       if (e.attached || e.chunks.empty()) continue;
       ChunkCandidate c{conversation, 0, 0, std::int64_t(e.tokens.size()), e.last_active_ns, false};
-      if (!victim || limits_.policy.leaves_before(c, victim->second, now_ns)) victim.emplace(conversation, c);
+      if (!victim || policy_.leaves_before(c, victim->second, now_ns)) victim.emplace(conversation, c);
     }
     if (!victim) return Room::none;
     const Entry& gone = entries_.at(victim->first);
@@ -212,7 +212,7 @@ KvTierCache::Room KvTierCache::make_device_room(std::int64_t now_ns, KvTransfers
   }
   auto p = device_victim(now_ns, Copy::none, spare);
   auto copying = device_victim(now_ns, Copy::copying, spare);
-  if (copying && (!p || limits_.policy.leaves_before(copying->candidate, p->candidate, now_ns))) p = copying;
+  if (copying && (!p || policy_.leaves_before(copying->candidate, p->candidate, now_ns))) p = copying;
   if (!p) return Room::none;
   Chunk& c = p->chunk();
   if (c.moving == Move::swap_out) {  // already being copied out ahead of time
@@ -279,7 +279,7 @@ void KvTierCache::ahead_of_time(std::int64_t now_ns, KvTransfers& out) {
   // Host -> disk first: a spilled chunk keeps its host copy until the slot
   // is needed, so the device -> host moves below find clean host slots.
   if (disk_.num_blocks() > 0) {
-    const std::int32_t target = share_of(limits_.swap_out_watermark, host_.num_blocks());
+    const std::int32_t target = share_of(options_.swap_out_watermark, host_.num_blocks());
     for (std::int32_t have = host_.free_blocks() + clean_host; have < target; ++have) {
       auto p = coldest(now_ns, [](const Chunk& c) {
         return !c.device && c.host_valid() && !c.disk && !c.spill_failed && c.moving == Move::none;
@@ -291,7 +291,7 @@ void KvTierCache::ahead_of_time(std::int64_t now_ns, KvTransfers& out) {
     }
   }
   // Device -> host: keep the watermark's share of blocks free or clean.
-  const std::int32_t target = share_of(limits_.swap_out_watermark, device_.num_blocks());
+  const std::int32_t target = share_of(options_.swap_out_watermark, device_.num_blocks());
   for (std::int32_t have = device_.free_blocks() + clean; have < target; ++have) {
     auto p = coldest(now_ns, [](const Chunk& c) { return c.device && !c.host && c.moving == Move::none; });
     if (!p) break;

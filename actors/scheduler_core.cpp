@@ -13,35 +13,25 @@ std::int64_t blocks_for(std::int64_t tokens, std::int32_t block_tokens) {
   return (tokens + block_tokens - 1) / block_tokens;
 }
 
-TierLimits tier_limits(const SchedulerLimits& l) {
-  TierLimits t;
-  t.num_blocks = l.num_blocks;
-  t.block_tokens = l.block_tokens;
-  t.host_slots = l.host_slots;
-  t.disk_slots = l.disk_slots;
-  t.swap_out_watermark = l.swap_out_watermark;
-  t.policy = EvictionPolicy(l.eviction_policy, l.cost_model);
-  return t;
-}
-
 }  // namespace
 
-SchedulerCore::SchedulerCore(SchedulerLimits limits) : limits_(limits), tiers_(tier_limits(limits)) {
-  assert(limits_.block_tokens > 0 && limits_.max_batch_tokens > 0 && limits_.max_running > 0);
+SchedulerCore::SchedulerCore(SchedulerOptions options, KvCacheSizes kv_sizes, KvCacheOptions kv_options)
+    : options_(options), tiers_(kv_sizes, kv_options) {
+  assert(kv_sizes.block_tokens > 0 && options_.max_batch_tokens > 0 && options_.max_running > 0);
 }
 
 AdmitStatus SchedulerCore::admit(TurnSpec spec, std::int64_t now_ns) {
   (void)now_ns;
-  if (std::int64_t(waiting_.size() + running_.size()) >= limits_.max_admitted) {
+  if (std::int64_t(waiting_.size() + running_.size()) >= options_.max_admitted) {
     ++stats_.refused_overloaded;
     return AdmitStatus::overloaded;
   }
   const std::int64_t need = std::int64_t(spec.tokens.size()) + std::max(0, spec.sampling.max_tokens);
-  if (spec.tokens.empty() || blocks_for(need, limits_.block_tokens) > limits_.num_blocks) {
+  if (spec.tokens.empty() || blocks_for(need, tiers_.block_tokens()) > tiers_.device().num_blocks()) {
     return AdmitStatus::too_large;
   }
   auto seq = std::make_unique<Sequence>(Sequence{std::move(spec), next_arrival_++, 0,
-                                                 kv::BlockTable(limits_.block_tokens)});
+                                                 kv::BlockTable(tiers_.block_tokens())});
   waiting_.push_back(std::move(seq));
   return AdmitStatus::admitted;
 }
@@ -61,10 +51,7 @@ void SchedulerCore::drop_conversation(ConversationId conversation) {
 
 void SchedulerCore::transfers_done(const TransfersDone& done) { tiers_.transfers_done(done, freed_since_plan_); }
 
-void SchedulerCore::set_cost_model(const CostModel& cost) {
-  limits_.cost_model = cost;
-  tiers_.set_policy(EvictionPolicy(limits_.eviction_policy, cost));
-}
+void SchedulerCore::set_cost_model(const CostModel& cost) { tiers_.set_cost_model(cost); }
 
 std::optional<std::vector<std::int32_t>> SchedulerCore::cached_tokens(ConversationId conversation) const {
   return tiers_.tokens(conversation);
@@ -119,11 +106,11 @@ SchedulerCore::KvReady SchedulerCore::attach_kv(Sequence& seq, std::int64_t budg
 // With a host tier, a new turn leaves decode_reserve of the device for the
 // running decodes (counting what idle chunks could give up).
 bool SchedulerCore::within_decode_reserve(const Sequence& seq, std::int32_t need, std::int64_t budget) const {
-  if (!tiers_.tiered() || running_.empty() || limits_.decode_reserve <= 0.0) return true;
+  if (!tiers_.tiered() || running_.empty() || options_.decode_reserve <= 0.0) return true;
   const std::int64_t cached = tiers_.cached_token_count(seq.spec.conversation);
   const std::int64_t first = std::min<std::int64_t>(budget, std::int64_t(seq.spec.tokens.size()) - cached);
-  const std::int64_t total = need + blocks_for(cached + first, limits_.block_tokens) - blocks_for(cached, limits_.block_tokens);
-  const auto reserve = std::int64_t(std::ceil(limits_.decode_reserve * double(limits_.num_blocks)));
+  const std::int64_t total = need + blocks_for(cached + first, tiers_.block_tokens()) - blocks_for(cached, tiers_.block_tokens());
+  const auto reserve = std::int64_t(std::ceil(options_.decode_reserve * double(tiers_.device().num_blocks())));
   const std::int64_t available =
       tiers_.device().free_blocks() + tiers_.reclaimable_device_blocks(seq.spec.conversation);
   return available - total >= reserve;
@@ -161,7 +148,7 @@ bool SchedulerCore::preempt_latest(const Sequence& keep, std::int64_t now_ns, It
                                      [&](const PlannedSequence& p) { return p.turn == s.spec.turn; });
     if (planned) continue;
     // Swapped-in chunks not yet planned have no KV in their blocks yet.
-    const bool keep_kv = tiers_.tiered() && s.swap_in.empty() && s.spec.keep_kv && limits_.keep_kv;
+    const bool keep_kv = tiers_.tiered() && s.swap_in.empty() && s.spec.keep_kv && options_.keep_kv;
     if (keep_kv) {
       if (!s.holes.empty()) {
         s.computed = s.holes.front().first;  // only what precedes the first unfilled range is valid
@@ -170,7 +157,7 @@ bool SchedulerCore::preempt_latest(const Sequence& keep, std::int64_t now_ns, It
       }
       if (s.computed > 0) {
         tiers_.put(s.spec.conversation, std::span(s.spec.tokens).first(std::size_t(s.computed)),
-                   std::exchange(s.table, kv::BlockTable(limits_.block_tokens)), now_ns, freed_since_plan_);
+                   std::exchange(s.table, kv::BlockTable(tiers_.block_tokens())), now_ns, freed_since_plan_);
       }
     }
     release(s.table, &freed_since_plan_);
@@ -278,7 +265,7 @@ void SchedulerCore::finish(Sequence& seq, model::FinishReason reason, std::int64
     freed_since_plan_.insert(freed_since_plan_.end(), gone.begin(), gone.end());
     seq.holes.clear();
   }
-  if (limits_.keep_kv && seq.spec.keep_kv && seq.computed > 0) {
+  if (options_.keep_kv && seq.spec.keep_kv && seq.computed > 0) {
     tiers_.put(seq.spec.conversation, std::span(seq.spec.tokens).first(std::size_t(seq.computed)),
                std::move(seq.table), now_ns, freed_since_plan_);
   } else {
@@ -308,7 +295,7 @@ void SchedulerCore::prefetch_waiting_kv(std::int64_t now_ns, IterationPlan& plan
 // restores are under way lets later ones pass.
 void SchedulerCore::admit_waiting(std::int64_t& budget, std::int64_t now_ns, IterationPlan& plan,
                                   std::vector<TurnUpdate>& events) {
-  for (std::size_t i = 0; budget > 0 && i < waiting_.size() && std::int32_t(running_.size()) < limits_.max_running;) {
+  for (std::size_t i = 0; budget > 0 && i < waiting_.size() && std::int32_t(running_.size()) < options_.max_running;) {
     Sequence& s = *waiting_[i];
     const KvReady kv = attach_kv(s, budget, now_ns, plan);
     if (kv == KvReady::later) {
@@ -345,7 +332,7 @@ IterationPlan SchedulerCore::plan(std::int64_t now_ns, std::vector<TurnUpdate>& 
     }
   }
   prefetch_waiting_kv(now_ns, plan);
-  std::int64_t budget = limits_.max_batch_tokens;
+  std::int64_t budget = options_.max_batch_tokens;
   // Decodes first: a running sequence never waits behind a prefill.
   for (std::size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence& s = *running_[i];

@@ -23,8 +23,10 @@
 // Owned by the scheduler actor; used on its thread only.
 #include "actors/eviction_policy.hpp"
 #include "actors/ids.hpp"
+#include "actors/kv_cache_options.hpp"
 #include "actors/kv_tier_cache.hpp"
 #include "actors/kv_transfers.hpp"
+#include "actors/scheduler_options.hpp"
 #include "actors/turn.hpp"
 #include "gpu/kv/block_allocator.hpp"
 #include "gpu/kv/block_table.hpp"
@@ -41,27 +43,6 @@
 #include <vector>
 
 namespace pensieve::actors {
-
-struct SchedulerLimits {
-  std::int32_t max_batch_tokens = 512;  // tokens per iteration, decode and prefill
-  std::int32_t max_running = 64;        // sequences holding KV and running at once
-  std::int32_t max_admitted = 256;      // turns waiting or running; beyond: overloaded
-  std::int32_t num_blocks = 0;          // device KV blocks
-  std::int32_t block_tokens = 32;
-  bool keep_kv = true;                  // false: --no-state, drop KV when a turn ends
-  // Tiers. host_slots == 0: device only (whole conversations dropped).
-  std::int32_t host_slots = 0;          // host KV chunks
-  std::int32_t disk_slots = 0;          // disk KV chunks (used only with a host tier)
-  EvictionPolicyKind eviction_policy = EvictionPolicyKind::cost_aware;
-  CostModel cost_model;                 // the engine may calibrate it (CostModel::fit)
-  // Below this share of free (or clean) device blocks, idle chunks are
-  // copied to the host ahead of time; also the host's share kept free by
-  // spilling to disk.
-  double swap_out_watermark = 0.25;
-  // With a host tier and something running, a new turn is admitted only if
-  // this share of device blocks stays free or reclaimable for decodes.
-  double decode_reserve = 0.10;
-};
 
 // A turn as the scheduler sees it: the conversation's whole token history,
 // the new prompt last. The core computes only what its KV does not cover.
@@ -141,7 +122,9 @@ struct SchedulerStats {
 
 class SchedulerCore {
  public:
-  explicit SchedulerCore(SchedulerLimits limits);
+  // The KV cache (its sizes and options) is the core's: the scheduler asks
+  // it for blocks and acts on its answers.
+  SchedulerCore(SchedulerOptions options, KvCacheSizes kv_sizes, KvCacheOptions kv_options = {});
 
   // Queues a turn (FCFS). Refuses it when max_admitted turns are in the
   // system, or when it could never fit the KV pool alone.
@@ -223,7 +206,7 @@ class SchedulerCore {
   PlannedSequence chunk(Sequence& seq, std::int64_t start, std::int64_t n) const;
   Sequence* find_running(TurnId turn);
 
-  SchedulerLimits limits_;
+  SchedulerOptions options_;
   KvTierCache tiers_;
   std::deque<std::unique_ptr<Sequence>> waiting_;  // by arrival
   std::vector<std::unique_ptr<Sequence>> running_;  // by arrival
