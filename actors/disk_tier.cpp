@@ -1,6 +1,7 @@
+// The io_uring disk tier: DiskTier over one kv::DiskTierFile.
 #include "actors/disk_tier.hpp"
 
-#include "gpu/kv/disk_chunk_store.hpp"
+#include "gpu/kv/disk_tier_file.hpp"
 
 namespace pensieve::actors {
 
@@ -8,43 +9,43 @@ namespace asio = boost::asio;
 
 namespace {
 
-class DiskTier final : public ChunkStore {
+class FileDiskTier final : public DiskTier {
  public:
-  explicit DiskTier(std::unique_ptr<kv::DiskChunkStore> store) : store_(std::move(store)) {}
+  explicit FileDiskTier(std::unique_ptr<kv::DiskTierFile> file) : file_(std::move(file)) {}
 
-  std::int64_t slots() const override { return store_->slot_count(); }
+  std::int64_t slots() const override { return file_->slot_count(); }
 
   asio::awaitable<Result<void>> write(DiskSlot slot, const kv::KvPool& host, HostSlot from,
                                       std::span<const std::int32_t> tokens) override {
-    auto r = co_await store_->write(kv::DiskSlot{slot.value}, host, kv::BlockId{from.value}, tokens);
+    auto r = co_await file_->write(slot, host, kv::BlockId{from.value}, tokens);
     if (!r) co_return fail(r.error().message);
     co_return Result<void>{};
   }
 
   asio::awaitable<Result<ChunkReadStatus>> read(DiskSlot slot, kv::KvPool& host, HostSlot to,
                                                 std::span<const std::int32_t> tokens) override {
-    auto r = co_await store_->read(kv::DiskSlot{slot.value}, host, kv::BlockId{to.value}, tokens);
+    auto r = co_await file_->read(slot, host, kv::BlockId{to.value}, tokens);
     if (r) co_return ChunkReadStatus::ok;
     if (r.error().unusable_chunk()) co_return ChunkReadStatus::corrupt;
     co_return fail(r.error().message);
   }
 
  private:
-  std::unique_ptr<kv::DiskChunkStore> store_;
+  std::unique_ptr<kv::DiskTierFile> file_;
 };
 
 }  // namespace
 
-Result<std::shared_ptr<ChunkStore>> open_disk_tier(const asio::any_io_executor& executor, const std::string& dir,
-                                                   std::uint64_t budget_bytes, const kv::KvPoolConfig& host) {
+Result<std::shared_ptr<DiskTier>> open_disk_tier(const asio::any_io_executor& executor, const std::string& dir,
+                                                 std::uint64_t budget_bytes, const kv::KvPoolConfig& host) {
   auto ring = rt::IoRing::create(executor);
   if (!ring) return ring.error();
-  kv::DiskChunkStoreConfig config = kv::disk_layout_of(host);
+  kv::DiskTierFileConfig config = kv::disk_layout_of(host);
   config.dir = dir;
   config.budget_bytes = budget_bytes;
-  auto store = kv::DiskChunkStore::open(std::move(*ring), std::move(config));
+  auto store = kv::DiskTierFile::open(std::move(*ring), std::move(config));
   if (!store) return store.error();
-  return std::shared_ptr<ChunkStore>(std::make_shared<DiskTier>(std::move(*store)));
+  return std::shared_ptr<DiskTier>(std::make_shared<FileDiskTier>(std::move(*store)));
 }
 
 }  // namespace pensieve::actors

@@ -146,7 +146,7 @@ struct TierSizes {
 // turns the tier off where it has none; an explicit size is then an error).
 TierSizes tier_sizes(const EngineOptions& o, std::size_t block_bytes, bool host_pool) {
   TierSizes t;
-  if (!o.stateful) return t;  // --no-state keeps nothing to move
+  if (!o.scheduler.keep_kv) return t;  // --no-state keeps nothing to move
   const bool automatic = o.kv_host_blocks <= 0 && o.kv_host_mb == kAutoKvHostMb;
   if (automatic && !host_pool) return t;
   const std::int64_t host_mb = automatic ? default_kv_host_mb() : std::max<std::int64_t>(o.kv_host_mb, 0);
@@ -161,7 +161,7 @@ TierSizes tier_sizes(const EngineOptions& o, std::size_t block_bytes, bool host_
 // Starts the swap engine on the control thread, beside the scheduler, over
 // the worker's device pool and stream pool. Returns the disk tier's chunks.
 Result<std::int64_t> start_swap_engine(Engine::Impl& m, GpuWorker& gpu, const TierSizes& tiers) {
-  std::shared_ptr<ChunkStore> disk;
+  std::shared_ptr<DiskTier> disk;
   if (tiers.disk_bytes > 0) {
     if (m.options.kv_disk_dir.empty()) return fail("a disk KV tier needs a folder (--kv-disk-dir)");
     kv::KvPoolConfig layout = gpu.device_pool()->config();
@@ -202,8 +202,9 @@ Engine::~Engine() { impl_->shutdown(); }
 
 Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, EngineOptions options) {
   if (!weights.tokenizer) return fail("the model has no tokenizer; a chat server needs one");
-  if (options.max_batch_tokens <= 0 || options.max_running <= 0 || options.max_queued_turns <= 0 ||
-      options.kv_block_tokens <= 0 || options.kv_cache_mb <= 0 || options.scheduler_mailbox_messages <= 0) {
+  const SchedulerOptions& so = options.scheduler;
+  if (so.max_batch_tokens <= 0 || so.max_running <= 0 || so.max_admitted <= 0 || options.kv_block_tokens <= 0 ||
+      options.kv_cache_mb <= 0 || options.scheduler_mailbox_messages <= 0) {
     return fail("engine options: batch tokens, running and queued turns, block tokens, KV size and the "
                 "scheduler's mailbox must be positive");
   }
@@ -224,7 +225,7 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   fo.kv_dtype = options.kv_dtype;
   fo.kv_budget_bytes = std::size_t(options.kv_cache_mb) << 20;
   fo.num_blocks = options.kv_device_blocks;
-  fo.max_batch_tokens = options.max_batch_tokens;
+  fo.max_batch_tokens = options.scheduler.max_batch_tokens;
   auto forward = backend::make_paged_forward(std::move(weights), fo);
   if (!forward) return forward.error();
   const kv::KvPoolConfig pool = (*forward)->pool_config();
@@ -261,17 +262,12 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
                                            {.name = "gpu worker", .mailbox_capacity = 4, .tracer = m.options.tracer});
   SchedulerConfig sc;
   sc.swap = m.swap;
-  sc.limits.host_slots = tiers.host_slots;
-  sc.limits.disk_slots = std::int32_t(std::min<std::int64_t>(disk_slots, 1 << 30));
-  sc.limits.eviction_policy = m.options.eviction_policy;
-  sc.limits.swap_out_watermark = m.options.swap_out_watermark;
-  sc.limits.decode_reserve = m.options.decode_reserve;
-  sc.limits.max_batch_tokens = m.options.max_batch_tokens;
-  sc.limits.max_running = m.options.max_running;
-  sc.limits.max_admitted = m.options.max_queued_turns;
-  sc.limits.num_blocks = pool.num_blocks;
-  sc.limits.block_tokens = m.options.kv_block_tokens;
-  sc.limits.keep_kv = m.options.stateful;
+  sc.options = m.options.scheduler;
+  sc.kv_cache = m.options.kv_cache;
+  sc.kv_sizes.num_blocks = pool.num_blocks;
+  sc.kv_sizes.block_tokens = m.options.kv_block_tokens;
+  sc.kv_sizes.host_slots = tiers.host_slots;
+  sc.kv_sizes.disk_slots = std::int32_t(std::min<std::int64_t>(disk_slots, 1 << 30));
   sc.tracer = m.options.tracer;
   sc.on_iteration = m.options.on_iteration;
   sc.mailbox_messages = std::size_t(m.options.scheduler_mailbox_messages);

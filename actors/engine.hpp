@@ -17,8 +17,8 @@
 // path: a conversation actor, then the scheduler.
 //
 // Stateful (default): a conversation's KV cache outlives its turns, so the
-// next turn computes only its new tokens. options.stateful = false is the
-// --no-state baseline: every turn recomputes the whole history, through the
+// next turn computes only its new tokens. options.scheduler.keep_kv = false
+// is the --no-state baseline: every turn recomputes the whole history, through the
 // same code path, and gives the same tokens.
 //
 // Thread-safe: every method may be called from any thread. Turn streams
@@ -26,6 +26,8 @@
 // the engine (the engine's threads complete operations on it until the
 // destructor has joined them).
 #include "actors/conversation.hpp"
+#include "actors/kv_cache_options.hpp"
+#include "actors/scheduler_options.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "actors/swap_protocol.hpp"
 #include "actors/turn.hpp"
@@ -65,10 +67,11 @@ struct EngineOptions {
   int compute_nice = 0;
   // --chat-template: a built-in's name or a Jinja file; empty: the model's own.
   std::string chat_template;
-  bool stateful = true;        // false: --no-state
-  std::int32_t max_batch_tokens = 512;
-  std::int32_t max_running = 64;
-  std::int32_t max_queued_turns = 256;  // turns waiting or running; beyond: overloaded
+  // The scheduler's and the KV cache's own options, handed to them whole
+  // (keep_kv = false: --no-state; max_batch_tokens also sizes the forward
+  // pass's buffers).
+  SchedulerOptions scheduler;
+  KvCacheOptions kv_cache;
   // Stored conversations one tenant may have (--max-conversations-per-tenant);
   // creating one more is refused (rate_limited). 0: no limit.
   std::int32_t max_conversations_per_tenant = 0;
@@ -94,9 +97,6 @@ struct EngineOptions {
   std::int32_t kv_device_blocks = 0;
   std::int32_t kv_host_blocks = 0;
   std::int64_t kv_disk_bytes = 0;
-  EvictionPolicyKind eviction_policy = EvictionPolicyKind::cost_aware;
-  double swap_out_watermark = 0.25;  // copy idle chunks to host below this free share
-  double decode_reserve = 0.10;      // device share kept for running decodes
   bool gather_copies = true;         // merge copies of adjacent chunks
   // Durable conversation history (invariant 4): a journal in this folder
   // that every acknowledged turn is fsynced to, replayed by the next Engine

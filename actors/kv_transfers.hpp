@@ -7,23 +7,18 @@
 //
 // A chunk (one KV block) is identified on each tier by its slot there: a
 // device BlockId, a host slot in the host KvPool, a disk slot in the disk
-// chunk store. Every transfer moves every layer of one chunk, K and V.
+// tier's file (the slot types: gpu/kv/tier_slots.hpp). Every transfer moves
+// every layer of one chunk, K and V.
 #include "gpu/kv/block_id.hpp"
+#include "gpu/kv/tier_slots.hpp"
 
 #include <cstdint>
 #include <vector>
 
 namespace pensieve::actors {
 
-struct HostSlot {
-  std::uint32_t value = 0;
-  friend constexpr auto operator<=>(HostSlot, HostSlot) = default;
-};
-
-struct DiskSlot {
-  std::uint32_t value = 0;
-  friend constexpr auto operator<=>(DiskSlot, DiskSlot) = default;
-};
+using kv::DiskSlot;
+using kv::HostSlot;
 
 // Device <-> host, one chunk.
 struct DeviceHostCopy {

@@ -28,7 +28,7 @@ std::int64_t now_ns() {
 
 struct Scheduler::State {
   State(const asio::any_io_executor& ex, SchedulerConfig c, rt::ActorRef<GpuWorkerMsg> w)
-      : core(c.limits), config(std::move(c)), worker(std::move(w)), wake(ex), loop_done(ex) {
+      : core(c.options, c.kv_sizes, c.kv_cache), config(std::move(c)), worker(std::move(w)), wake(ex), loop_done(ex) {
     wake.expires_at(asio::steady_timer::time_point::max());
     loop_done.expires_at(asio::steady_timer::time_point::max());
   }

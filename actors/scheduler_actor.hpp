@@ -37,7 +37,9 @@ struct IterationRecord {
 };
 
 struct SchedulerConfig {
-  SchedulerLimits limits;
+  SchedulerOptions options;
+  KvCacheSizes kv_sizes;
+  KvCacheOptions kv_cache;
   rt::Tracer* tracer = nullptr;
   // Executes each plan's tier moves; its reports come back as
   // TransfersFinished. Null: no tiers (plans must carry no transfers).

@@ -13,35 +13,25 @@ std::int64_t blocks_for(std::int64_t tokens, std::int32_t block_tokens) {
   return (tokens + block_tokens - 1) / block_tokens;
 }
 
-TierLimits tier_limits(const SchedulerLimits& l) {
-  TierLimits t;
-  t.num_blocks = l.num_blocks;
-  t.block_tokens = l.block_tokens;
-  t.host_slots = l.host_slots;
-  t.disk_slots = l.disk_slots;
-  t.swap_out_watermark = l.swap_out_watermark;
-  t.policy = EvictionPolicy(l.eviction_policy, l.cost_model);
-  return t;
-}
-
 }  // namespace
 
-SchedulerCore::SchedulerCore(SchedulerLimits limits) : limits_(limits), tiers_(tier_limits(limits)) {
-  assert(limits_.block_tokens > 0 && limits_.max_batch_tokens > 0 && limits_.max_running > 0);
+SchedulerCore::SchedulerCore(SchedulerOptions options, KvCacheSizes kv_sizes, KvCacheOptions kv_options)
+    : options_(options), kv_(kv_sizes, kv_options) {
+  assert(kv_sizes.block_tokens > 0 && options_.max_batch_tokens > 0 && options_.max_running > 0);
 }
 
 AdmitStatus SchedulerCore::admit(TurnSpec spec, std::int64_t now_ns) {
   (void)now_ns;
-  if (std::int64_t(waiting_.size() + running_.size()) >= limits_.max_admitted) {
+  if (std::int64_t(waiting_.size() + running_.size()) >= options_.max_admitted) {
     ++stats_.refused_overloaded;
     return AdmitStatus::overloaded;
   }
   const std::int64_t need = std::int64_t(spec.tokens.size()) + std::max(0, spec.sampling.max_tokens);
-  if (spec.tokens.empty() || blocks_for(need, limits_.block_tokens) > limits_.num_blocks) {
+  if (spec.tokens.empty() || blocks_for(need, kv_.block_tokens()) > kv_.device_blocks()) {
     return AdmitStatus::too_large;
   }
   auto seq = std::make_unique<Sequence>(Sequence{std::move(spec), next_arrival_++, 0,
-                                                 kv::BlockTable(limits_.block_tokens)});
+                                                 kv::BlockTable(kv_.block_tokens())});
   waiting_.push_back(std::move(seq));
   return AdmitStatus::admitted;
 }
@@ -56,27 +46,21 @@ void SchedulerCore::drop_conversation(ConversationId conversation) {
   for (auto& s : waiting_) {
     if (s->spec.conversation == conversation) s->spec.keep_kv = false;
   }
-  tiers_.forget(conversation, freed_since_plan_);
+  kv_.forget(conversation, freed_since_plan_);
 }
 
-void SchedulerCore::transfers_done(const TransfersDone& done) { tiers_.transfers_done(done, freed_since_plan_); }
+void SchedulerCore::transfers_done(const TransfersDone& done) { kv_.transfers_done(done, freed_since_plan_); }
 
-void SchedulerCore::set_cost_model(const CostModel& cost) {
-  limits_.cost_model = cost;
-  tiers_.set_policy(EvictionPolicy(limits_.eviction_policy, cost));
-}
+void SchedulerCore::set_cost_model(const CostModel& cost) { kv_.set_cost_model(cost); }
 
 std::optional<std::vector<std::int32_t>> SchedulerCore::cached_tokens(ConversationId conversation) const {
-  return tiers_.tokens(conversation);
+  return kv_.tokens(conversation);
 }
 
-void SchedulerCore::release(kv::BlockTable& table, std::vector<kv::BlockId>* freed) {
-  auto gone = table.release(tiers_.device());
-  if (freed) freed->insert(freed->end(), gone.begin(), gone.end());
-}
+void SchedulerCore::release(kv::BlockTable& table) { kv_.truncate(table, 0, freed_since_plan_); }
 
 void SchedulerCore::release_swap_in(Sequence& seq) {
-  for (const DeviceHostCopy& c : seq.swap_in) tiers_.release_host(c.host);
+  for (const DeviceHostCopy& c : seq.swap_in) kv_.release_host(c.host);
   seq.swap_in.clear();
 }
 
@@ -96,18 +80,18 @@ SchedulerCore::KvReady SchedulerCore::attach_kv(Sequence& seq, std::int64_t budg
   if (!seq.attached) {
     seq.attached = true;
     if (seq.computed == 0 && seq.table.num_tokens() == 0) {
-      tiers_.attach(conversation, seq.spec.turn, seq.spec.tokens, now_ns, plan.transfers, freed_since_plan_);
+      kv_.attach(conversation, seq.spec.turn, seq.spec.tokens, now_ns, plan.transfers, freed_since_plan_);
     }
   }
-  const bool cached = tiers_.attached_to(conversation, seq.spec.turn);
-  if (cached && !tiers_.ready(conversation)) return KvReady::later;
-  const std::int32_t need = cached ? tiers_.blocks_to_materialize(conversation) : 0;
+  const bool cached = kv_.attached_to(conversation, seq.spec.turn);
+  if (cached && !kv_.ready(conversation)) return KvReady::later;
+  const std::int32_t need = cached ? kv_.blocks_to_materialize(conversation) : 0;
   if (!within_decode_reserve(seq, need, budget)) return KvReady::no_room;
   if (!cached) return KvReady::ready;
-  while (need > tiers_.device().free_blocks()) {
+  while (need > kv_.free_device_blocks()) {
     if (!make_room_step(seq, need, now_ns, plan)) return KvReady::no_room;
   }
-  AttachedKv kv = tiers_.materialize(conversation, freed_since_plan_);
+  AttachedKv kv = kv_.materialize(conversation, freed_since_plan_);
   seq.table = std::move(kv.table);
   seq.computed = kv.computed;
   seq.holes = std::move(kv.holes);
@@ -119,13 +103,13 @@ SchedulerCore::KvReady SchedulerCore::attach_kv(Sequence& seq, std::int64_t budg
 // With a host tier, a new turn leaves decode_reserve of the device for the
 // running decodes (counting what idle chunks could give up).
 bool SchedulerCore::within_decode_reserve(const Sequence& seq, std::int32_t need, std::int64_t budget) const {
-  if (!tiers_.tiered() || running_.empty() || limits_.decode_reserve <= 0.0) return true;
-  const std::int64_t cached = tiers_.cached_token_count(seq.spec.conversation);
+  if (!kv_.tiered() || running_.empty() || options_.decode_reserve <= 0.0) return true;
+  const std::int64_t cached = kv_.cached_token_count(seq.spec.conversation);
   const std::int64_t first = std::min<std::int64_t>(budget, std::int64_t(seq.spec.tokens.size()) - cached);
-  const std::int64_t total = need + blocks_for(cached + first, limits_.block_tokens) - blocks_for(cached, limits_.block_tokens);
-  const auto reserve = std::int64_t(std::ceil(limits_.decode_reserve * double(limits_.num_blocks)));
+  const std::int64_t total = need + blocks_for(cached + first, kv_.block_tokens()) - blocks_for(cached, kv_.block_tokens());
+  const auto reserve = std::int64_t(std::ceil(options_.decode_reserve * double(kv_.device_blocks())));
   const std::int64_t available =
-      tiers_.device().free_blocks() + tiers_.reclaimable_device_blocks(seq.spec.conversation);
+      kv_.free_device_blocks() + kv_.reclaimable_device_blocks(seq.spec.conversation);
   return available - total >= reserve;
 }
 
@@ -136,16 +120,15 @@ bool SchedulerCore::within_decode_reserve(const Sequence& seq, std::int32_t need
 // under way must make host room first).
 bool SchedulerCore::make_room_step(const Sequence& keep, std::int32_t need, std::int64_t now_ns,
                                    IterationPlan& plan) {
-  const auto room = tiers_.make_device_room(now_ns, plan.transfers, freed_since_plan_, keep.spec.conversation);
-  if (room == KvTierCache::Room::waiting) return false;  // spills under way make room: ask again then
-  if (room != KvTierCache::Room::none) {
-    // Enough now, or evict more unless copies under way will make up the rest
-    // (each spill makes host room for one more copy-out).
-    const std::int32_t free = tiers_.device().free_blocks();
-    const std::int32_t spills = room == KvTierCache::Room::spilling ? tiers_.spills_in_flight() : 0;
-    return free >= need || free + tiers_.pending_device_frees() + spills < need;
+  const DeviceRoom room = kv_.make_device_room(now_ns, plan.transfers, freed_since_plan_, keep.spec.conversation);
+  switch (room.step) {
+    case DeviceRoom::Step::wait: return false;  // disk moves under way make room: ask again then
+    case DeviceRoom::Step::exhausted: return preempt_latest(keep, now_ns, plan);
+    case DeviceRoom::Step::progress: break;
   }
-  return preempt_latest(keep, now_ns, plan);
+  // Enough now, or evict more unless moves under way will make up the rest.
+  const std::int32_t free = kv_.free_device_blocks();
+  return free >= need || free + room.coming < need;
 }
 
 // Preempts the latest-arrived running sequence that arrived after `keep` and
@@ -161,19 +144,18 @@ bool SchedulerCore::preempt_latest(const Sequence& keep, std::int64_t now_ns, It
                                      [&](const PlannedSequence& p) { return p.turn == s.spec.turn; });
     if (planned) continue;
     // Swapped-in chunks not yet planned have no KV in their blocks yet.
-    const bool keep_kv = tiers_.tiered() && s.swap_in.empty() && s.spec.keep_kv && limits_.keep_kv;
+    const bool keep_kv = kv_.tiered() && s.swap_in.empty() && s.spec.keep_kv && options_.keep_kv;
     if (keep_kv) {
       if (!s.holes.empty()) {
         s.computed = s.holes.front().first;  // only what precedes the first unfilled range is valid
-        auto gone = s.table.truncate(s.computed, tiers_.device());
-        freed_since_plan_.insert(freed_since_plan_.end(), gone.begin(), gone.end());
+        kv_.truncate(s.table, s.computed, freed_since_plan_);
       }
       if (s.computed > 0) {
-        tiers_.put(s.spec.conversation, std::span(s.spec.tokens).first(std::size_t(s.computed)),
-                   std::exchange(s.table, kv::BlockTable(limits_.block_tokens)), now_ns, freed_since_plan_);
+        kv_.put(s.spec.conversation, std::span(s.spec.tokens).first(std::size_t(s.computed)),
+                std::exchange(s.table, kv::BlockTable(kv_.block_tokens())), now_ns, freed_since_plan_);
       }
     }
-    release(s.table, &freed_since_plan_);
+    release(s.table);
     release_swap_in(s);
     s.computed = 0;
     s.holes.clear();
@@ -192,14 +174,11 @@ bool SchedulerCore::preempt_latest(const Sequence& keep, std::int64_t now_ns, It
 
 bool SchedulerCore::reserve(Sequence& seq, std::int64_t n, std::int64_t now_ns, IterationPlan& plan) {
   for (;;) {
-    const std::int32_t need = seq.table.blocks_needed(n, tiers_.device());
-    if (need <= tiers_.device().free_blocks()) {
-      auto appended = seq.table.append(n, tiers_.device());
-      assert(appended);
+    if (auto appended = kv_.append(seq.table, n)) {
       if (appended->copy) plan.copies.push_back(*appended->copy);
       return true;
     }
-    if (!make_room_step(seq, need, now_ns, plan)) return false;
+    if (!make_room_step(seq, kv_.blocks_needed(seq.table, n), now_ns, plan)) return false;
   }
 }
 
@@ -269,37 +248,36 @@ void SchedulerCore::finish(Sequence& seq, model::FinishReason reason, std::int64
   done.stop_token = stop_token;
   events.push_back({seq.spec.turn, std::move(done)});
   if (seq.sampler_ready) released_since_plan_.push_back(seq.spec.turn);
-  tiers_.detach(seq.spec.conversation, seq.spec.turn);  // a waiting turn's attached KV stays cached
+  kv_.detach(seq.spec.conversation, seq.spec.turn);  // a waiting turn's attached KV stays cached
   release_swap_in(seq);
   if (!seq.holes.empty()) {
     // Only what precedes the first unfilled range is valid KV.
     seq.computed = seq.holes.front().first;
-    auto gone = seq.table.truncate(seq.computed, tiers_.device());
-    freed_since_plan_.insert(freed_since_plan_.end(), gone.begin(), gone.end());
+    kv_.truncate(seq.table, seq.computed, freed_since_plan_);
     seq.holes.clear();
   }
-  if (limits_.keep_kv && seq.spec.keep_kv && seq.computed > 0) {
-    tiers_.put(seq.spec.conversation, std::span(seq.spec.tokens).first(std::size_t(seq.computed)),
-               std::move(seq.table), now_ns, freed_since_plan_);
+  if (options_.keep_kv && seq.spec.keep_kv && seq.computed > 0) {
+    kv_.put(seq.spec.conversation, std::span(seq.spec.tokens).first(std::size_t(seq.computed)),
+            std::move(seq.table), now_ns, freed_since_plan_);
   } else {
-    release(seq.table, &freed_since_plan_);
+    release(seq.table);
   }
 }
 
 // With tiers, every waiting turn attaches its KV at once, so restores from disk
 // start while it queues (and retry when they found no host room).
 void SchedulerCore::prefetch_waiting_kv(std::int64_t now_ns, IterationPlan& plan) {
-  if (!tiers_.tiered()) return;
+  if (!kv_.tiered()) return;
   for (auto& s : waiting_) {
     if (s->attached) {
-      if (tiers_.attached_to(s->spec.conversation, s->spec.turn)) {
-        tiers_.continue_restores(s->spec.conversation, now_ns, plan.transfers);
+      if (kv_.attached_to(s->spec.conversation, s->spec.turn)) {
+        kv_.continue_restores(s->spec.conversation, now_ns, plan.transfers);
       }
       continue;
     }
     s->attached = true;
     if (s->computed == 0) {
-      tiers_.attach(s->spec.conversation, s->spec.turn, s->spec.tokens, now_ns, plan.transfers, freed_since_plan_);
+      kv_.attach(s->spec.conversation, s->spec.turn, s->spec.tokens, now_ns, plan.transfers, freed_since_plan_);
     }
   }
 }
@@ -308,7 +286,7 @@ void SchedulerCore::prefetch_waiting_kv(std::int64_t now_ns, IterationPlan& plan
 // restores are under way lets later ones pass.
 void SchedulerCore::admit_waiting(std::int64_t& budget, std::int64_t now_ns, IterationPlan& plan,
                                   std::vector<TurnUpdate>& events) {
-  for (std::size_t i = 0; budget > 0 && i < waiting_.size() && std::int32_t(running_.size()) < limits_.max_running;) {
+  for (std::size_t i = 0; budget > 0 && i < waiting_.size() && std::int32_t(running_.size()) < options_.max_running;) {
     Sequence& s = *waiting_[i];
     const KvReady kv = attach_kv(s, budget, now_ns, plan);
     if (kv == KvReady::later) {
@@ -330,7 +308,7 @@ IterationPlan SchedulerCore::plan(std::int64_t now_ns, std::vector<TurnUpdate>& 
   IterationPlan plan;
   plan.index = next_iteration_;
   // The last plan's swap_in has landed (its batch has run).
-  for (HostSlot h : std::exchange(swap_in_sources_, {})) tiers_.release_host(h);
+  for (HostSlot h : std::exchange(swap_in_sources_, {})) kv_.release_host(h);
   for (TurnId turn : std::exchange(pending_cancels_, {})) {
     auto r = std::find_if(running_.begin(), running_.end(), [&](const auto& s) { return s->spec.turn == turn; });
     if (r != running_.end()) {
@@ -345,7 +323,7 @@ IterationPlan SchedulerCore::plan(std::int64_t now_ns, std::vector<TurnUpdate>& 
     }
   }
   prefetch_waiting_kv(now_ns, plan);
-  std::int64_t budget = limits_.max_batch_tokens;
+  std::int64_t budget = options_.max_batch_tokens;
   // Decodes first: a running sequence never waits behind a prefill.
   for (std::size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence& s = *running_[i];
@@ -363,7 +341,7 @@ IterationPlan SchedulerCore::plan(std::int64_t now_ns, std::vector<TurnUpdate>& 
     if (!s.holes.empty() || remaining > 1 || (!s.started && remaining == 1)) prefill(s, budget, now_ns, plan, events);
   }
   admit_waiting(budget, now_ns, plan, events);
-  tiers_.ahead_of_time(now_ns, plan.transfers);
+  kv_.ahead_of_time(now_ns, plan.transfers);
   if (!plan.empty()) ++next_iteration_;
   plan.freed_blocks = std::exchange(freed_since_plan_, {});
   plan.released_samplers = std::exchange(released_since_plan_, {});
@@ -401,7 +379,7 @@ void SchedulerCore::fail(const IterationPlan& plan, const std::string& error,
     if (it == running_.end()) continue;
     events.push_back({p.turn, TurnFailed{TurnError{TurnErrorKind::internal, error}}});
     if ((*it)->sampler_ready) released_since_plan_.push_back(p.turn);
-    release((*it)->table, &freed_since_plan_);
+    release((*it)->table);
     release_swap_in(**it);
     running_.erase(it);
   }
@@ -411,10 +389,10 @@ SchedulerStats SchedulerCore::stats() const {
   SchedulerStats s = stats_;
   s.waiting = std::int32_t(waiting_.size());
   s.running = std::int32_t(running_.size());
-  s.cached_conversations = std::int32_t(tiers_.size());
-  s.free_blocks = tiers_.device().free_blocks();
-  s.num_blocks = tiers_.device().num_blocks();
-  s.tiers = tiers_.stats();
+  s.cached_conversations = std::int32_t(kv_.size());
+  s.free_blocks = kv_.free_device_blocks();
+  s.num_blocks = kv_.device_blocks();
+  s.tiers = kv_.stats();
   s.evicted_conversations = s.tiers.evicted_conversations;
   return s;
 }

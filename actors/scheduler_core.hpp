@@ -5,9 +5,11 @@
 // sequence plus prefill chunks of new turns (chunked prefill), under a token
 // budget, a cap on running sequences and the free KV blocks.
 //
-// KV: the core owns the tiers' bookkeeping (KvTierCache: the device block
-// allocator, host and disk slots; the GPU worker and the swap engine own the
-// memory) and every sequence's block table. Between turns a conversation's
+// KV: the core owns the KV cache manager (KvCacheManager: the device, host
+// and disk pools, the moves in flight and the cached histories; the GPU
+// worker and the swap engine own the memory) and every sequence's block
+// table. It asks the manager for blocks; out of room is a plain answer it
+// acts on: evict cached KV, wait for moves under way, or preempt. Between turns a conversation's
 // KV stays cached with the tokens it covers; the next turn reuses its
 // longest common prefix with the new token history, so a client that edited
 // its history is never answered from stale KV. With a host tier the cache is
@@ -23,8 +25,10 @@
 // Owned by the scheduler actor; used on its thread only.
 #include "actors/eviction_policy.hpp"
 #include "actors/ids.hpp"
-#include "actors/kv_tier_cache.hpp"
+#include "actors/kv_cache_manager.hpp"
+#include "actors/kv_cache_options.hpp"
 #include "actors/kv_transfers.hpp"
+#include "actors/scheduler_options.hpp"
 #include "actors/turn.hpp"
 #include "gpu/kv/block_allocator.hpp"
 #include "gpu/kv/block_table.hpp"
@@ -41,27 +45,6 @@
 #include <vector>
 
 namespace pensieve::actors {
-
-struct SchedulerLimits {
-  std::int32_t max_batch_tokens = 512;  // tokens per iteration, decode and prefill
-  std::int32_t max_running = 64;        // sequences holding KV and running at once
-  std::int32_t max_admitted = 256;      // turns waiting or running; beyond: overloaded
-  std::int32_t num_blocks = 0;          // device KV blocks
-  std::int32_t block_tokens = 32;
-  bool keep_kv = true;                  // false: --no-state, drop KV when a turn ends
-  // Tiers. host_slots == 0: device only (whole conversations dropped).
-  std::int32_t host_slots = 0;          // host KV chunks
-  std::int32_t disk_slots = 0;          // disk KV chunks (used only with a host tier)
-  EvictionPolicyKind eviction_policy = EvictionPolicyKind::cost_aware;
-  CostModel cost_model;                 // the engine may calibrate it (CostModel::fit)
-  // Below this share of free (or clean) device blocks, idle chunks are
-  // copied to the host ahead of time; also the host's share kept free by
-  // spilling to disk.
-  double swap_out_watermark = 0.25;
-  // With a host tier and something running, a new turn is admitted only if
-  // this share of device blocks stays free or reclaimable for decodes.
-  double decode_reserve = 0.10;
-};
 
 // A turn as the scheduler sees it: the conversation's whole token history,
 // the new prompt last. The core computes only what its KV does not cover.
@@ -141,7 +124,9 @@ struct SchedulerStats {
 
 class SchedulerCore {
  public:
-  explicit SchedulerCore(SchedulerLimits limits);
+  // The KV cache (its sizes and options) is the core's: the scheduler asks
+  // it for blocks and acts on its answers.
+  SchedulerCore(SchedulerOptions options, KvCacheSizes kv_sizes, KvCacheOptions kv_options = {});
 
   // Queues a turn (FCFS). Refuses it when max_admitted turns are in the
   // system, or when it could never fit the KV pool alone.
@@ -177,10 +162,10 @@ class SchedulerCore {
 
   bool has_work() const { return !waiting_.empty() || !running_.empty(); }
   SchedulerStats stats() const;
-  const kv::BlockAllocator& allocator() const { return tiers_.device(); }
+  const kv::BlockAllocator& allocator() const { return kv_.device_allocator(); }
   // Tokens of a conversation's cached KV, and where its chunks are (tests).
   std::optional<std::vector<std::int32_t>> cached_tokens(ConversationId conversation) const;
-  std::vector<ChunkView> cached_chunks(ConversationId conversation) const { return tiers_.chunks(conversation); }
+  std::vector<ChunkView> cached_chunks(ConversationId conversation) const { return kv_.chunks(conversation); }
 
  private:
   struct Sequence {
@@ -218,13 +203,13 @@ class SchedulerCore {
   void finish(Sequence& seq, model::FinishReason reason, std::int64_t now_ns, IterationPlan* plan,
               std::vector<TurnUpdate>& events,
               std::optional<model::SampledToken> stop_token = std::nullopt);
-  void release(kv::BlockTable& table, std::vector<kv::BlockId>* freed);
+  void release(kv::BlockTable& table);
   void release_swap_in(Sequence& seq);
   PlannedSequence chunk(Sequence& seq, std::int64_t start, std::int64_t n) const;
   Sequence* find_running(TurnId turn);
 
-  SchedulerLimits limits_;
-  KvTierCache tiers_;
+  SchedulerOptions options_;
+  KvCacheManager kv_;
   std::deque<std::unique_ptr<Sequence>> waiting_;  // by arrival
   std::vector<std::unique_ptr<Sequence>> running_;  // by arrival
   std::vector<HostSlot> swap_in_sources_;  // read by the last plan's swap_in: released at the next

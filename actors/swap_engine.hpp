@@ -4,7 +4,7 @@
 // layout, in plain memory: the host tier exists on the CPU backend with one
 // rank only, see Engine::create), two copy
 // streams beside the GPU worker's compute stream (one per direction), and
-// the disk tier when one is configured (a ChunkStore).
+// the disk tier when one is configured (a DiskTier).
 //
 // Per iteration: swap_in (host -> device) on the copy-in stream, layer by
 // layer, every chunk's layer-l slice (K and V) then one event per layer, so
@@ -20,7 +20,7 @@
 // (with the scheduler, on the control thread); the copies run on the copy
 // streams' workers; disk I/O are coroutines on the handler's executor. The
 // device pool and the stream pool are shared with the GPU worker.
-#include "actors/chunk_store.hpp"
+#include "actors/disk_tier.hpp"
 #include "actors/swap_protocol.hpp"
 #include "gpu/kv/kv_pool.hpp"
 #include "runtime/cpu_stream.hpp"
@@ -38,7 +38,7 @@ struct SwapEngineConfig {
   std::int32_t host_slots = 0;  // host tier capacity in chunks (same layout as the device pool)
   bool gather = true;           // merge copies of adjacent chunks into one transfer
   rt::Tracer* tracer = nullptr;
-  std::shared_ptr<ChunkStore> disk;  // the disk tier; null: none
+  std::shared_ptr<DiskTier> disk;  // the disk tier; null: none
   // Receives what finished, on the engine's executor (the scheduler's inbox).
   std::function<void(TransfersDone)> report;
   // Test hook, on the copy stream's worker before each layer's copies of a

@@ -1,4 +1,4 @@
-// disk-bench: restore bandwidth of the disk KV tier (gpu/kv/disk_chunk_store)
+// disk-bench: restore bandwidth of the disk KV tier (gpu/kv/disk_tier_file)
 // against the raw bandwidth of the same device for the same bytes, side by
 // side in one run. For each chunk shape it writes N chunks from a host
 // KvPool, then, for R interleaved repetitions, measures
@@ -10,7 +10,7 @@
 // and prints medians as JSON (--out FILE writes it too). KV bytes per second
 // count the chunks' payload; raw counts every byte read.
 #include "bench/common/machine_info.hpp"
-#include "gpu/kv/disk_chunk_store.hpp"
+#include "gpu/kv/disk_tier_file.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -141,7 +141,7 @@ std::vector<std::int32_t> tokens_of(std::size_t chunk) {
 
 // Parameters by reference: GCC 12 mishandles some by-value coroutine parameters.
 // Chunk i goes from block i % blocks of `source` to slot i; returns KV GB/s.
-asio::awaitable<double> write_all(kv::DiskChunkStore& store, const kv::KvPool& source, const Args& args,
+asio::awaitable<double> write_all(kv::DiskTierFile& store, const kv::KvPool& source, const Args& args,
                                   std::size_t& failures) {
   const auto blocks = std::size_t(source.config().num_blocks);
   const auto start = Clock::now();
@@ -155,7 +155,7 @@ asio::awaitable<double> write_all(kv::DiskChunkStore& store, const kv::KvPool& s
 }
 
 // Reads every chunk back, in `order`, into `dest`; returns KV GB/s.
-asio::awaitable<double> restore_all(kv::DiskChunkStore& store, kv::KvPool& dest, const std::vector<std::size_t>& order,
+asio::awaitable<double> restore_all(kv::DiskTierFile& store, kv::KvPool& dest, const std::vector<std::size_t>& order,
                                     std::size_t inflight, std::size_t& failures) {
   const auto blocks = std::size_t(dest.config().num_blocks);
   const auto start = Clock::now();
@@ -197,11 +197,11 @@ asio::awaitable<ShapeResult> measure(const std::shared_ptr<rt::IoRing>& ring, co
     auto* p = static_cast<std::uint32_t*>(source.layer(l).data);
     for (std::size_t i = 0; i < source.layer_bytes() / 4; ++i) p[i] = rng();
   }
-  kv::DiskChunkStoreConfig config = kv::disk_layout_of(pool);
+  kv::DiskTierFileConfig config = kv::disk_layout_of(pool);
   config.dir = args.dir;
   const std::uint64_t slot = rt::AlignedBuffer::round_up(4096 + config.n_layers * config.layer_bytes, 4096);
   config.budget_bytes = slot * args.chunks;
-  auto opened = kv::DiskChunkStore::open(ring, config);
+  auto opened = kv::DiskTierFile::open(ring, config);
   if (!opened) throw std::runtime_error(opened.error().message);
   auto& store = **opened;
   direct = store.direct();

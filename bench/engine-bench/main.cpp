@@ -310,8 +310,8 @@ int main(int argc, char** argv) {
     }
     actors::EngineOptions eo;
     eo.n_threads = args->threads;
-    eo.stateful = stateful;
-    eo.max_batch_tokens = args->batch_tokens;
+    eo.scheduler.keep_kv = stateful;
+    eo.scheduler.max_batch_tokens = args->batch_tokens;
     eo.kv_cache_mb = args->kv_mb;
     auto engine = actors::Engine::create(std::move(*weights), eo);
     if (!engine) {

@@ -89,7 +89,7 @@ Result<TierSizing> size_tiers(const std::vector<std::vector<std::string>>& conve
                               const TierBenchOptions& o) {
   actors::EngineOptions eo;
   eo.n_threads = o.threads;
-  eo.max_batch_tokens = o.batch_tokens;
+  eo.scheduler.max_batch_tokens = o.batch_tokens;
   eo.kv_block_tokens = o.block_tokens;
   ReplayOptions fast = ro;
   fast.think_time_s = 0;
@@ -119,7 +119,7 @@ Result<TierSizing> size_tiers(const std::vector<std::vector<std::string>>& conve
   s.device_blocks = std::int32_t(std::max<std::int64_t>(quarter, s.largest_blocks * 5 / 4 + 2));
   s.host_blocks = std::max(1, std::int32_t(double(s.device_blocks) * o.host_over_device));
   // A disk slot is a chunk plus a header block, rounded to header blocks
-  // (DiskChunkStore); no slack, so a budget below the total forces drops.
+  // (DiskTierFile); no slack, so a budget below the total forces drops.
   const std::int64_t header = 4096;
   const std::int64_t chunk_bytes = std::int64_t(s.kv_bytes_per_token) * o.block_tokens;
   const std::int64_t slot_bytes = (header + chunk_bytes + header - 1) / header * header;
@@ -133,13 +133,13 @@ actors::EngineOptions mode_options(const Mode& m, const TierSizing& s, const Tie
                                    const std::filesystem::path& disk_dir) {
   actors::EngineOptions eo;
   eo.n_threads = o.threads;
-  eo.stateful = m.stateful;
-  eo.max_batch_tokens = o.batch_tokens;
+  eo.scheduler.keep_kv = m.stateful;
+  eo.scheduler.max_batch_tokens = o.batch_tokens;
   eo.kv_block_tokens = o.block_tokens;
   eo.kv_device_blocks = s.device_blocks;
-  eo.eviction_policy = m.policy;
-  eo.swap_out_watermark = o.swap_out_watermark;
-  eo.decode_reserve = o.decode_reserve;
+  eo.kv_cache.eviction_policy = m.policy;
+  eo.kv_cache.swap_out_watermark = o.swap_out_watermark;
+  eo.scheduler.decode_reserve = o.decode_reserve;
   eo.kv_host_mb = 0;  // (c) and (d): device only, whatever the engine's default
   if (m.tiers) {
     eo.kv_host_blocks = s.host_blocks;

@@ -193,8 +193,8 @@ Result<bench::FeRun> run_once(const Args& args, int nice, int round) {
   eo.n_threads = std::size_t(args.engine_threads);
   eo.compute_nice = nice;
   eo.kv_cache_mb = args.model == bench::one_layer_model_spec ? 64 : 512;
-  eo.max_running = 256;
-  eo.max_batch_tokens = 2048;
+  eo.scheduler.max_running = 256;
+  eo.scheduler.max_batch_tokens = 2048;
   auto engine = actors::Engine::create(std::move(*weights), eo);
   if (!engine) return engine.error();
   net::EngineBackend backend(**engine, {std::chrono::minutes(5), &metrics});

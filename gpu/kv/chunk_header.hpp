@@ -1,6 +1,6 @@
 #pragma once
 // The header at the start of every slot of the disk KV tier (the file is
-// described in gpu/kv/disk_chunk_store.hpp): how a write seals it and how a
+// described in gpu/kv/disk_tier_file.hpp): how a write seals it and how a
 // read checks what came back from disk before any of it is used. Pure: no
 // I/O, any thread; the reader's half is fuzzed (tests/gpu/fuzz/fuzz_disk_chunk.cpp).
 #include <boost/assert/source_location.hpp>

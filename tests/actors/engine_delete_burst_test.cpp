@@ -44,7 +44,7 @@ TEST_CASE("a burst of deletes into a full scheduler inbox frees every conversati
   o.kv_host_mb = 0;
   if (tiered) {
     o.kv_host_blocks = 16;
-    o.swap_out_watermark = 0.0;  // no ahead-of-time moves: nothing in flight when the stats are read
+    o.kv_cache.swap_out_watermark = 0.0;  // no ahead-of-time moves: nothing in flight when the stats are read
   }
   o.scheduler_mailbox_messages = 2;
   o.on_iteration = [&gate](const actors::IterationRecord&) { gate.on_iteration(); };

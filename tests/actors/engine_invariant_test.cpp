@@ -14,8 +14,8 @@ namespace {
 std::unique_ptr<actors::Engine> make_engine(model::ModelWeights weights, bool stateful, std::int32_t batch_tokens) {
   actors::EngineOptions o;
   o.n_threads = 2;
-  o.stateful = stateful;
-  o.max_batch_tokens = batch_tokens;
+  o.scheduler.keep_kv = stateful;
+  o.scheduler.max_batch_tokens = batch_tokens;
   o.kv_cache_mb = 64;
   auto e = actors::Engine::create(std::move(weights), o);
   REQUIRE(e.has_value());

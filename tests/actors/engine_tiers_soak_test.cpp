@@ -266,8 +266,8 @@ actors::EngineOptions tiny_tiers(const testing::TempDir& disk, actors::EvictionP
   o.kv_host_blocks = 8;
   o.kv_disk_dir = (disk / "kv").string();
   o.kv_disk_bytes = 16 * (8192 + 4096);  // about 16 chunks (8 KiB of KV and a 4 KiB header each)
-  o.eviction_policy = policy;
-  o.swap_out_watermark = 0.5;  // idle chunks go out to the host (and on to disk) early
+  o.kv_cache.eviction_policy = policy;
+  o.kv_cache.swap_out_watermark = 0.5;  // idle chunks go out to the host (and on to disk) early
   return o;
 }
 
@@ -296,7 +296,7 @@ std::vector<std::vector<std::vector<std::int32_t>>> replay_no_state(const std::v
   actors::EngineOptions o;
   o.n_threads = 1;
   o.kv_block_tokens = 16;
-  o.stateful = false;
+  o.scheduler.keep_kv = false;
   o.kv_cache_mb = 64;
   std::vector<std::vector<std::vector<std::int32_t>>> out(sessions.size());
   asio::io_context io;

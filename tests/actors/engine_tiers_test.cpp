@@ -90,10 +90,10 @@ actors::EngineOptions tiny_tier_options(const TempDir& disk, actors::EvictionPol
   o.kv_host_blocks = 4;
   o.kv_disk_dir = (disk / "kv").string();
   o.kv_disk_bytes = 16 * 24576;  // 16 chunks of stories260K at 16 tokens (20 KiB + a 4 KiB header each)
-  o.eviction_policy = policy;
+  o.kv_cache.eviction_policy = policy;
   // Idle chunks leave the device and the host as soon as they can: every
   // conversation's KV goes out to the host and on to disk between turns.
-  o.swap_out_watermark = 1.0;
+  o.kv_cache.swap_out_watermark = 1.0;
   return o;
 }
 
@@ -188,7 +188,7 @@ TEST_CASE("KV copied out to a roomy host tier comes back as host hits, with the 
   actors::EngineOptions o = resident_options();
   o.kv_device_blocks = 24;  // about one conversation
   o.kv_host_blocks = 256;   // every conversation's KV fits on the host; no disk tier
-  o.swap_out_watermark = 1.0;
+  o.kv_cache.swap_out_watermark = 1.0;
   const Replay tiered = replay(o, convs, 16);
   INFO(describe(tiered));
   check_same_tokens(tiered, resident);
@@ -224,6 +224,6 @@ TEST_CASE("a stateful engine on the CPU backend has a host tier by default; --no
   off.kv_host_mb = 0;
   CHECK(host_slots(off) == 0);
   actors::EngineOptions stateless = o;
-  stateless.stateful = false;
+  stateless.scheduler.keep_kv = false;
   CHECK(host_slots(stateless) == 0);
 }

@@ -16,8 +16,8 @@ namespace {
 std::unique_ptr<actors::Engine> make_engine(bool stateful, std::int32_t max_queued = 256) {
   actors::EngineOptions o;
   o.n_threads = 2;
-  o.stateful = stateful;
-  o.max_queued_turns = max_queued;
+  o.scheduler.keep_kv = stateful;
+  o.scheduler.max_admitted = max_queued;
   o.kv_cache_mb = 16;
   auto e = actors::Engine::create(stories_model(), o);
   REQUIRE(e.has_value());

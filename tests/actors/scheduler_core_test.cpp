@@ -59,7 +59,7 @@ int count(const std::vector<TurnUpdate>& events) {
 }  // namespace
 
 TEST_CASE("admission refuses turns beyond the limit and accepts the limit's worth", "[scheduler]") {
-  SchedulerCore core({.max_batch_tokens = 64, .max_running = 8, .max_admitted = 5, .num_blocks = 100, .block_tokens = 4});
+  SchedulerCore core({.max_batch_tokens = 64, .max_running = 8, .max_admitted = 5}, {.num_blocks = 100, .block_tokens = 4});
   int admitted = 0, overloaded = 0;
   for (std::uint64_t i = 1; i <= 50; ++i) {
     switch (core.admit(turn(i, i, iota_tokens(6)), 0)) {
@@ -78,13 +78,13 @@ TEST_CASE("admission refuses turns beyond the limit and accepts the limit's wort
 }
 
 TEST_CASE("a turn that could never fit the KV pool is refused as too large", "[scheduler]") {
-  SchedulerCore core({.max_batch_tokens = 64, .num_blocks = 4, .block_tokens = 4});
+  SchedulerCore core({.max_batch_tokens = 64}, {.num_blocks = 4, .block_tokens = 4});
   CHECK(core.admit(turn(1, 1, iota_tokens(10), 7), 0) == AdmitStatus::too_large);  // 17 tokens > 16 slots
   CHECK(core.admit(turn(2, 2, iota_tokens(10), 6), 0) == AdmitStatus::admitted);
 }
 
 TEST_CASE("each iteration decodes every running sequence and fills the rest with prefill chunks", "[scheduler]") {
-  SchedulerCore core({.max_batch_tokens = 8, .max_running = 8, .max_admitted = 8, .num_blocks = 64, .block_tokens = 4});
+  SchedulerCore core({.max_batch_tokens = 8, .max_running = 8, .max_admitted = 8}, {.num_blocks = 64, .block_tokens = 4});
   REQUIRE(core.admit(turn(1, 1, iota_tokens(3), 10), 0) == AdmitStatus::admitted);
   std::vector<TurnUpdate> events;
   std::int64_t now = 1;
@@ -113,7 +113,7 @@ TEST_CASE("each iteration decodes every running sequence and fills the rest with
 }
 
 TEST_CASE("the next turn of a conversation computes only what its cached KV does not cover", "[scheduler]") {
-  SchedulerCore core({.max_batch_tokens = 64, .max_running = 4, .max_admitted = 4, .num_blocks = 64, .block_tokens = 4});
+  SchedulerCore core({.max_batch_tokens = 64, .max_running = 4, .max_admitted = 4}, {.num_blocks = 64, .block_tokens = 4});
   std::int64_t now = 0;
   REQUIRE(core.admit(turn(1, 7, iota_tokens(10), 3), now) == AdmitStatus::admitted);
   run_to_end(core, now);
@@ -138,7 +138,7 @@ TEST_CASE("the next turn of a conversation computes only what its cached KV does
 }
 
 TEST_CASE("an edited history reuses only the common prefix, never stale KV", "[scheduler]") {
-  SchedulerCore core({.max_batch_tokens = 64, .max_running = 4, .max_admitted = 4, .num_blocks = 64, .block_tokens = 4});
+  SchedulerCore core({.max_batch_tokens = 64, .max_running = 4, .max_admitted = 4}, {.num_blocks = 64, .block_tokens = 4});
   std::int64_t now = 0;
   REQUIRE(core.admit(turn(1, 7, iota_tokens(10), 2), now) == AdmitStatus::admitted);
   run_to_end(core, now);
@@ -153,8 +153,8 @@ TEST_CASE("an edited history reuses only the common prefix, never stale KV", "[s
 }
 
 TEST_CASE("the stateless mode keeps no KV after a turn", "[scheduler]") {
-  SchedulerCore core({.max_batch_tokens = 64, .max_running = 4, .max_admitted = 4, .num_blocks = 64,
-                      .block_tokens = 4, .keep_kv = false});
+  SchedulerCore core({.max_batch_tokens = 64, .max_running = 4, .max_admitted = 4, .keep_kv = false},
+                     {.num_blocks = 64, .block_tokens = 4});
   std::int64_t now = 0;
   REQUIRE(core.admit(turn(1, 7, iota_tokens(10), 3), now) == AdmitStatus::admitted);
   run_to_end(core, now);
@@ -165,7 +165,7 @@ TEST_CASE("the stateless mode keeps no KV after a turn", "[scheduler]") {
 TEST_CASE("idle conversations lose their KV before a running sequence is preempted", "[scheduler]") {
   // 6 blocks of 4 tokens. Conversation 1 finishes and keeps 3 blocks; turn 2
   // needs 5 blocks: conversation 1's KV is evicted, nothing is preempted.
-  SchedulerCore core({.max_batch_tokens = 64, .max_running = 4, .max_admitted = 4, .num_blocks = 6, .block_tokens = 4});
+  SchedulerCore core({.max_batch_tokens = 64, .max_running = 4, .max_admitted = 4}, {.num_blocks = 6, .block_tokens = 4});
   std::int64_t now = 0;
   REQUIRE(core.admit(turn(1, 1, iota_tokens(10), 2), now) == AdmitStatus::admitted);
   run_to_end(core, now);
@@ -180,8 +180,8 @@ TEST_CASE("idle conversations lose their KV before a running sequence is preempt
 TEST_CASE("when KV runs out the latest running sequence is preempted and recomputed", "[scheduler]") {
   // 4 blocks of 4 tokens; two turns of 6 prompt tokens and 6 generated each
   // need 3 blocks apiece at the end: one must make room for the other.
-  SchedulerCore core({.max_batch_tokens = 64, .max_running = 4, .max_admitted = 4, .num_blocks = 4,
-                      .block_tokens = 4, .keep_kv = false});
+  SchedulerCore core({.max_batch_tokens = 64, .max_running = 4, .max_admitted = 4, .keep_kv = false},
+                     {.num_blocks = 4, .block_tokens = 4});
   std::int64_t now = 0;
   REQUIRE(core.admit(turn(1, 1, iota_tokens(6), 6), now) == AdmitStatus::admitted);
   REQUIRE(core.admit(turn(2, 2, iota_tokens(6, 50), 6), now) == AdmitStatus::admitted);
@@ -212,7 +212,7 @@ TEST_CASE("when KV runs out the latest running sequence is preempted and recompu
 }
 
 TEST_CASE("a cancelled turn ends at the next plan and keeps the KV of what it fed", "[scheduler]") {
-  SchedulerCore core({.max_batch_tokens = 64, .max_running = 4, .max_admitted = 4, .num_blocks = 64, .block_tokens = 4});
+  SchedulerCore core({.max_batch_tokens = 64, .max_running = 4, .max_admitted = 4}, {.num_blocks = 64, .block_tokens = 4});
   std::int64_t now = 0;
   REQUIRE(core.admit(turn(1, 3, iota_tokens(5), 50), now) == AdmitStatus::admitted);
   std::vector<TurnUpdate> events;
@@ -235,7 +235,7 @@ TEST_CASE("a cancelled turn ends at the next plan and keeps the KV of what it fe
 }
 
 TEST_CASE("dropping a conversation frees its KV, also when its turn is still running", "[scheduler]") {
-  SchedulerCore core({.max_batch_tokens = 64, .max_running = 4, .max_admitted = 4, .num_blocks = 16, .block_tokens = 4});
+  SchedulerCore core({.max_batch_tokens = 64, .max_running = 4, .max_admitted = 4}, {.num_blocks = 16, .block_tokens = 4});
   std::int64_t now = 0;
   REQUIRE(core.admit(turn(1, 3, iota_tokens(5), 3), now) == AdmitStatus::admitted);
   std::vector<TurnUpdate> events;

@@ -277,7 +277,7 @@ TEST_CASE("below the watermark idle chunks are copied out ahead of time, and a q
 }
 
 TEST_CASE("no block or slot is reused while a transfer still reads or writes it", "[scheduler][tiers]") {
-  SchedulerLimits l = tiny_tiers(10, 8, 24);
+  TierSetup l = tiny_tiers(10, 8, 24);
   TierRig rig(l);
   rig.auto_report = false;  // reports arrive every third iteration
   std::map<std::uint64_t, TurnId> last;
@@ -310,9 +310,9 @@ TEST_CASE("no block or slot is reused while a transfer still reads or writes it"
   for (std::uint64_t k = 1; k <= 8; ++k) rig.core.drop_conversation(ConversationId{k});
   rig.step();
   const SchedulerStats all = rig.core.stats();
-  CHECK(all.free_blocks == l.num_blocks);
-  CHECK(all.tiers.free_host_slots == l.host_slots);
-  CHECK(all.tiers.free_disk_slots == l.disk_slots);
+  CHECK(all.free_blocks == l.sizes.num_blocks);
+  CHECK(all.tiers.free_host_slots == l.sizes.host_slots);
+  CHECK(all.tiers.free_disk_slots == l.sizes.disk_slots);
 }
 
 TEST_CASE("dropped leading chunks are recomputed by feeding exactly their tokens, the rest is used as is",
@@ -346,9 +346,9 @@ namespace {
 // together; a third turn needs 2 of their blocks while the host holds one
 // chunk; then both come back.
 std::int64_t recomputed_tokens(EvictionPolicyKind policy) {
-  SchedulerLimits l = tiny_tiers(7, 1, 0, policy);
-  l.swap_out_watermark = 0.0;
-  l.decode_reserve = 0.0;
+  TierSetup l = tiny_tiers(7, 1, 0, policy);
+  l.kv_cache.swap_out_watermark = 0.0;
+  l.scheduler.decode_reserve = 0.0;
   TierRig rig(l);
   const TurnId a = rig.admit(1, token_run(8, 10), 2);
   const TurnId b = rig.admit(2, token_run(8, 100), 2);
@@ -414,8 +414,8 @@ TEST_CASE("a turn waiting for its restores does not hold up the turns behind it"
 TEST_CASE("with a host tier a new turn waits while admitting it would eat into the decode reserve",
           "[scheduler][tiers]") {
   for (const double reserve : {0.25, 0.0}) {
-    SchedulerLimits l = tiny_tiers(12, 4, 0);
-    l.decode_reserve = reserve;  // 3 of 12 blocks, or none
+    TierSetup l = tiny_tiers(12, 4, 0);
+    l.scheduler.decode_reserve = reserve;  // 3 of 12 blocks, or none
     TierRig rig(l);
     const TurnId decoding = rig.admit(1, token_run(4, 10), 12);
     rig.step();  // running, 1 block; 11 free
@@ -442,9 +442,9 @@ TEST_CASE("with a host tier a new turn waits while admitting it would eat into t
 
 TEST_CASE("a waiting turn that pins the only idle device chunks does not starve a running turn of blocks",
           "[scheduler][tiers]") {
-  SchedulerLimits l = tiny_tiers(8, 4, 0);
-  l.swap_out_watermark = 0.0;  // no copies ahead of time: the idle chunks stay device-only
-  l.decode_reserve = 0.10;     // holds the waiting turn back while the running one decodes
+  TierSetup l = tiny_tiers(8, 4, 0);
+  l.kv_cache.swap_out_watermark = 0.0;  // no copies ahead of time: the idle chunks stay device-only
+  l.scheduler.decode_reserve = 0.10;     // holds the waiting turn back while the running one decodes
   TierRig rig(l);
   const TurnId a = rig.run_turn(1, token_run(18, 100), 2);  // 20 tokens: 5 idle device blocks
   REQUIRE(rig.core.stats().free_blocks == 3);
@@ -459,9 +459,9 @@ TEST_CASE("a waiting turn that pins the only idle device chunks does not starve 
 
 TEST_CASE("a queued turn's device chunks go to the host when a running turn needs the room, and come back swapped in",
           "[scheduler][tiers]") {
-  SchedulerLimits l = tiny_tiers(8, 8, 0);
-  l.swap_out_watermark = 0.0;  // nothing leaves ahead of time: only the running turn's need moves chunks
-  l.decode_reserve = 0.10;     // holds the queued turn back while the running one decodes
+  TierSetup l = tiny_tiers(8, 8, 0);
+  l.kv_cache.swap_out_watermark = 0.0;  // nothing leaves ahead of time: only the running turn's need moves chunks
+  l.scheduler.decode_reserve = 0.10;     // holds the queued turn back while the running one decodes
   TierRig rig(l);
   const TurnId a = rig.run_turn(1, token_run(18, 100), 2);  // 20 tokens: 5 idle device chunks
   rig.admit(2, token_run(10, 300), 8);                       // takes the 3 free blocks, then needs more
@@ -488,9 +488,9 @@ TEST_CASE("a queued turn's device chunks go to the host when a running turn need
 TEST_CASE("a preempted turn's KV goes to the host and it resumes computing no token twice", "[scheduler][tiers]") {
   for (const std::int32_t host : {8, 0}) {
     INFO("host slots " << host);
-    SchedulerLimits l = tiny_tiers(8, host, 0);
-    l.swap_out_watermark = 0.0;
-    l.decode_reserve = 0.0;  // both turns start at once; their decodes then need 12 blocks of 8
+    TierSetup l = tiny_tiers(8, host, 0);
+    l.kv_cache.swap_out_watermark = 0.0;
+    l.scheduler.decode_reserve = 0.0;  // both turns start at once; their decodes then need 12 blocks of 8
     TierRig rig(l);
     const TurnId first = rig.admit(1, token_run(10, 100), 12);
     const TurnId later = rig.admit(2, token_run(10, 300), 12);
@@ -528,9 +528,9 @@ TEST_CASE("without a host tier a conversation evicted whole counts its cached to
 }
 
 TEST_CASE("a queued turn's cached device chunks count as room for the decode reserve", "[scheduler][tiers]") {
-  SchedulerLimits l = tiny_tiers(12, 8, 0);
-  l.decode_reserve = 0.25;     // 3 of 12 blocks
-  l.swap_out_watermark = 0.0;  // idle chunks stay device-only until room is made
+  TierSetup l = tiny_tiers(12, 8, 0);
+  l.scheduler.decode_reserve = 0.25;     // 3 of 12 blocks
+  l.kv_cache.swap_out_watermark = 0.0;  // idle chunks stay device-only until room is made
   TierRig rig(l);
   const TurnId first = rig.run_turn(1, token_run(18, 100), 2);  // 20 tokens: 5 idle device blocks
   const TurnId decoding = rig.admit(3, token_run(4, 400), 12);

@@ -21,9 +21,20 @@ inline std::vector<std::int32_t> token_run(std::size_t n, std::int32_t first) {
   return t;
 }
 
+// What a rig's core is built from: the scheduler's options and the KV
+// cache's sizes and options.
+struct TierSetup {
+  SchedulerOptions scheduler;
+  KvCacheSizes sizes;
+  KvCacheOptions kv_cache;
+};
+
 struct TierRig {
-  explicit TierRig(SchedulerLimits l)
-      : limits(l), core(l), swap(l.num_blocks, l.host_slots, l.host_slots > 0 ? l.disk_slots : 0, l.block_tokens) {}
+  explicit TierRig(TierSetup l)
+      : limits(l),
+        core(l.scheduler, l.sizes, l.kv_cache),
+        swap(l.sizes.num_blocks, l.sizes.host_slots, l.sizes.host_slots > 0 ? l.sizes.disk_slots : 0,
+             l.sizes.block_tokens) {}
 
   TurnId admit(std::uint64_t conversation, std::vector<std::int32_t> tokens, int max_tokens) {
     const TurnId turn{next_turn++};
@@ -84,7 +95,7 @@ struct TierRig {
     return out;
   }
 
-  SchedulerLimits limits;
+  TierSetup limits;
   SchedulerCore core;
   FakeSwapEngine swap;
   std::int64_t now = 0;
@@ -97,17 +108,17 @@ struct TierRig {
 };
 
 // Tiny tiers: blocks of 4 tokens.
-inline SchedulerLimits tiny_tiers(std::int32_t device, std::int32_t host, std::int32_t disk,
-                                  EvictionPolicyKind policy = EvictionPolicyKind::cost_aware) {
-  SchedulerLimits l;
-  l.max_batch_tokens = 64;
-  l.max_running = 4;
-  l.max_admitted = 16;
-  l.num_blocks = device;
-  l.block_tokens = 4;
-  l.host_slots = host;
-  l.disk_slots = disk;
-  l.eviction_policy = policy;
+inline TierSetup tiny_tiers(std::int32_t device, std::int32_t host, std::int32_t disk,
+                            EvictionPolicyKind policy = EvictionPolicyKind::cost_aware) {
+  TierSetup l;
+  l.scheduler.max_batch_tokens = 64;
+  l.scheduler.max_running = 4;
+  l.scheduler.max_admitted = 16;
+  l.sizes.num_blocks = device;
+  l.sizes.block_tokens = 4;
+  l.sizes.host_slots = host;
+  l.sizes.disk_slots = disk;
+  l.kv_cache.eviction_policy = policy;
   return l;
 }
 

@@ -46,8 +46,8 @@ TEST_CASE("200 streaming clients for a minute: no errors, and nothing left behin
   actors::EngineOptions eo;
   eo.n_threads = 1;
   eo.kv_cache_mb = 64;
-  eo.max_running = 256;
-  eo.max_batch_tokens = 2048;
+  eo.scheduler.max_running = 256;
+  eo.scheduler.max_batch_tokens = 2048;
   auto engine = actors::Engine::create(soak_model(), eo);
   REQUIRE(engine.has_value());
   net::EngineBackend backend(**engine, {std::chrono::minutes(5), &metrics});

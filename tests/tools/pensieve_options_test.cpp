@@ -15,7 +15,7 @@ TEST_CASE("the server's flags parse into options, in both spellings", "[tools]")
   REQUIRE(o.has_value());
   CHECK(o->model == "m.gguf");
   CHECK(o->port == 9000);
-  CHECK(o->no_state);
+  CHECK_FALSE(o->scheduler.keep_kv);
   CHECK(o->kv_disk_gb == 3);
   CHECK(o->threads == 2);
   CHECK(o->api_key == "k");

@@ -2,22 +2,23 @@
 
 #include <catch2/catch.hpp>
 
+using pensieve::actors::EvictionPolicyKind;
 using pensieve::server::parse_options;
 
 TEST_CASE("the KV tier flags parse: policy, watermark, decode reserve, gathering", "[tools][tiers]") {
   auto defaults = parse_options({});
   REQUIRE(defaults.has_value());
-  CHECK(defaults->eviction_policy == "cost");
-  CHECK(defaults->swap_out_watermark == 0.25);
-  CHECK(defaults->decode_reserve == 0.10);
+  CHECK(defaults->kv_cache.eviction_policy == EvictionPolicyKind::cost_aware);
+  CHECK(defaults->kv_cache.swap_out_watermark == 0.25);
+  CHECK(defaults->scheduler.decode_reserve == 0.10);
   CHECK(defaults->gather_copies);
   CHECK(defaults->kv_host_mb == -1);  // automatic: the engine's default host tier
   auto o = parse_options({"--eviction-policy", "lru", "--swap-out-watermark=0.5", "--decode-reserve", "0",
                           "--no-gather", "--kv-host-mb", "64"});
   REQUIRE(o.has_value());
-  CHECK(o->eviction_policy == "lru");
-  CHECK(o->swap_out_watermark == 0.5);
-  CHECK(o->decode_reserve == 0.0);
+  CHECK(o->kv_cache.eviction_policy == EvictionPolicyKind::lru);
+  CHECK(o->kv_cache.swap_out_watermark == 0.5);
+  CHECK(o->scheduler.decode_reserve == 0.0);
   CHECK_FALSE(o->gather_copies);
   CHECK(o->kv_host_mb == 64);
 }

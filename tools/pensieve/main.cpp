@@ -96,16 +96,12 @@ int serve(const server::Options& o) {
   engine_options.tp = o.tp;
   engine_options.chat_template = o.chat_template.value_or("");
   engine_options.max_conversations_per_tenant = o.max_conversations_per_tenant;
-  engine_options.stateful = !o.no_state;
-  engine_options.max_batch_tokens = o.max_batch_tokens;
+  engine_options.scheduler = o.scheduler;
+  engine_options.kv_cache = o.kv_cache;
   engine_options.kv_cache_mb = o.kv_device_mb;
   engine_options.kv_host_mb = o.kv_host_mb;
   engine_options.kv_disk_dir = o.kv_disk_dir.value_or("");
   engine_options.kv_disk_gb = o.kv_disk_gb;
-  engine_options.eviction_policy =
-      o.eviction_policy == "lru" ? actors::EvictionPolicyKind::lru : actors::EvictionPolicyKind::cost_aware;
-  engine_options.swap_out_watermark = o.swap_out_watermark;
-  engine_options.decode_reserve = o.decode_reserve;
   engine_options.gather_copies = o.gather_copies;
   engine_options.history_dir = o.history_dir.value_or("");
   net::ServerMetrics metrics;  // outlives the engine, whose scheduler records into it
@@ -183,7 +179,7 @@ int serve(const server::Options& o) {
   std::fprintf(stderr, "pensieve: chat template: %s\n", (*engine)->chat_template_description().c_str());
   std::fprintf(stderr, "pensieve: serving '%s' on http://%s:%u (OpenAI API under /v1; %d I/O threads), %s\n",
                backend.model_name().c_str(), o.host.c_str(), unsigned(http.port()), http_threads,
-               o.no_state ? "stateless (--no-state: every turn recomputes its history)"
+               !o.scheduler.keep_kv ? "stateless (--no-state: every turn recomputes its history)"
                           : "stateful (conversations keep their KV cache)");
   // Cap'n Proto RPC for internal clients (pensieve-cli): its own loop thread.
   net::RpcServerOptions rpc_options;

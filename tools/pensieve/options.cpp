@@ -128,13 +128,13 @@ std::map<std::string, Setter> value_flags() {
       {"--history-dir", text(&Options::history_dir)},
       {"--eviction-policy", [](Options& o, const std::string& v) -> Result<void> {
          if (v != "lru" && v != "cost") return fail("--eviction-policy: '" + v + "' is not lru or cost");
-         o.eviction_policy = v;
+         o.kv_cache.eviction_policy = v == "lru" ? actors::EvictionPolicyKind::lru : actors::EvictionPolicyKind::cost_aware;
          return {};
        }},
-      {"--swap-out-watermark", [](Options& o, const std::string& v) { return parse_share("--swap-out-watermark", v, o.swap_out_watermark); }},
-      {"--decode-reserve", [](Options& o, const std::string& v) { return parse_share("--decode-reserve", v, o.decode_reserve); }},
+      {"--swap-out-watermark", [](Options& o, const std::string& v) { return parse_share("--swap-out-watermark", v, o.kv_cache.swap_out_watermark); }},
+      {"--decode-reserve", [](Options& o, const std::string& v) { return parse_share("--decode-reserve", v, o.scheduler.decode_reserve); }},
       {"--kv-disk-gb", [](Options& o, const std::string& v) { return parse_int("--kv-disk-gb", v, o.kv_disk_gb, 0, 1 << 20); }},
-      {"--max-batch-tokens", [](Options& o, const std::string& v) { return parse_int("--max-batch-tokens", v, o.max_batch_tokens, 1, 1 << 20); }},
+      {"--max-batch-tokens", [](Options& o, const std::string& v) { return parse_int("--max-batch-tokens", v, o.scheduler.max_batch_tokens, 1, 1 << 20); }},
       {"--threads", [](Options& o, const std::string& v) { return parse_int("--threads", v, o.threads, 1, 1024); }},
       {"--compute-nice", [](Options& o, const std::string& v) -> Result<void> {
          if (v == "idle") {
@@ -187,7 +187,7 @@ Result<Options> parse_options(const std::vector<std::string>& args) {
       continue;
     }
     if (arg == "--no-state") {
-      o.no_state = true;
+      o.scheduler.keep_kv = false;
       continue;
     }
     if (arg == "--no-gather") {

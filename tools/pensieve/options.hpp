@@ -1,6 +1,10 @@
 #pragma once
 // The command line of the `pensieve` server. Every flag is documented in
-// usage(); a bad flag or value is a one-line Error.
+// usage(); a bad flag or value is a one-line Error. The scheduler's and the
+// KV cache's flags land in their own options structs, which main() hands to
+// the engine whole.
+#include "actors/kv_cache_options.hpp"
+#include "actors/scheduler_options.hpp"
 #include "runtime/error.hpp"
 
 #include <cstdint>
@@ -15,19 +19,18 @@ struct Options {
   std::string host = "127.0.0.1";
   std::uint16_t port = 8080;
   std::uint16_t rpc_port = 8081;
-  bool no_state = false;
   std::optional<std::string> api_key;
   std::optional<std::string> api_keys_file;
   std::int64_t kv_device_mb = 512;
   std::int64_t kv_host_mb = -1;  // -1: automatic (actors::default_kv_host_mb()); 0: no host tier
   std::optional<std::string> kv_disk_dir;
   std::int64_t kv_disk_gb = 0;
-  std::string eviction_policy = "cost";  // lru | cost
-  double swap_out_watermark = 0.25;      // copy idle KV to host below this free device share
-  double decode_reserve = 0.10;          // device share kept for running decodes
+  // --no-state (keep_kv), --max-batch-tokens, --decode-reserve.
+  actors::SchedulerOptions scheduler;
+  // --eviction-policy, --swap-out-watermark.
+  actors::KvCacheOptions kv_cache;
   bool gather_copies = true;             // --no-gather: one transfer per chunk and layer
   std::optional<std::string> history_dir;  // durable conversation history; absent: off
-  std::int32_t max_batch_tokens = 512;
   std::int32_t request_timeout_s = 600;
   std::int32_t max_turns_per_tenant = 0;  // turns one API key may have in the engine; 0: no limit
   std::int32_t max_conversations_per_tenant = 0;  // stored conversations per API key; 0: no limit

@@ -1,5 +1,5 @@
 // libFuzzer target: any bytes as what a read of a disk KV slot returned,
-// through the check DiskChunkStore::read makes before it copies a chunk out
+// through the check DiskTierFile::read makes before it copies a chunk out
 // (gpu/kv/chunk_header.hpp), then the payload checksum over the layers as
 // the read computes it. The first input byte picks how much of the header
 // the harness repairs after mutation (bit 0: its checksum; bit 1 as well:

@@ -1,7 +1,7 @@
 // The disk KV tier: chunks round-trip byte for byte, and a chunk that is
 // flipped, torn, stale or for other tokens is reported as such (never
 // returned as data), apart from I/O errors and the caller's own mistakes.
-#include "gpu/kv/disk_chunk_store.hpp"
+#include "gpu/kv/disk_tier_file.hpp"
 
 #include "gpu/kv/chunk_checksum.hpp"
 
@@ -71,28 +71,28 @@ void run_with_ring(Body body) {
   REQUIRE(finished);
 }
 
-std::unique_ptr<DiskChunkStore> open_store(std::shared_ptr<rt::IoRing> ring, const std::filesystem::path& dir,
+std::unique_ptr<DiskTierFile> open_store(std::shared_ptr<rt::IoRing> ring, const std::filesystem::path& dir,
                                            std::uint32_t slots, rt::DirectIo direct = rt::DirectIo::prefer) {
-  DiskChunkStoreConfig c = disk_layout_of(pool_config(1));
+  DiskTierFileConfig c = disk_layout_of(pool_config(1));
   c.dir = dir;
   c.direct = direct;
   const std::uint64_t slot_bytes =
-      rt::AlignedBuffer::round_up(DiskChunkStore::header_block_bytes + c.n_layers * c.layer_bytes, 4096);
+      rt::AlignedBuffer::round_up(DiskTierFile::header_block_bytes + c.n_layers * c.layer_bytes, 4096);
   c.budget_bytes = slots * slot_bytes + slot_bytes / 2;  // a partial slot does not count
-  auto store = DiskChunkStore::open(std::move(ring), c);
+  auto store = DiskTierFile::open(std::move(ring), c);
   if (!store) FAIL("open: " << store.error().message);
   return std::move(*store);
 }
 
 // Overwrites `bytes` at `offset` of the store's file, behind its back.
-void patch_file(const DiskChunkStore& store, std::uint64_t offset, std::span<const std::byte> bytes) {
+void patch_file(const DiskTierFile& store, std::uint64_t offset, std::span<const std::byte> bytes) {
   const int fd = ::open(store.path().c_str(), O_WRONLY);
   REQUIRE(fd >= 0);
   REQUIRE(::pwrite(fd, bytes.data(), bytes.size(), off_t(offset)) == ssize_t(bytes.size()));
   ::close(fd);
 }
 
-std::vector<std::byte> file_bytes(const DiskChunkStore& store, std::uint64_t offset, std::size_t n) {
+std::vector<std::byte> file_bytes(const DiskTierFile& store, std::uint64_t offset, std::size_t n) {
   std::vector<std::byte> out(n);
   const int fd = ::open(store.path().c_str(), O_RDONLY);
   REQUIRE(fd >= 0);
@@ -102,13 +102,13 @@ std::vector<std::byte> file_bytes(const DiskChunkStore& store, std::uint64_t off
 }
 
 // Writes block 0 of a random pool to `slot` for tokens_of(first).
-asio::awaitable<ChunkResult<void>> write_one(DiskChunkStore& store, const KvPool& pool, DiskSlot slot,
+asio::awaitable<ChunkResult<void>> write_one(DiskTierFile& store, const KvPool& pool, DiskSlot slot,
                                              std::int32_t first) {
   const auto tokens = tokens_of(first);
   co_return co_await store.write(slot, pool, BlockId{0}, tokens);
 }
 
-asio::awaitable<ChunkResult<void>> read_one(DiskChunkStore& store, KvPool& pool, DiskSlot slot, std::int32_t first) {
+asio::awaitable<ChunkResult<void>> read_one(DiskTierFile& store, KvPool& pool, DiskSlot slot, std::int32_t first) {
   const auto tokens = tokens_of(first);
   co_return co_await store.read(slot, pool, BlockId{0}, tokens);
 }
@@ -157,7 +157,7 @@ TEST_CASE("a flipped byte in a chunk's payload or header is reported as corrupt"
     REQUIRE(w1.has_value());
     REQUIRE(w2.has_value());
     // Payload: one bit of one byte in the middle of the last layer.
-    const std::uint64_t payload_at = store->slot_offset_bytes(DiskSlot{1}) + DiskChunkStore::header_block_bytes;
+    const std::uint64_t payload_at = store->slot_offset_bytes(DiskSlot{1}) + DiskTierFile::header_block_bytes;
     const std::uint64_t victim = payload_at + store->payload_bytes() - 77;
     auto byte = file_bytes(*store, victim, 1);
     byte[0] ^= std::byte{0x10};
@@ -213,11 +213,11 @@ TEST_CASE("a torn chunk (file cut short, or its tail never written) is reported 
     // Slot 0: the second half of its payload reads as zeros (a write cut off).
     const std::uint64_t half = store->payload_bytes() / 2;
     const std::vector<std::byte> zeros(store->payload_bytes() - half);
-    patch_file(*store, store->slot_offset_bytes(DiskSlot{0}) + DiskChunkStore::header_block_bytes + half, zeros);
+    patch_file(*store, store->slot_offset_bytes(DiskSlot{0}) + DiskTierFile::header_block_bytes + half, zeros);
     const ChunkResult<void> r0 = co_await read_one(*store, back, DiskSlot{0}, 1);
     CHECK(fault_of(r0) == ChunkFault::corrupt);
     // Slot 2, the last: the file ends in the middle of its payload.
-    const auto cut = store->slot_offset_bytes(DiskSlot{2}) + DiskChunkStore::header_block_bytes + half;
+    const auto cut = store->slot_offset_bytes(DiskSlot{2}) + DiskTierFile::header_block_bytes + half;
     REQUIRE(::truncate(store->path().c_str(), off_t(cut)) == 0);
     const ChunkResult<void> r2 = co_await read_one(*store, back, DiskSlot{2}, 1);
     REQUIRE_FALSE(r2.has_value());
@@ -247,10 +247,10 @@ TEST_CASE("an earlier chunk left in a slot by a lost write is reported as stale"
 TEST_CASE("slots out of range, wrong chunk sizes and a budget below one chunk are refused", "[kv][disk]") {
   pensieve::testing::TempDir dir("disk-chunks");
   run_with_ring([&](std::shared_ptr<rt::IoRing> ring) -> asio::awaitable<void> {
-    DiskChunkStoreConfig tiny = disk_layout_of(pool_config(1));
+    DiskTierFileConfig tiny = disk_layout_of(pool_config(1));
     tiny.dir = dir.path();
     tiny.budget_bytes = 4096;
-    auto refused = DiskChunkStore::open(ring, tiny);
+    auto refused = DiskTierFile::open(ring, tiny);
     REQUIRE_FALSE(refused.has_value());
     CHECK_THAT(refused.error().message, Catch::Contains("holds no chunk"));
 
@@ -274,7 +274,7 @@ TEST_CASE("slots out of range, wrong chunk sizes and a budget below one chunk ar
 
 TEST_CASE("opening the store replaces a previous run's chunk file and closing removes it", "[kv][disk]") {
   pensieve::testing::TempDir dir("disk-chunks");
-  const auto path = dir.path() / DiskChunkStore::file_name;
+  const auto path = dir.path() / DiskTierFile::file_name;
   {
     const int fd = ::open(path.c_str(), O_CREAT | O_WRONLY, 0600);
     REQUIRE(fd >= 0);

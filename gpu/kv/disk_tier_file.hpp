@@ -1,8 +1,8 @@
 #pragma once
-// DiskChunkStore: the disk tier of the KV cache. A fixed number of slots in
-// one file under a directory (--kv-disk-dir), as many as a byte budget
-// (--kv-disk-gb) holds; each slot holds one chunk: every layer's K and V of
-// one KV block, as one host KvPool block holds them. Written and read with
+// DiskTierFile: the disk tier of the KV cache, as a file. A fixed number
+// of slots (kv::DiskSlot) in one file under a directory (--kv-disk-dir), as
+// many as a byte budget (--kv-disk-gb) holds; each slot holds one chunk:
+// every layer's K and V of one KV block, as one host KvPool block holds them. Written and read with
 // io_uring (rt::UringFile), O_DIRECT where the filesystem allows it, through
 // 4 KiB-aligned staging buffers (a host pool's blocks are not page aligned).
 //
@@ -32,6 +32,7 @@
 #include "gpu/kv/block_id.hpp"
 #include "gpu/kv/chunk_header.hpp"
 #include "gpu/kv/kv_pool.hpp"
+#include "gpu/kv/tier_slots.hpp"
 #include "runtime/aligned_buffer.hpp"
 #include "runtime/error.hpp"
 #include "runtime/io_ring.hpp"
@@ -49,12 +50,7 @@
 
 namespace pensieve::kv {
 
-struct DiskSlot {
-  std::uint32_t value = 0;
-  friend constexpr auto operator<=>(DiskSlot, DiskSlot) = default;
-};
-
-struct DiskChunkStoreConfig {
+struct DiskTierFileConfig {
   std::filesystem::path dir;
   std::uint64_t budget_bytes = 0;  // slots: as many whole slots as this holds
   std::int32_t n_layers = 0;
@@ -64,11 +60,11 @@ struct DiskChunkStoreConfig {
 };
 
 // The chunk geometry of a host pool: n_layers and one block's bytes per layer.
-DiskChunkStoreConfig disk_layout_of(const KvPoolConfig& pool);
+DiskTierFileConfig disk_layout_of(const KvPoolConfig& pool);
 // One span per layer over block `block` of `pool` (K then V, contiguous).
 std::vector<std::span<std::byte>> chunk_layers(const KvPool& pool, BlockId block);
 
-class DiskChunkStore {
+class DiskTierFile {
  public:
   static constexpr std::size_t header_block_bytes = chunk_header_block_bytes;
   static constexpr const char* file_name = "kv-chunks.bin";
@@ -76,11 +72,11 @@ class DiskChunkStore {
   // Deletes a previous run's chunk file in config.dir (creating the
   // directory if needed) and makes a fresh one, space reserved for every
   // slot where the filesystem can (fallocate), sparse otherwise.
-  static Result<std::unique_ptr<DiskChunkStore>> open(std::shared_ptr<rt::IoRing> ring,
-                                                      DiskChunkStoreConfig config);
-  ~DiskChunkStore();
-  DiskChunkStore(const DiskChunkStore&) = delete;
-  DiskChunkStore& operator=(const DiskChunkStore&) = delete;
+  static Result<std::unique_ptr<DiskTierFile>> open(std::shared_ptr<rt::IoRing> ring,
+                                                      DiskTierFileConfig config);
+  ~DiskTierFile();
+  DiskTierFile(const DiskTierFile&) = delete;
+  DiskTierFile& operator=(const DiskTierFile&) = delete;
 
   std::uint32_t slot_count() const { return slot_count_; }
   std::uint64_t slot_bytes() const { return slot_bytes_; }
@@ -103,7 +99,7 @@ class DiskChunkStore {
   boost::asio::awaitable<ChunkResult<void>> read(DiskSlot slot, KvPool& pool, BlockId block,
                                                  std::span<const std::int32_t> tokens);
   // The same for a chunk packed layer after layer in one buffer of
-  // payload_bytes() (what actors/chunk_store.hpp passes).
+  // payload_bytes().
   boost::asio::awaitable<ChunkResult<void>> write_packed(DiskSlot slot, std::span<const std::byte> chunk,
                                                          std::span<const std::int32_t> tokens);
   boost::asio::awaitable<ChunkResult<void>> read_packed(DiskSlot slot, std::span<std::byte> chunk,
@@ -112,14 +108,14 @@ class DiskChunkStore {
   void release(DiskSlot slot);
 
  private:
-  DiskChunkStore(DiskChunkStoreConfig config, rt::UringFile file, std::filesystem::path path,
+  DiskTierFile(DiskTierFileConfig config, rt::UringFile file, std::filesystem::path path,
                  std::uint32_t slot_count, std::uint64_t slot_bytes, std::uint64_t run_id);
   ChunkResult<void> check_request(DiskSlot slot, std::size_t n_layers, std::size_t each_bytes, bool reading) const;
   ChunkExpectation expectation(DiskSlot slot) const;
   rt::AlignedBuffer take_staging();
   void give_back(rt::AlignedBuffer buffer);
 
-  DiskChunkStoreConfig config_;
+  DiskTierFileConfig config_;
   rt::UringFile file_;
   std::filesystem::path path_;
   std::uint32_t slot_count_ = 0;

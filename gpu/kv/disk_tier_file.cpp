@@ -1,4 +1,4 @@
-#include "gpu/kv/disk_chunk_store.hpp"
+#include "gpu/kv/disk_tier_file.hpp"
 
 #include "gpu/kv/chunk_checksum.hpp"
 
@@ -38,8 +38,8 @@ Result<void> make_file(const std::filesystem::path& path, std::uint64_t bytes) {
 
 }  // namespace
 
-DiskChunkStoreConfig disk_layout_of(const KvPoolConfig& pool) {
-  DiskChunkStoreConfig c;
+DiskTierFileConfig disk_layout_of(const KvPoolConfig& pool) {
+  DiskTierFileConfig c;
   c.n_layers = pool.n_layers;
   c.layer_bytes = 2 * std::size_t(pool.block_tokens) * std::size_t(pool.n_kv_heads) * std::size_t(pool.head_dim) *
                   kv_dtype_bytes(pool.dtype);
@@ -59,8 +59,8 @@ std::vector<std::span<std::byte>> chunk_layers(const KvPool& pool, BlockId block
   return layers;
 }
 
-Result<std::unique_ptr<DiskChunkStore>> DiskChunkStore::open(std::shared_ptr<rt::IoRing> ring,
-                                                             DiskChunkStoreConfig config) {
+Result<std::unique_ptr<DiskTierFile>> DiskTierFile::open(std::shared_ptr<rt::IoRing> ring,
+                                                             DiskTierFileConfig config) {
   if (config.n_layers <= 0 || config.layer_bytes == 0) return fail("disk KV store: empty chunk layout");
   const std::uint64_t payload = std::uint64_t(config.n_layers) * config.layer_bytes;
   const std::uint64_t slot_bytes = AlignedBuffer::round_up(header_block_bytes + payload, header_block_bytes);
@@ -82,11 +82,11 @@ Result<std::unique_ptr<DiskChunkStore>> DiskChunkStore::open(std::shared_ptr<rt:
                                   {.writable = true, .create = false, .truncate = false, .direct = config.direct});
   if (!file) return file.error();
   const std::uint64_t run_id = std::random_device{}() | (std::uint64_t(std::random_device{}()) << 32);
-  return std::unique_ptr<DiskChunkStore>(new DiskChunkStore(std::move(config), std::move(*file), std::move(path),
+  return std::unique_ptr<DiskTierFile>(new DiskTierFile(std::move(config), std::move(*file), std::move(path),
                                                             std::uint32_t(slots), slot_bytes, run_id));
 }
 
-DiskChunkStore::DiskChunkStore(DiskChunkStoreConfig config, rt::UringFile file, std::filesystem::path path,
+DiskTierFile::DiskTierFile(DiskTierFileConfig config, rt::UringFile file, std::filesystem::path path,
                                std::uint32_t slot_count, std::uint64_t slot_bytes, std::uint64_t run_id)
     : config_(std::move(config)),
       file_(std::move(file)),
@@ -97,27 +97,27 @@ DiskChunkStore::DiskChunkStore(DiskChunkStoreConfig config, rt::UringFile file, 
       run_id_(run_id),
       generation_(slot_count, 0) {}
 
-DiskChunkStore::~DiskChunkStore() {
+DiskTierFile::~DiskTierFile() {
   std::error_code ec;  // best effort: the next open() removes it anyway
   std::filesystem::remove(path_, ec);
 }
 
-void DiskChunkStore::release(DiskSlot slot) {
+void DiskTierFile::release(DiskSlot slot) {
   if (slot.value < slot_count_) generation_[slot.value] = 0;
 }
 
-AlignedBuffer DiskChunkStore::take_staging() {
+AlignedBuffer DiskTierFile::take_staging() {
   if (staging_.empty()) return AlignedBuffer(slot_bytes_, header_block_bytes);
   AlignedBuffer b = std::move(staging_.back());
   staging_.pop_back();
   return b;
 }
 
-void DiskChunkStore::give_back(AlignedBuffer buffer) {
+void DiskTierFile::give_back(AlignedBuffer buffer) {
   if (staging_.size() < config_.cached_staging_buffers) staging_.push_back(std::move(buffer));
 }
 
-ChunkResult<void> DiskChunkStore::check_request(DiskSlot slot, std::size_t n_layers, std::size_t each_bytes,
+ChunkResult<void> DiskTierFile::check_request(DiskSlot slot, std::size_t n_layers, std::size_t each_bytes,
                                                 bool reading) const {
   if (slot.value >= slot_count_) {
     return chunk_error(ChunkFault::invalid, slot_name(slot) + " is out of range (the store has " +
@@ -133,7 +133,7 @@ ChunkResult<void> DiskChunkStore::check_request(DiskSlot slot, std::size_t n_lay
   return {};
 }
 
-boost::asio::awaitable<ChunkResult<void>> DiskChunkStore::write(DiskSlot slot,
+boost::asio::awaitable<ChunkResult<void>> DiskTierFile::write(DiskSlot slot,
                                                                 std::span<const std::span<const std::byte>> layers,
                                                                 std::span<const std::int32_t> tokens) {
   const std::size_t each = layers.empty() ? 0 : layers.front().size();
@@ -162,19 +162,19 @@ boost::asio::awaitable<ChunkResult<void>> DiskChunkStore::write(DiskSlot slot,
   co_return ChunkResult<void>{};
 }
 
-boost::asio::awaitable<ChunkResult<void>> DiskChunkStore::write(DiskSlot slot, const KvPool& pool, BlockId block,
+boost::asio::awaitable<ChunkResult<void>> DiskTierFile::write(DiskSlot slot, const KvPool& pool, BlockId block,
                                                                 std::span<const std::int32_t> tokens) {
   const auto spans = chunk_layers(pool, block);
   const std::vector<std::span<const std::byte>> layers(spans.begin(), spans.end());
   co_return co_await write(slot, std::span(layers), tokens);
 }
 
-ChunkExpectation DiskChunkStore::expectation(DiskSlot slot) const {
+ChunkExpectation DiskTierFile::expectation(DiskSlot slot) const {
   return ChunkExpectation{slot.value, std::uint32_t(config_.n_layers), config_.layer_bytes, payload_bytes_, run_id_,
                           generation_[slot.value]};
 }
 
-boost::asio::awaitable<ChunkResult<void>> DiskChunkStore::read(DiskSlot slot,
+boost::asio::awaitable<ChunkResult<void>> DiskTierFile::read(DiskSlot slot,
                                                                std::span<const std::span<std::byte>> layers,
                                                                std::span<const std::int32_t> tokens) {
   const std::size_t each = layers.empty() ? 0 : layers.front().size();
@@ -210,13 +210,13 @@ boost::asio::awaitable<ChunkResult<void>> DiskChunkStore::read(DiskSlot slot,
   co_return ChunkResult<void>{};
 }
 
-boost::asio::awaitable<ChunkResult<void>> DiskChunkStore::read(DiskSlot slot, KvPool& pool, BlockId block,
+boost::asio::awaitable<ChunkResult<void>> DiskTierFile::read(DiskSlot slot, KvPool& pool, BlockId block,
                                                                std::span<const std::int32_t> tokens) {
   const auto layers = chunk_layers(pool, block);
   co_return co_await read(slot, std::span(layers), tokens);
 }
 
-boost::asio::awaitable<ChunkResult<void>> DiskChunkStore::write_packed(DiskSlot slot, std::span<const std::byte> chunk,
+boost::asio::awaitable<ChunkResult<void>> DiskTierFile::write_packed(DiskSlot slot, std::span<const std::byte> chunk,
                                                                        std::span<const std::int32_t> tokens) {
   if (chunk.size() != payload_bytes_) {
     co_return chunk_error(ChunkFault::invalid, slot_name(slot) + ": a packed chunk is " +
@@ -229,7 +229,7 @@ boost::asio::awaitable<ChunkResult<void>> DiskChunkStore::write_packed(DiskSlot 
   co_return co_await write(slot, std::span(layers), tokens);
 }
 
-boost::asio::awaitable<ChunkResult<void>> DiskChunkStore::read_packed(DiskSlot slot, std::span<std::byte> chunk,
+boost::asio::awaitable<ChunkResult<void>> DiskTierFile::read_packed(DiskSlot slot, std::span<std::byte> chunk,
                                                                       std::span<const std::int32_t> tokens) {
   if (chunk.size() != payload_bytes_) {
     co_return chunk_error(ChunkFault::invalid, slot_name(slot) + ": a packed chunk is " +

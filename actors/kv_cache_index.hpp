@@ -1,0 +1,96 @@
+#pragma once
+// KvCacheIndex: which token histories have cached KV, and their chunks: a
+// conversation's history and one CachedChunk per KV block of it, ordered by
+// conversation. Answers "the coldest chunk matching this" for every
+// eviction choice (EvictionPolicy decides between two), and finds the chunk
+// a reported move was for. Knows nothing of slots' references (the
+// KvCacheManager's pools and ledger do).
+//
+// Pure; used on the scheduler actor's thread (KvCacheManager owns it).
+#include "actors/cached_chunk.hpp"
+#include "actors/eviction_policy.hpp"
+#include "actors/ids.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace pensieve::actors {
+
+struct CachedEntry {
+  std::vector<std::int32_t> tokens;
+  std::vector<CachedChunk> chunks;  // chunk i covers tokens [i * block_tokens, (i + 1) * block_tokens)
+  std::int64_t last_active_ns = 0;
+  std::optional<TurnId> attached;   // a waiting turn has it (see KvCacheManager::attach)
+};
+
+// A chunk the index picked, with what the eviction policy weighed.
+struct ChunkPick {
+  CachedEntry* entry = nullptr;
+  ConversationId conversation;
+  std::size_t index = 0;
+  ChunkCandidate candidate;
+  CachedChunk& chunk() const { return entry->chunks[index]; }
+  ChunkKey key() const { return {conversation, index, chunk().id}; }
+};
+
+class KvCacheIndex {
+ public:
+  using Entries = std::map<ConversationId, CachedEntry>;
+
+  explicit KvCacheIndex(std::int32_t block_tokens) : block_tokens_(block_tokens) {}
+
+  std::int32_t block_tokens() const { return block_tokens_; }
+  Entries& entries() { return entries_; }
+  const Entries& entries() const { return entries_; }
+  std::size_t size() const { return entries_.size(); }
+  CachedEntry* find(ConversationId conversation);
+  const CachedEntry* find(ConversationId conversation) const;
+  // The chunk a move was for, or null when it has left since.
+  CachedChunk* find(const ChunkKey& key);
+  // A fresh chunk id, never handed out before.
+  std::uint64_t next_chunk_id() { return next_chunk_id_++; }
+
+  ChunkCandidate candidate(ConversationId conversation, const CachedEntry& e, std::size_t index) const;
+  std::span<const std::int32_t> chunk_tokens(const CachedEntry& e, std::size_t index) const;
+
+  // The coldest chunk matching `pred` among entries matching `entry_pred`.
+  template <class EntryPred, class Pred>
+  std::optional<ChunkPick> coldest_where(const EvictionPolicy& policy, std::int64_t now_ns, EntryPred entry_pred,
+                                         Pred pred);
+  // Among idle entries, or (with `waiting`) among those attached to a
+  // waiting turn, except `spare`'s.
+  template <class Pred>
+  std::optional<ChunkPick> coldest(const EvictionPolicy& policy, std::int64_t now_ns, Pred pred,
+                                   bool waiting = false, std::optional<ConversationId> spare = std::nullopt) {
+    return coldest_where(
+        policy, now_ns,
+        [&](ConversationId c, const CachedEntry& e) { return e.attached.has_value() == waiting && c != spare; },
+        pred);
+  }
+
+ private:
+  std::int32_t block_tokens_;
+  Entries entries_;
+  std::uint64_t next_chunk_id_ = 1;
+};
+
+template <class EntryPred, class Pred>
+std::optional<ChunkPick> KvCacheIndex::coldest_where(const EvictionPolicy& policy, std::int64_t now_ns,
+                                                     EntryPred entry_pred, Pred pred) {
+  std::optional<ChunkPick> best;
+  for (auto& [conversation, e] : entries_) {
+    if (!entry_pred(conversation, e)) continue;
+    for (std::size_t i = 0; i < e.chunks.size(); ++i) {
+      if (!pred(e.chunks[i])) continue;
+      ChunkCandidate c = candidate(conversation, e, i);
+      if (!best || policy.leaves_before(c, best->candidate, now_ns)) best = ChunkPick{&e, conversation, i, c};
+    }
+  }
+  return best;
+}
+
+}  // namespace pensieve::actors

@@ -1,0 +1,20 @@
+#pragma once
+// The scheduler's options: batch shape, admission and the decode reserve
+// (what the command line sets, built once in tools/pensieve/main.cpp). The
+// KV cache's own options travel beside them (kv_cache_options.hpp).
+#include <cstdint>
+
+namespace pensieve::actors {
+
+struct SchedulerOptions {
+  std::int32_t max_batch_tokens = 512;  // tokens per iteration, decode and prefill (--max-batch-tokens)
+  std::int32_t max_running = 64;        // sequences holding KV and running at once
+  std::int32_t max_admitted = 256;      // turns waiting or running; beyond: overloaded
+  bool keep_kv = true;                  // false: --no-state, every turn recomputes its history
+  // With a host tier and something running, a new turn is admitted only if
+  // this share of device blocks stays free or reclaimable for decodes
+  // (--decode-reserve).
+  double decode_reserve = 0.10;
+};
+
+}  // namespace pensieve::actors
