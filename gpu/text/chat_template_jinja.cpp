@@ -10,6 +10,7 @@
 #include <boost/json/parse.hpp>
 
 #include <ctime>
+#include <optional>
 
 namespace pensieve::model {
 
@@ -144,18 +145,39 @@ Result<ChatTemplate> ChatTemplate::from_jinja(std::string_view source, ChatSpeci
                                               std::string name) {
   auto program = jinja::Template::parse(source);
   if (!program) return fail("chat template (" + name + "): " + program.error().message);
-  // The suffix: a user turn with the generation prompt, then the same with
-  // the assistant's reply; what follows the reply is what closes it.
-  constexpr std::string_view reply = "PensieveProbeReply";
-  const std::vector<ChatMessage> asked = {{"user", "PensieveProbeQuestion"}};
+  // The suffix: what the template writes after an assistant's content, found
+  // by rendering probe conversations: the reply last, and the reply followed
+  // by a question (what the next turn's full render will have there).
+  constexpr std::string_view question = "PensieveProbeQuestion", reply = "PensieveProbeReply";
+  const std::vector<ChatMessage> asked = {{"user", std::string(question)}};
   std::vector<ChatMessage> answered = asked;
   answered.push_back({"assistant", std::string(reply)});
+  std::vector<ChatMessage> followed = answered;
+  followed.push_back({"user", "PensieveProbeFollowUp"});
   auto open = render_text(*program, asked, true, {}, special, name);
   auto closed = render_text(*program, answered, false, {}, special, name);
-  std::string suffix = special.eos;  // where the probe says nothing better
-  if (open && closed && closed->bytes.starts_with(open->bytes)) {
-    const std::size_t at = closed->bytes.find(reply, open->bytes.size());
-    if (at != std::string::npos) suffix = closed->bytes.substr(at + reply.size());
+  auto next = render_text(*program, followed, true, {}, special, name);
+  std::string suffix = special.eos;  // where the probes say nothing better
+  // What follows the reply in `text`, or nullopt.
+  auto after_reply = [&](const Result<jinja::Text>& text) -> std::optional<std::string> {
+    if (!open || !text || !text->bytes.starts_with(open->bytes)) return std::nullopt;
+    const std::size_t at = text->bytes.find(reply, open->bytes.size());
+    if (at == std::string::npos) return std::nullopt;
+    return text->bytes.substr(at + reply.size());
+  };
+  const auto at_end = after_reply(closed);
+  const auto in_middle = after_reply(next);
+  if (at_end) {
+    suffix = *at_end;
+    // Phi-3 ends the whole conversation with EOS: not part of a turn's end.
+    const std::string& eos = special.eos;
+    if (in_middle && !in_middle->starts_with(suffix) && !eos.empty() && suffix.ends_with(eos) &&
+        in_middle->starts_with(suffix.substr(0, suffix.size() - eos.size()))) {
+      suffix.resize(suffix.size() - eos.size());
+    }
+    // Any other difference: the next turn finds the held text is not a
+    // prefix of its render and encodes the conversation again (correct,
+    // only slower).
   }
   ChatTemplate t(ChatFamily::chatml, std::move(special));
   t.jinja_ = std::make_shared<const Jinja>(Jinja{std::move(*program), std::move(name), std::move(suffix)});

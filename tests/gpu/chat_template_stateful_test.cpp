@@ -119,10 +119,15 @@ struct Outcome {
 };
 
 // Plays `k` turn by turn: each assistant message is a reply the model wrote.
+// Its tokens are the ones the reply's text has in context (after what the
+// conversation holds, as the model samples them; a reply encoded on its own
+// would get SentencePiece's leading space); the closing markup is encoded
+// on its own, as the conversation actor does.
 Outcome play(const ChatTemplate& t, const Tokenizer& tok, const Case& k) {
   Outcome out;
   std::vector<ChatMessage> held_messages;
   std::string held;
+  std::vector<ChatSegment> since_start;  // what the tokens were encoded from, in order
   std::size_t i = 0;
   while (i < k.messages.size()) {
     std::vector<ChatMessage> all = held_messages;
@@ -133,17 +138,27 @@ Outcome play(const ChatTemplate& t, const Tokenizer& tok, const Case& k) {
     if (next->restart) {
       ++out.restarts;
       out.stateful = encode(tok, next->segments, true);
+      since_start = next->segments;
     } else {
       const auto fresh = encode(tok, next->segments, out.stateful.empty());
       out.stateful.insert(out.stateful.end(), fresh.begin(), fresh.end());
+      since_start.insert(since_start.end(), next->segments.begin(), next->segments.end());
     }
     if (i == k.messages.size()) break;
-    // The reply: its text as the model's tokens, then the closing markup.
     const ChatMessage& reply = k.messages[i++];
-    const std::vector<TextPiece> pieces = {{reply.content, false}, {t.assistant_suffix(), true}};
-    const auto written = tok.encode_pieces(pieces, false);
-    out.stateful.insert(out.stateful.end(), written.begin(), written.end());
-    held = next->text + reply.content + t.assistant_suffix();
+    std::vector<ChatSegment> with_reply = since_start;
+    with_reply.push_back({reply.content, false});
+    const auto in_context = encode(tok, with_reply, true);
+    REQUIRE(in_context.size() >= out.stateful.size());
+    REQUIRE(std::equal(out.stateful.begin(), out.stateful.end(), in_context.begin()));
+    out.stateful = in_context;
+    const std::string suffix = t.assistant_suffix();
+    const TextPiece closing{suffix, true};
+    const auto closed = tok.encode_pieces(std::span(&closing, 1), false);
+    out.stateful.insert(out.stateful.end(), closed.begin(), closed.end());
+    since_start.push_back({reply.content, false});
+    since_start.push_back({suffix, true});
+    held = next->text + reply.content + suffix;
     all.push_back(reply);
     held_messages = std::move(all);
   }
@@ -161,7 +176,7 @@ TEST_CASE("every template of the set, rendered turn by turn, holds the tokens of
   CHECK(tok.encode("<|im_start|>", false, true).size() == 1);  // a marker is one token
   const auto all_cases = cases();
   REQUIRE(all_cases.size() >= 6);
-  int templates = 0, stable_two_turns = 0;
+  int templates = 0, stable_two_turns = 0, restarted_two_turns = 0;
   for (const auto& entry : std::filesystem::directory_iterator(templates_dir() / "templates")) {
     const std::string name = entry.path().filename().string();
     auto t = ChatTemplate::from_jinja(read(entry.path()), {"<s>", "</s>"}, name);
@@ -173,15 +188,32 @@ TEST_CASE("every template of the set, rendered turn by turn, holds the tokens of
       if (!t->continuation(k.messages, 0, {}, true, k.extras)) continue;
       INFO(name << ": " << k.name);
       const Outcome o = play(*t, tok, k);
+      if (o.stateful != o.full) {
+        std::size_t d = 0;
+        while (d < o.stateful.size() && d < o.full.size() && o.stateful[d] == o.full[d]) ++d;
+        std::string a, b;
+        for (std::size_t j = d >= 3 ? d - 3 : 0; j < std::min(o.stateful.size(), d + 6); ++j) a += "|" + tok.token_to_piece(o.stateful[j], true);
+        for (std::size_t j = d >= 3 ? d - 3 : 0; j < std::min(o.full.size(), d + 6); ++j) b += "|" + tok.token_to_piece(o.full[j], true);
+        UNSCOPED_INFO("first difference at token " << d << " (restarts " << o.restarts << "): stateful " << a << " full " << b);
+      }
       CHECK(o.stateful == o.full);
       if (k.name == "system and two turns" && o.restarts == 0) ++stable_two_turns;
+      if (k.name == "system and two turns" && o.restarts != 0) {
+        ++restarted_two_turns;
+        WARN(name << " renders a two-turn conversation anew on its second turn");
+      }
     }
   }
   CHECK(templates >= 12);
-  // The stateful path is real: most templates extend a plain two-turn
-  // conversation without rendering it again.
-  CHECK(stable_two_turns * 2 > templates);
-  WARN(stable_two_turns << " of " << templates << " templates continue a two-turn conversation without a restart");
+  // The stateful path is real: most templates that take a system prompt
+  // extend a plain two-turn conversation without rendering it again (on
+  // 2026-12-02: 8; Llama 2 and Mixtral write a space before the reply that
+  // their generation prompt lacks, Mistral Nemo moves the system prompt to
+  // the last user turn, DeepSeek-R1's distills drop the reply's reasoning).
+  CHECK(stable_two_turns >= 2 * restarted_two_turns);
+  CHECK(stable_two_turns >= 6);
+  WARN(stable_two_turns << " of " << templates << " templates continue a two-turn conversation without a restart, "
+                        << restarted_two_turns << " render it anew");
 }
 
 TEST_CASE("a template whose history changes is restarted, one that extends it is not", "[chat][jinja][stateful]") {
@@ -220,8 +252,9 @@ TEST_CASE("a template whose history changes is restarted, one that extends it is
   // Client text stays client text: the role and content are not markup.
   REQUIRE(two.segments.size() >= 3);
   CHECK(two.segments[0].markup);
-  CHECK(two.segments[0].text == "<");
+  CHECK(two.segments[0].text == "<user>");  // a known role is the template's word
   CHECK_FALSE(two.segments[1].markup);
+  CHECK(two.segments[1].text == "b");
 }
 
 TEST_CASE("a built-in template refuses tools rather than dropping them", "[chat][jinja]") {

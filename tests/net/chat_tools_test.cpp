@@ -35,6 +35,14 @@ constexpr std::string_view tools_template =
 constexpr std::string_view tools_json =
     R"([{"type":"function","function":{"name":"add","parameters":{"type":"object"}}}])";
 
+std::string request_body(const std::string& model, const json::array& messages, const std::string& extra = {}) {
+  json::object body{{"model", model}, {"messages", messages}, {"max_tokens", 3}, {"temperature", 0},
+                    {"tools", json::parse(tools_json)}};
+  std::string s = json::serialize(body);
+  if (!extra.empty()) s.insert(s.size() - 1, "," + extra);
+  return s;
+}
+
 struct ToolServer {
   testing::TempDir dir{"chat-tools"};
   std::string template_path;
@@ -48,6 +56,9 @@ struct ToolServer {
   }
   testing::HttpReply post(const std::string& body) {
     return testing::http_call(server->port(), http::verb::post, "/v1/chat/completions", body);
+  }
+  std::string request(const json::array& messages, const std::string& extra = {}) const {
+    return request_body(server->engine->model_name(), messages, extra);
   }
 };
 
@@ -63,13 +74,6 @@ json::array tool_history() {
   ])").as_array();
 }
 
-std::string request(const json::array& messages, const std::string& extra = {}) {
-  json::object body{{"model", "m"}, {"messages", messages}, {"max_tokens", 3}, {"temperature", 0},
-                    {"tools", json::parse(tools_json)}};
-  std::string s = json::serialize(body);
-  if (!extra.empty()) s.insert(s.size() - 1, "," + extra);
-  return s;
-}
 
 // The prompt the template renders for `messages`, as tokens.
 std::size_t expected_prompt_tokens(const json::array& messages) {
@@ -99,7 +103,8 @@ std::size_t expected_prompt_tokens(const json::array& messages) {
 }
 
 std::string error_param(const testing::HttpReply& r) {
-  const auto& e = json::parse(r.body).at("error").as_object();
+  const json::value doc = json::parse(r.body);
+  const json::object& e = doc.at("error").as_object();
   return e.at("param").is_string() ? std::string(e.at("param").as_string()) : "";
 }
 
@@ -109,9 +114,10 @@ TEST_CASE("a stateless request with a tool call and its result renders through t
           "[net][tools]") {
   ToolServer s;
   const auto messages = tool_history();
-  auto r = s.post(request(messages));
+  auto r = s.post(s.request(messages));
   REQUIRE(r.status == 200);
-  const auto usage = json::parse(r.body).at("usage").as_object();
+  const json::value doc = json::parse(r.body);
+  const json::object& usage = doc.at("usage").as_object();
   CHECK(std::size_t(usage.at("prompt_tokens").as_int64()) == expected_prompt_tokens(messages));
   CHECK(usage.at("completion_tokens").as_int64() >= 1);
   CHECK(s.server->idle());
@@ -121,13 +127,14 @@ TEST_CASE("a conversation takes tool results by id and keeps them in its history
   ToolServer s;
   auto messages = tool_history();
   const json::array first(messages.begin(), messages.begin() + 2);
-  auto r1 = s.post(request(first, R"("conversation": "calc")"));
+  auto r1 = s.post(s.request(first, R"("conversation": "calc")"));
   REQUIRE(r1.status == 200);
   // The client answers a tool call with its result and a new question.
   const json::array second(messages.begin() + 3, messages.end());
-  auto r2 = s.post(request(second, R"("conversation": "calc")"));
+  auto r2 = s.post(s.request(second, R"("conversation": "calc")"));
   REQUIRE(r2.status == 200);
-  const auto usage = json::parse(r2.body).at("usage").as_object();
+  const json::value doc = json::parse(r2.body);
+  const json::object& usage = doc.at("usage").as_object();
   // The first turn's prompt was not computed again.
   CHECK(usage.at("prompt_tokens_details").at("cached_tokens").as_int64() > 0);
   auto snapshot = boost::asio::co_spawn(s.server->io, s.server->engine->snapshot("", "calc"),
@@ -153,25 +160,26 @@ TEST_CASE("what the server cannot honour is refused with a 400 naming the field"
            {R"("tool_choice": {"type": "function", "function": {"name": "add"}})", "tool_choice"},
        }) {
     INFO(c.extra);
-    auto r = s.post(request(one, c.extra));
+    auto r = s.post(s.request(one, c.extra));
     CHECK(r.status == 400);
     CHECK(error_param(r) == c.param);
   }
   // What it can honour is accepted as a no-op.
-  CHECK(s.post(request(one, R"("response_format": {"type": "text"}, "logit_bias": {})")).status == 200);
-  CHECK(s.post(request(one, R"("tool_choice": "auto")")).status == 200);
+  CHECK(s.post(s.request(one, R"("response_format": {"type": "text"}, "logit_bias": {})")).status == 200);
+  CHECK(s.post(s.request(one, R"("tool_choice": "auto")")).status == 200);
   // A tool message must say which call it answers; tools must be functions.
-  auto no_id = s.post(request(json::parse(R"([{"role": "tool", "content": "5"}])").as_array()));
+  auto no_id = s.post(s.request(json::parse(R"([{"role": "tool", "content": "5"}])").as_array()));
   CHECK(no_id.status == 400);
   CHECK(error_param(no_id) == "messages[0].tool_call_id");
-  const std::string bad_tools =
-      R"({"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "web"}]})";
+  const std::string bad_tools = R"({"model": ")" + s.server->engine->model_name() +
+                                R"(", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "web"}]})";
   CHECK(error_param(s.post(bad_tools)) == "tools");
 }
 
 TEST_CASE("a built-in template refuses a request with tools with a 400", "[net][tools]") {
-  testing::TestServer s(testing::stories_model());  // stories260K has no template: built-in chatml
-  const std::string body = request(json::parse(R"([{"role": "user", "content": "hi"}])").as_array());
+  testing::TestServer s(testing::stories_model(), [](actors::EngineOptions& o) { o.chat_template = "chatml"; });
+  const std::string body =
+      request_body(s.engine->model_name(), json::parse(R"([{"role": "user", "content": "hi"}])").as_array());
   auto r = testing::http_call(s.port(), http::verb::post, "/v1/chat/completions", body);
   CHECK(r.status == 400);
   CHECK_THAT(r.body, Catch::Contains("does not render tools"));

@@ -52,21 +52,28 @@ TEST_CASE("a turn over its tenant's limit is a 429 with Retry-After while the ot
       testing::stories_model(),
       [&gate](actors::EngineOptions& o) { o.on_iteration = [&gate](const actors::IterationRecord&) { gate.pass(); }; },
       options);
-  const std::string body =
-      R"({"model":"m","messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":4,"temperature":0})";
+  const std::string body = R"({"model":")" + s.engine->model_name() +
+                           R"(","messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":4,"temperature":0})";
+  int first_status = 0;  // checked on this thread: Catch2 assertions are not thread-safe
   std::thread first([&] {
-    auto r = testing::http_call(s.port(), http::verb::post, "/v1/chat/completions", body);
-    CHECK(r.status == 200);
+    first_status = testing::http_call(s.port(), http::verb::post, "/v1/chat/completions", body).status;
   });
-  REQUIRE(gate.wait_held());  // the first turn is in the engine
+  const bool held = gate.wait_held();  // the first turn is in the engine
+  if (!held) {
+    gate.release();
+    first.join();
+    FAIL("the first turn never reached the engine (status " << first_status << ")");
+  }
   auto refused = testing::http_call(s.port(), http::verb::post, "/v1/chat/completions", body);
   CHECK(refused.status == 429);
   CHECK(refused.retry_after == "1");
-  const auto error = json::parse(refused.body).at("error").as_object();
+  const json::value doc = json::parse(refused.body);
+  const json::object& error = doc.at("error").as_object();
   CHECK(error.at("code") == "rate_limit_exceeded");
   CHECK_THAT(std::string(error.at("message").as_string()), Catch::Contains("1 turns running"));
   gate.release();
   first.join();
+  CHECK(first_status == 200);
   // The slot is back once the first turn has ended.
   CHECK(testing::http_call(s.port(), http::verb::post, "/v1/chat/completions", body).status == 200);
   CHECK(options.limits.tenant_turns->running("") == 0);

@@ -28,7 +28,7 @@ common=("$formats/gguf_reader.cpp" "$formats/gguf_file.cpp" "$formats/gguf_value
 libs=()
 case $target in
   gguf) fuzz=$root/tests/gpu/fuzz/fuzz_gguf.cpp
-        sources=("${common[@]}" "$model/gguf_loader.cpp" "$model/model_loader_shapes.cpp"
+        sources=("${common[@]}" "$model/gguf_loader.cpp" "$model/gguf_architecture.cpp" "$model/model_loader_shapes.cpp"
                  "$formats/quant_block_check.cpp" "$root/gpu/kernels/cpu/dequant.cpp"
                  "$root/gpu/kernels/cpu/dequant_blocks.cpp") ;;
   safetensors) fuzz=$root/tests/gpu/fuzz/fuzz_safetensors.cpp
