@@ -29,7 +29,7 @@
 #include "actors/kv_cache_options.hpp"
 #include "actors/scheduler_options.hpp"
 #include "actors/scheduler_actor.hpp"
-#include "actors/swap_protocol.hpp"
+#include "actors/swap_engine_protocol.hpp"
 #include "actors/turn.hpp"
 #include "actors/turn_stream.hpp"
 #include "gpu/backend/paged_forward.hpp"

@@ -14,7 +14,7 @@
 // was spawned on (one thread), so handler and loop never race.
 #include "actors/gpu_worker_protocol.hpp"
 #include "actors/scheduler_protocol.hpp"
-#include "actors/swap_protocol.hpp"
+#include "actors/swap_engine_protocol.hpp"
 #include "runtime/actor.hpp"
 #include "runtime/trace.hpp"
 

@@ -21,7 +21,7 @@
 // streams' workers; disk I/O are coroutines on the handler's executor. The
 // device pool and the stream pool are shared with the GPU worker.
 #include "actors/disk_tier.hpp"
-#include "actors/swap_protocol.hpp"
+#include "actors/swap_engine_protocol.hpp"
 #include "gpu/kv/kv_pool.hpp"
 #include "runtime/cpu_stream.hpp"
 #include "runtime/task_group.hpp"
