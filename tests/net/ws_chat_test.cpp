@@ -4,6 +4,7 @@
 #include "net/engine_backend.hpp"
 #include "net/http_server.hpp"
 #include "net/openai_routes.hpp"
+#include "net/tenant_limits.hpp"
 #include "net/web_assets.hpp"
 #include "net/ws_chat_session.hpp"
 #include "tests/actors/engine_fixture.hpp"
@@ -217,6 +218,31 @@ TEST_CASE("WebSocket turns record their tokens and first-token times in the serv
   CHECK_THAT(text, Catch::Contains("pensieve_generated_tokens_total 12\n"));
   CHECK_THAT(text, Catch::Contains("pensieve_ttft_seconds_count 2\n"));
   CHECK(text.find("pensieve_cached_prompt_tokens_total 0\n") == std::string::npos);
+}
+
+TEST_CASE("a WebSocket turn over its tenant's limit gets an error frame, then close 1013", "[net][ws][limits]") {
+  net::WsChatOptions options;
+  options.limits.tenant_turns = std::make_shared<net::TenantTurnLimiter>(1);
+  auto limiter = options.limits.tenant_turns;
+  Server s(std::move(options));
+  // The tenant's one slot is taken (by a turn on another front end, say).
+  auto taken = limiter->try_acquire("");
+  REQUIRE(taken);
+  WsClient c(s.port());
+  open(c);
+  c.send(send_message("Once upon a time", 4));
+  const auto refused = c.next();
+  CHECK(error_code(refused) == "rate_limited");
+  CHECK_FALSE(c.receive().has_value());
+  CHECK(c.close_code() == 1013);
+  CHECK(s.stats().running == 0);
+  // Once the slot is back, a new connection's turn runs.
+  taken.reset();
+  WsClient again(s.port());
+  open(again);
+  again.send(send_message("Once upon a time", 4));
+  CHECK(again.reply().end.at("type") == "done");
+  CHECK(limiter->running("") == 0);
 }
 
 TEST_CASE("bad messages are answered with errors and the connection stays open", "[net][ws]") {
