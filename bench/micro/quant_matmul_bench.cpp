@@ -10,6 +10,7 @@
 #include "gpu/kernels/cpu/quant_matmul.hpp"
 #include "gpu/model/weight_arena.hpp"
 #include "gpu/formats/half.hpp"
+#include "gpu/formats/quant_block_check.hpp"
 
 #include <benchmark/benchmark.h>
 
@@ -23,27 +24,6 @@ namespace {
 
 namespace kc = pensieve::kernels::cpu;
 using pensieve::model::DType;
-
-// Offsets of a block's F16 fields (scale, then min where there is one):
-// random bytes there would give NaN, infinite and subnormal scales, whose
-// arithmetic runs slower than a real model's.
-std::vector<std::size_t> scale_fields(DType t) {
-  switch (t) {
-    case DType::q4_1:
-    case DType::q5_1:
-    case DType::q4_k:
-    case DType::q5_k:
-      return {0, 2};
-    case DType::q2_k:
-      return {80, 82};
-    case DType::q3_k:
-      return {108};
-    case DType::q6_k:
-      return {208};
-    default:
-      return {0};
-  }
-}
 
 // `count` matrices of rows x cols, back to back on huge pages.
 class QuantRing {
@@ -69,7 +49,9 @@ class QuantRing {
     const std::size_t block = pensieve::model::dtype_block_bytes(t);
     std::mt19937 rng(3);
     for (std::size_t b = 0; b < n / block; ++b)
-      for (std::size_t off : scale_fields(t)) {
+      // Random bytes in the F16 fields would give NaN, infinite and
+      // subnormal scales, whose arithmetic runs slower than a real model's.
+      for (std::size_t off : pensieve::model::quant_block_f16_fields(t)) {
         const std::uint16_t h = pensieve::f32_to_f16(0.001f + 0.01f * float(rng() % 100) / 100.0f);
         std::memcpy(p + b * block + off, &h, 2);
       }

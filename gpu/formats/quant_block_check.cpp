@@ -9,39 +9,6 @@ namespace pensieve::model {
 
 namespace {
 
-// Byte offsets of a block's F16 fields (ggml-common.h's block layouts; at
-// most two per block: d, and dmin or m).
-struct F16Fields {
-  std::size_t at[2];
-  int count;
-};
-
-F16Fields f16_fields(DType t) {
-  switch (t) {
-    case DType::q8_0:
-    case DType::q4_0:
-    case DType::q5_0:
-    case DType::iq4_nl:
-      return {{0, 0}, 1};
-    case DType::q4_1:
-    case DType::q5_1:
-    case DType::q4_k:
-    case DType::q5_k:
-      return {{0, 2}, 2};
-    case DType::q2_k:
-      return {{80, 82}, 2};
-    case DType::q3_k:
-      return {{108, 0}, 1};
-    case DType::q6_k:
-      return {{208, 0}, 1};
-    case DType::f32:
-    case DType::f16:
-    case DType::bf16:
-      break;
-  }
-  return {{0, 0}, 0};
-}
-
 bool finite_f16(const std::byte* p) {
   std::uint16_t h;
   std::memcpy(&h, p, 2);
@@ -50,11 +17,39 @@ bool finite_f16(const std::byte* p) {
 
 }  // namespace
 
+std::span<const std::size_t> quant_block_f16_fields(DType t) {
+  static constexpr std::size_t at_0[] = {0}, at_0_2[] = {0, 2}, q2_k[] = {80, 82}, q3_k[] = {108},
+                               q6_k[] = {208};
+  switch (t) {
+    case DType::q8_0:
+    case DType::q4_0:
+    case DType::q5_0:
+    case DType::iq4_nl:
+      return at_0;
+    case DType::q4_1:
+    case DType::q5_1:
+    case DType::q4_k:
+    case DType::q5_k:
+      return at_0_2;
+    case DType::q2_k:
+      return q2_k;
+    case DType::q3_k:
+      return q3_k;
+    case DType::q6_k:
+      return q6_k;
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16:
+      break;
+  }
+  return {};
+}
+
 Result<void> check_quant_blocks(const Tensor& t) {
-  const F16Fields fields = f16_fields(t.dtype);
+  const std::span<const std::size_t> fields = quant_block_f16_fields(t.dtype);
   // A missing tensor has no shape; one with a shape is checked even when
   // its data pointer is null (zero bytes: truncated).
-  if (fields.count == 0 || t.shape.empty()) return {};
+  if (fields.empty() || t.shape.empty()) return {};
   const std::string what = "tensor " + t.name + " (" + dtype_name(t.dtype) + ")";
   const std::int64_t block = dtype_block_elems(t.dtype), cols = t.cols();
   if (cols % block != 0) {
@@ -69,8 +64,8 @@ Result<void> check_quant_blocks(const Tensor& t) {
                 " bytes (truncated)");
   }
   for (std::size_t b = 0; b < n_blocks; ++b) {
-    for (int f = 0; f < fields.count; ++f) {
-      if (!finite_f16(t.data + b * bb + fields.at[f])) {
+    for (std::size_t f = 0; f < fields.size(); ++f) {
+      if (!finite_f16(t.data + b * bb + fields[f])) {
         return fail(what + ": block " + std::to_string(b) + " has a non-finite " +
                     (f == 0 ? "scale" : "min") + " (infinity or NaN)");
       }

@@ -7,7 +7,15 @@
 #include "gpu/formats/tensor.hpp"
 #include "runtime/error.hpp"
 
+#include <cstddef>
+#include <span>
+
 namespace pensieve::model {
+
+// Byte offsets of a quantised block's F16 fields (ggml-common.h's block
+// layouts): its scale d, then dmin or m where it has one. Empty for F32,
+// F16 and BF16.
+std::span<const std::size_t> quant_block_f16_fields(DType t);
 
 Result<void> check_quant_blocks(const Tensor& t);
 

@@ -25,7 +25,8 @@ inline void reference_scale_min(int j, const std::uint8_t* q, int& d, int& m) {
   }
 }
 
-// Byte offsets of a block's F16 fields (scale first, then min where there is one).
+// Byte offsets of a block's F16 fields (scale first, then min where there is one), written
+// out here apart from gpu/formats' quant_block_f16_fields so the tests check those offsets.
 inline std::vector<std::size_t> f16_fields(model::DType t) {
   using model::DType;
   switch (t) {
