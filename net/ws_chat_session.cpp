@@ -88,13 +88,15 @@ class Session {
   asio::awaitable<void> push(Outgoing out) {
     co_await outbox_.async_send(boost::system::error_code{}, std::move(out), tuple_awaitable);
   }
-  // The server stops: close with 1001 once no turn runs (once only).
-  asio::awaitable<void> close_going_away() {
+  // The closing handshake, once only (kind: close_going_away or close_try_later).
+  asio::awaitable<void> post_close(Outgoing::Kind kind) {
     if (close_posted_) co_return;
     close_posted_ = true;
-    Outgoing close{Outgoing::Kind::close_going_away, {}};
+    Outgoing close{kind, {}};
     co_await push(std::move(close));
   }
+  // The server stops: close with 1001 once no turn runs.
+  asio::awaitable<void> close_going_away() { co_await post_close(Outgoing::Kind::close_going_away); }
   // Refuses new work while the server stops; true if it did.
   asio::awaitable<bool> refuse_going_away() {
     if (!going_away_) co_return false;
@@ -299,10 +301,8 @@ asio::awaitable<void> Session::send(WsSend m, const std::shared_ptr<Session>& se
     co_await post_error(ws_error_code(stream.error().kind), stream.error().message);
     // Over the tenant's turn limit: the error, then close 1013 (try again
     // later), so a client's loop backs off instead of spinning on errors.
-    if (stream.error().kind == actors::TurnErrorKind::rate_limited && !close_posted_) {
-      close_posted_ = true;
-      Outgoing close{Outgoing::Kind::close_try_later, {}};
-      co_await push(std::move(close));
+    if (stream.error().kind == actors::TurnErrorKind::rate_limited) {
+      co_await post_close(Outgoing::Kind::close_try_later);
     }
     co_return;
   }
