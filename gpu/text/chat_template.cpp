@@ -203,9 +203,7 @@ Result<std::string> ChatTemplate::render(std::span<const ChatMessage> messages,
                                          bool add_generation_prompt, const ChatExtras& extras) const {
   auto whole = continuation(messages, 0, {}, add_generation_prompt, extras);
   if (!whole) return whole.error();
-  std::string text;
-  for (const ChatSegment& s : whole->segments) text += s.text;
-  return Result<std::string>(boost::system::in_place_value, std::move(text));
+  return Result<std::string>(boost::system::in_place_value, chat_text(whole->segments));
 }
 
 Result<std::vector<ChatSegment>> ChatTemplate::render_segments(std::span<const ChatMessage> messages,
@@ -233,10 +231,14 @@ Result<std::string> ChatTemplate::render_continuation(std::span<const ChatMessag
                                                       bool add_generation_prompt) const {
   auto segments = render_segments(messages, first, add_generation_prompt);
   if (!segments) return segments.error();
-  std::string text;
-  for (const ChatSegment& s : *segments) text += s.text;
   // Error is constructible from a string too, so say which side this is.
-  return Result<std::string>(boost::system::in_place_value, std::move(text));
+  return Result<std::string>(boost::system::in_place_value, chat_text(*segments));
+}
+
+std::string chat_text(std::span<const ChatSegment> segments) {
+  std::string text;
+  for (const ChatSegment& s : segments) text += s.text;
+  return text;
 }
 
 std::vector<std::string_view> chat_template_names() {

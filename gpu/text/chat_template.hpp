@@ -71,6 +71,9 @@ struct ChatSegment {
   bool markup = false;
 };
 
+// The text of `segments`, markup and client text alike.
+std::string chat_text(std::span<const ChatSegment> segments);
+
 enum class ChatFamily { llama2, mistral, llama3, chatml, zephyr };
 
 // What a turn appends to a conversation's prompt: `segments`, after the

@@ -108,12 +108,6 @@ std::vector<ChatSegment> segments_of(const jinja::Text& text) {
   return out;
 }
 
-std::string text_of(const std::vector<ChatSegment>& segments) {
-  std::string text;
-  for (const ChatSegment& s : segments) text += s.text;
-  return text;
-}
-
 // The segments of `segments` past their first `skip` bytes.
 std::vector<ChatSegment> drop_prefix(std::vector<ChatSegment> segments, std::size_t skip) {
   std::vector<ChatSegment> out;
@@ -218,12 +212,12 @@ Result<ChatContinuation> ChatTemplate::continuation(std::span<const ChatMessage>
   }
   auto whole = jinja_segments(messages, add_generation_prompt, extras);
   if (!whole) return whole.error();
-  out.text = text_of(*whole);
+  out.text = chat_text(*whole);
   std::string before(held);
   if (before.empty() && first > 0) {
     auto earlier = jinja_segments(messages.first(first), false, extras);
     if (!earlier) return earlier.error();
-    before = text_of(*earlier);
+    before = chat_text(*earlier);
   }
   if (out.text.starts_with(before)) {
     out.segments = drop_prefix(std::move(*whole), before.size());
