@@ -19,6 +19,7 @@
 #include <chrono>
 #include <future>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <random>
 
@@ -164,7 +165,7 @@ Result<std::int64_t> start_swap_engine(Engine::Impl& m, GpuWorker& gpu, const Ti
   std::shared_ptr<DiskTier> disk;
   if (tiers.disk_bytes > 0) {
     if (m.options.kv_disk_dir.empty()) return fail("a disk KV tier needs a folder (--kv-disk-dir)");
-    kv::KvPoolConfig layout = gpu.device_pool()->config();
+    kv::KvPoolConfig layout = gpu.pool_config();
     layout.num_blocks = tiers.host_slots;
     auto store = open_disk_tier(m.control.executor(), m.options.kv_disk_dir, std::uint64_t(tiers.disk_bytes), layout);
     if (!store) return store.error();
@@ -187,10 +188,20 @@ Result<std::int64_t> start_swap_engine(Engine::Impl& m, GpuWorker& gpu, const Ti
     };
     impl->group.spawn(impl->control.executor(), tell(ref, std::move(message)));
   };
-  m.swap = rt::spawn_actor<SwapEngineMsg>(
-      m.group, m.control.executor(),
-      SwapEngine(gpu.device_pool(), gpu.stream_pool(), m.group, m.control.executor(), std::move(config)),
-      {.name = "swap engine", .mailbox_capacity = 64, .tracer = m.options.tracer});
+  // The backend's own links (CUDA: pinned host tier, CUDA copy streams), or
+  // the device pool in host memory with CPU copy streams.
+  auto links = gpu.device_tier_links(tiers.host_slots);
+  if (!links) return links.error();
+  std::optional<SwapEngine> engine;
+  if (*links) {
+    engine.emplace(std::move(**links), m.group, m.control.executor(), std::move(config));
+  } else if (gpu.device_pool()) {
+    engine.emplace(gpu.device_pool(), gpu.stream_pool(), m.group, m.control.executor(), std::move(config));
+  } else {
+    return fail("this backend has no host KV tier (--kv-host-mb): the KV is split over --tp ranks");
+  }
+  m.swap = rt::spawn_actor<SwapEngineMsg>(m.group, m.control.executor(), std::move(*engine),
+                                          {.name = "swap engine", .mailbox_capacity = 64, .tracer = m.options.tracer});
   return disk_slots;
 }
 
@@ -226,13 +237,14 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   fo.kv_budget_bytes = std::size_t(options.kv_cache_mb) << 20;
   fo.num_blocks = options.kv_device_blocks;
   fo.max_batch_tokens = options.scheduler.max_batch_tokens;
+  fo.decode_thresholds = options.decode_thresholds;
   auto forward = backend::make_paged_forward(std::move(weights), fo);
   if (!forward) return forward.error();
   const kv::KvPoolConfig pool = (*forward)->pool_config();
   const std::size_t block_bytes = kv::kv_bytes_per_token(pool) * std::size_t(options.kv_block_tokens);
-  const TierSizes tiers = tier_sizes(options, block_bytes, (*forward)->host_pool() != nullptr);
-  if (tiers.host_slots > 0 && !(*forward)->host_pool()) {
-    return fail("the host KV tier (--kv-host-mb) works only with --backend cpu and --tp 1 for now");
+  const TierSizes tiers = tier_sizes(options, block_bytes, (*forward)->supports_host_tier());
+  if (tiers.host_slots > 0 && !(*forward)->supports_host_tier()) {
+    return fail("the host KV tier (--kv-host-mb) works with one rank only for now (--tp 1)");
   }
   model::VocabInfo vocab{(*forward)->config().vocab_size, {}};
   for (auto id : {tokenizer->eos_id(), tokenizer->eot_id()}) {

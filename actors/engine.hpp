@@ -98,6 +98,9 @@ struct EngineOptions {
   std::int32_t kv_host_blocks = 0;
   std::int64_t kv_disk_bytes = 0;
   bool gather_copies = true;         // merge copies of adjacent chunks
+  // The decode attention plan's thresholds (--decode-plan: measured on the
+  // device by tests/gpu/device-checks.sh); the CUDA backend's plans use them.
+  kernels::DecodePlanThresholds decode_thresholds;
   // Durable conversation history (invariant 4): a journal in this folder
   // that every acknowledged turn is fsynced to, replayed by the next Engine
   // on the same folder (conversations come back; their KV is recomputed).

@@ -61,8 +61,9 @@ void GpuWorker::State::wait_for_layer(std::int32_t layer, std::span<const rt::Ev
   if (std::size_t(layer) >= layer_ready.size()) return;
   const rt::Event& ready = layer_ready[std::size_t(layer)];
   if (ready.is_complete()) return;
-  // This stream's worker waits (the copy stream has its own); the swap
-  // engine, and so these events, exist on the CPU backend only.
+  // This stream's worker waits (the copy stream has its own): the CPU
+  // backend; a backend that waits on the device got them through
+  // gate_next_pass.
   const std::int64_t start = rt::steady_now_ns();
   ready.wait_blocking();
   if (config.tracer != nullptr) {
@@ -89,7 +90,19 @@ void GpuWorker::State::run(const IterationPlan& plan, std::span<const rt::Event>
   }
   for (TurnId t : plan.released_samplers) samplers.erase(t);
   // A copy-on-write reads every layer of its source, which may be arriving.
-  if (!plan.copies.empty() && !layer_ready.empty()) wait_for_layer(std::int32_t(layer_ready.size()) - 1, layer_ready);
+  // A backend that waits on the device (CUDA) gets the events instead: its
+  // stream waits, this thread never blocks.
+  const bool on_device = forward->gates_on_device();
+  if (!plan.copies.empty() && !layer_ready.empty()) {
+    if (on_device) {
+      if (auto ok = forward->wait_on_device(layer_ready.back()); !ok) {
+        outcome.error = ok.error().message;
+        return;
+      }
+    } else {
+      wait_for_layer(std::int32_t(layer_ready.size()) - 1, layer_ready);
+    }
+  }
   for (const kv::CopyOnWrite& c : plan.copies) {
     if (auto ok = forward->copy_prefix(c.src, c.dst, c.tokens); !ok) {
       outcome.error = ok.error().message;
@@ -107,13 +120,14 @@ void GpuWorker::State::run(const IterationPlan& plan, std::span<const rt::Event>
   std::int64_t layer_start = 0;
   auto before_layer = [&](std::int32_t l) {
     if (l > 0) record_layer(l - 1, layer_start);
-    wait_for_layer(l, layer_ready);
+    if (!on_device) wait_for_layer(l, layer_ready);
     // The span starts before the hook runs: a hook that releases another
     // thread (the overlap test's copy of a later layer) must see the layer
     // already started, however late this thread is scheduled again.
     layer_start = rt::steady_now_ns();
     if (config.on_layer_start) config.on_layer_start(l);
   };
+  if (on_device && !layer_ready.empty()) forward->gate_next_pass({layer_ready.begin(), layer_ready.end()});
   auto out = forward->forward_paged(batch, before_layer);
   // The last layer's span also covers the output head.
   if (layer_start != 0) record_layer(forward->config().n_layers - 1, layer_start);
@@ -169,6 +183,9 @@ GpuWorker::~GpuWorker() = default;
 std::shared_ptr<kv::KvPool> GpuWorker::device_pool() const { return state_->forward->host_pool(); }
 const kv::KvPoolConfig& GpuWorker::pool_config() const { return state_->forward->pool_config(); }
 std::shared_ptr<rt::CpuStreamPool> GpuWorker::stream_pool() const { return state_->stream_pool; }
+Result<std::optional<backend::KvTierLinks>> GpuWorker::device_tier_links(std::int32_t host_slots) {
+  return state_->forward->device_tier_links(host_slots);
+}
 
 asio::awaitable<void> GpuWorker::operator()(RunBatch message) {
   auto outcome = std::make_shared<BatchOutcome>();

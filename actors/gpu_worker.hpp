@@ -65,6 +65,9 @@ class GpuWorker {
   std::shared_ptr<kv::KvPool> device_pool() const;
   const kv::KvPoolConfig& pool_config() const;  // one rank's layout
   std::shared_ptr<rt::CpuStreamPool> stream_pool() const;
+  // The backend's own swap links (PagedForward::device_tier_links); call
+  // before the worker is spawned.
+  Result<std::optional<backend::KvTierLinks>> device_tier_links(std::int32_t host_slots);
 
   struct State;
 

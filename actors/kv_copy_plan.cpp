@@ -4,7 +4,7 @@
 
 namespace pensieve::actors {
 
-std::vector<ChunkRun> plan_chunk_runs(std::span<const SlotCopy> copies, bool gather) {
+std::vector<ChunkRun> plan_chunk_runs(std::span<const SlotCopy> copies, bool gather, std::uint32_t max_count) {
   std::vector<ChunkRun> runs;
   runs.reserve(copies.size());
   if (!gather) {
@@ -16,7 +16,7 @@ std::vector<ChunkRun> plan_chunk_runs(std::span<const SlotCopy> copies, bool gat
   for (const SlotCopy& c : sorted) {
     if (!runs.empty()) {
       ChunkRun& last = runs.back();
-      if (c.src == last.src + last.count && c.dst == last.dst + last.count) {
+      if (last.count < max_count && c.src == last.src + last.count && c.dst == last.dst + last.count) {
         ++last.count;
         continue;
       }

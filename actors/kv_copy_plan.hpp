@@ -25,8 +25,10 @@ struct ChunkRun {
 };
 
 // One run per copy, in order, without `gather`; with it, the copies sorted
-// by source and merged wherever source and destination both continue. The
-// destinations must be distinct (the runs then commute).
-std::vector<ChunkRun> plan_chunk_runs(std::span<const SlotCopy> copies, bool gather);
+// by source and merged wherever source and destination both continue, at
+// most `max_count` chunks a run. The destinations must be distinct (the runs
+// then commute).
+std::vector<ChunkRun> plan_chunk_runs(std::span<const SlotCopy> copies, bool gather,
+                                      std::uint32_t max_count = UINT32_MAX);
 
 }  // namespace pensieve::actors

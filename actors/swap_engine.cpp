@@ -6,6 +6,7 @@
 
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -17,32 +18,37 @@ namespace asio = boost::asio;
 
 namespace {
 
-kv::KvPoolConfig host_config(const kv::KvPoolConfig& device, std::int32_t slots) {
-  kv::KvPoolConfig c = device;
-  c.num_blocks = slots;
-  c.tier = kv::Tier::host;
-  c.poison_freed = false;  // the host tier never runs kernels over its slots
-  return c;
-}
-
-std::size_t slice_bytes(const kv::KvPool& pool) {
-  return std::size_t(pool.layer(0).block_stride()) * kv::kv_dtype_bytes(pool.config().dtype);
-}
+std::size_t slice_bytes(const kv::KvPool& pool) { return kv::block_slice_bytes(pool.layer(0)); }
 
 std::byte* slice(const kv::KvPool& pool, std::int32_t layer, std::uint32_t slot) {
   return static_cast<std::byte*>(pool.layer(layer).data) + std::size_t(slot) * slice_bytes(pool);
 }
 
-void check_slot(const kv::KvPool& pool, std::uint32_t slot, const char* what) {
+void check_slot(std::int64_t slots, std::uint32_t slot, const char* what) {
   // A slot outside its pool is the core's bookkeeping gone wrong: a fault.
-  if (std::int64_t(slot) >= pool.config().num_blocks) throw std::out_of_range(what);
+  if (std::int64_t(slot) >= slots) throw std::out_of_range(what);
+}
+
+// The CPU backend's links: the device pool is host memory, copied by CPU
+// streams on the worker's stream pool.
+backend::KvTierLinks cpu_links(std::shared_ptr<kv::KvPool> device, std::shared_ptr<rt::CpuStreamPool> streams,
+                               std::int32_t host_slots) {
+  backend::KvTierLinks links;
+  links.device = kv::tier_memory(*device);
+  links.host = std::make_unique<kv::KvPool>(backend::host_tier_config(device->config(), host_slots));
+  // Spans come from the copies themselves (per layer), not per item.
+  links.copy_in = std::make_unique<rt::CpuStream>(*streams, rt::trace_names::copy_stream, nullptr);
+  links.copy_out = std::make_unique<rt::CpuStream>(*streams, rt::trace_names::copy_stream, nullptr);
+  links.owners.push_back(std::move(device));
+  links.owners.push_back(std::move(streams));
+  return links;
 }
 
 }  // namespace
 
 void pack_chunk(const kv::KvPool& pool, std::uint32_t slot, std::span<std::byte> out) {
   const std::size_t bytes = slice_bytes(pool);
-  check_slot(pool, slot, "pack_chunk: bad slot");
+  check_slot(pool.config().num_blocks, slot, "pack_chunk: bad slot");
   if (out.size() != bytes * std::size_t(pool.config().n_layers)) throw std::invalid_argument("pack_chunk: size");
   for (std::int32_t l = 0; l < pool.config().n_layers; ++l) {
     std::memcpy(out.data() + std::size_t(l) * bytes, slice(pool, l, slot), bytes);
@@ -51,7 +57,7 @@ void pack_chunk(const kv::KvPool& pool, std::uint32_t slot, std::span<std::byte>
 
 void unpack_chunk(kv::KvPool& pool, std::uint32_t slot, std::span<const std::byte> in) {
   const std::size_t bytes = slice_bytes(pool);
-  check_slot(pool, slot, "unpack_chunk: bad slot");
+  check_slot(pool.config().num_blocks, slot, "unpack_chunk: bad slot");
   if (in.size() != bytes * std::size_t(pool.config().n_layers)) throw std::invalid_argument("unpack_chunk: size");
   for (std::int32_t l = 0; l < pool.config().n_layers; ++l) {
     std::memcpy(slice(pool, l, slot), in.data() + std::size_t(l) * bytes, bytes);
@@ -61,24 +67,24 @@ void unpack_chunk(kv::KvPool& pool, std::uint32_t slot, std::span<const std::byt
 struct SwapEngine::State {
   enum class Direction { in, out };
 
-  State(std::shared_ptr<kv::KvPool> d, std::shared_ptr<rt::CpuStreamPool> streams, rt::TaskGroup& g,
-        asio::any_io_executor ex, SwapEngineConfig c)
-      : device_owner(std::move(d)),
-        device(*device_owner),
-        config(std::move(c)),
-        host(host_config(device.config(), config.host_slots)),
+  State(backend::KvTierLinks l, rt::TaskGroup& g, asio::any_io_executor ex, SwapEngineConfig c)
+      : config(std::move(c)),
+        device(std::move(l.device)),
+        host(std::move(l.host)),
+        host_memory(kv::tier_memory(*host)),
         group(g),
         executor(std::move(ex)),
-        stream_pool(std::move(streams)),
-        // Spans come from the copies themselves (per layer), not per item.
-        copy_in(*stream_pool, rt::trace_names::copy_stream, nullptr),
-        copy_out(*stream_pool, rt::trace_names::copy_stream, nullptr) {
+        owners(std::move(l.owners)),
+        copy_in(std::move(l.copy_in)),
+        copy_out(std::move(l.copy_out)) {
+    if (device.slice_bytes != host_memory.slice_bytes || device.n_layers() != host_memory.n_layers()) {
+      throw std::invalid_argument("swap engine: the host tier's layout differs from the device tier's");
+    }
     stats.host_slots = config.host_slots;
     stats.disk_slots = config.disk ? config.disk->slots() : 0;
   }
 
   std::vector<rt::Event> enqueue(Direction dir, const std::vector<DeviceHostCopy>& copies, std::uint64_t iteration);
-  void copy_layer(Direction dir, std::int32_t layer, const std::vector<ChunkRun>& runs, std::uint64_t iteration);
   // Coroutines that hold their state alive (a member coroutine's `this` would not).
   struct DiskBatch {
     TransfersDone done;
@@ -91,51 +97,30 @@ struct SwapEngine::State {
   void report(TransfersDone done) {
     if (config.report) config.report(std::move(done));
   }
-  std::size_t chunk_bytes() const { return slice_bytes(host) * std::size_t(host.config().n_layers); }
+  std::size_t chunk_bytes() const { return host_memory.chunk_bytes(); }
+  // Chunks one transfer may carry: runs are cut at max_transfer_bytes.
+  std::uint32_t max_run_chunks() const {
+    const std::size_t cap = config.max_transfer_bytes / std::max<std::size_t>(device.slice_bytes, 1);
+    return std::uint32_t(std::clamp<std::size_t>(cap, 1, 1u << 30));
+  }
 
-  std::shared_ptr<kv::KvPool> device_owner;
-  kv::KvPool& device;
   SwapEngineConfig config;
-  kv::KvPool host;
+  kv::KvTierMemory device;
+  std::unique_ptr<kv::KvPool> host;
+  kv::KvTierMemory host_memory;
   rt::TaskGroup& group;
   asio::any_io_executor executor;
   SwapStats stats;                              // on the handler's executor
   std::atomic<std::int64_t> swap_in_ns{0};      // the copy streams' busy time
   std::atomic<std::int64_t> swap_out_ns{0};
-  std::shared_ptr<rt::CpuStreamPool> stream_pool;  // outlives the streams
+  std::vector<std::shared_ptr<const void>> owners;  // the device memory, the streams' pool: outlive the streams
   // One stream per direction, so a swap-out still copying never delays a
   // later swap-in. Declared last: destroyed first, after their work. Their
   // work items point at this state without owning it, so the state never
   // dies on a stream.
-  rt::CpuStream copy_in;
-  rt::CpuStream copy_out;
+  std::unique_ptr<rt::Stream> copy_in;
+  std::unique_ptr<rt::Stream> copy_out;
 };
-
-void SwapEngine::State::copy_layer(Direction dir, std::int32_t layer, const std::vector<ChunkRun>& runs,
-                                   std::uint64_t iteration) {
-  const std::string_view name = dir == Direction::in ? "swap_in" : "swap_out";
-  if (config.before_copy_layer) config.before_copy_layer(name, layer);
-  const std::int64_t start = rt::steady_now_ns();
-  const std::size_t bytes = slice_bytes(host);
-  // Host slots are the source of a swap_in and the destination of a swap_out.
-  const kv::KvPool& src_pool = dir == Direction::in ? host : device;
-  kv::KvPool& dst_pool = dir == Direction::in ? device : host;
-  // On CUDA each run is one cudaMemcpyAsync on the copy stream (pinned host
-  // memory); gathering is what keeps those few and large.
-  for (const ChunkRun& r : runs) {
-    std::memcpy(slice(dst_pool, layer, r.dst), slice(src_pool, layer, r.src), bytes * r.count);
-  }
-  const std::int64_t end = rt::steady_now_ns();
-  (dir == Direction::in ? swap_in_ns : swap_out_ns).fetch_add(end - start, std::memory_order_relaxed);
-  if (config.tracer != nullptr && config.tracer->enabled()) {
-    char detail[48];
-    std::snprintf(detail, sizeof detail, "layer %d runs %zu it %llu", layer, runs.size(),
-                  static_cast<unsigned long long>(iteration));
-    rt::SpanRecord span{rt::SpanKind::stream, rt::trace_names::copy_stream, name, std::uint64_t(layer), start, end};
-    span.detail = detail;
-    config.tracer->record(span);
-  }
-}
 
 std::vector<rt::Event> SwapEngine::State::enqueue(Direction dir, const std::vector<DeviceHostCopy>& copies,
                                                   std::uint64_t iteration) {
@@ -144,14 +129,14 @@ std::vector<rt::Event> SwapEngine::State::enqueue(Direction dir, const std::vect
   std::vector<SlotCopy> slots;
   slots.reserve(copies.size());
   for (const DeviceHostCopy& c : copies) {
-    check_slot(device, c.device.value, "swap engine: device block out of range");
-    check_slot(host, c.host.value, "swap engine: host slot out of range");
+    check_slot(device.num_blocks, c.device.value, "swap engine: device block out of range");
+    check_slot(host_memory.num_blocks, c.host.value, "swap engine: host slot out of range");
     slots.push_back(dir == Direction::in ? SlotCopy{c.host.value, c.device.value}
                                          : SlotCopy{c.device.value, c.host.value});
   }
-  auto runs = std::make_shared<const std::vector<ChunkRun>>(plan_chunk_runs(slots, config.gather));
-  const std::int32_t layers = host.config().n_layers;
-  const auto bytes = std::int64_t(slice_bytes(host)) * layers * std::int64_t(copies.size());
+  const std::vector<ChunkRun> runs = plan_chunk_runs(slots, config.gather, max_run_chunks());
+  const std::int32_t layers = device.n_layers();
+  const auto bytes = std::int64_t(device.slice_bytes) * layers * std::int64_t(copies.size());
   if (dir == Direction::in) {
     stats.swap_in_chunks += std::int64_t(copies.size());
     stats.swap_in_bytes += bytes;
@@ -159,16 +144,52 @@ std::vector<rt::Event> SwapEngine::State::enqueue(Direction dir, const std::vect
     stats.swap_out_chunks += std::int64_t(copies.size());
     stats.swap_out_bytes += bytes;
   }
-  stats.copy_runs += std::int64_t(runs->size()) * layers;
+  stats.copy_runs += std::int64_t(runs.size()) * layers;
+  rt::Stream& stream = dir == Direction::in ? *copy_in : *copy_out;
+  // Host slots are the source of a swap_in and the destination of a swap_out.
+  const kv::KvTierMemory& src = dir == Direction::in ? host_memory : device;
+  const kv::KvTierMemory& dst = dir == Direction::in ? device : host_memory;
+  const std::string_view name = dir == Direction::in ? "swap_in" : "swap_out";
+  std::atomic<std::int64_t>& busy = dir == Direction::in ? swap_in_ns : swap_out_ns;
+  const bool traced = config.tracer != nullptr && config.tracer->enabled();
+  // The streams' busy time, from the host side of the stream: when it
+  // reaches the iteration's first copy and when it is past the last. The
+  // work items point at this state without owning it (see copy_in).
+  auto started = std::make_shared<std::int64_t>(0);
+  stream.enqueue([started] { *started = rt::steady_now_ns(); }, name);
   events.reserve(std::size_t(layers));
   for (std::int32_t l = 0; l < layers; ++l) {
-    // The stream's work outlives nothing it points to: the stream is this
-    // state's last member, destroyed (after its work) first.
-    rt::CpuStream& stream = dir == Direction::in ? copy_in : copy_out;
-    stream.enqueue([this, dir, l, runs, iteration] { copy_layer(dir, l, *runs, iteration); },
-                   dir == Direction::in ? "swap_in" : "swap_out");
+    auto layer_start = std::make_shared<std::int64_t>(0);
+    if (config.before_copy_layer || traced) {
+      stream.enqueue(
+          [this, name, l, layer_start] {
+            if (config.before_copy_layer) config.before_copy_layer(name, l);
+            *layer_start = rt::steady_now_ns();
+          },
+          name);
+    }
+    // One transfer per run: on CUDA a cudaMemcpyAsync between pinned host
+    // memory and the device; gathering is what keeps those few and large.
+    for (const ChunkRun& r : runs) {
+      stream.copy(dst.slice(l, r.dst), src.slice(l, r.src), device.slice_bytes * r.count, name);
+    }
+    if (traced) {
+      stream.enqueue(
+          [this, name, l, layer_start, n = runs.size(), iteration] {
+            char detail[48];
+            std::snprintf(detail, sizeof detail, "layer %d runs %zu it %llu", l, n,
+                          static_cast<unsigned long long>(iteration));
+            rt::SpanRecord span{rt::SpanKind::stream, rt::trace_names::copy_stream, name, std::uint64_t(l),
+                                *layer_start, rt::steady_now_ns()};
+            span.detail = detail;
+            config.tracer->record(span);
+          },
+          name);
+    }
     events.push_back(stream.record());
   }
+  stream.enqueue([started, &busy] { busy.fetch_add(rt::steady_now_ns() - *started, std::memory_order_relaxed); },
+                 name);
   return events;
 }
 
@@ -193,7 +214,7 @@ asio::awaitable<void> SwapEngine::State::disk_move(std::shared_ptr<State> self, 
   const std::int64_t start = rt::steady_now_ns();
   const auto bytes = std::int64_t(s.chunk_bytes());
   if (spill) {
-    auto written = co_await s.config.disk->write(c.disk, s.host, c.host, c.tokens);
+    auto written = co_await s.config.disk->write(c.disk, *s.host, c.host, c.tokens);
     s.stats.spill_ns += rt::steady_now_ns() - start;
     if (written) {
       ++s.stats.spill_chunks;
@@ -204,7 +225,7 @@ asio::awaitable<void> SwapEngine::State::disk_move(std::shared_ptr<State> self, 
       batch->done.spill_failed.push_back(std::move(c));
     }
   } else {
-    auto read = co_await s.config.disk->read(c.disk, s.host, c.host, c.tokens);
+    auto read = co_await s.config.disk->read(c.disk, *s.host, c.host, c.tokens);
     s.stats.restore_ns += rt::steady_now_ns() - start;
     if (read && *read == ChunkReadStatus::ok) {
       ++s.stats.restore_chunks;
@@ -226,10 +247,14 @@ asio::awaitable<void> SwapEngine::State::disk_move(std::shared_ptr<State> self, 
 
 SwapEngine::SwapEngine(std::shared_ptr<kv::KvPool> device, std::shared_ptr<rt::CpuStreamPool> streams,
                        rt::TaskGroup& group, asio::any_io_executor executor, SwapEngineConfig config)
-    : state_(std::make_shared<State>(std::move(device), std::move(streams), group, std::move(executor),
-                                     std::move(config))) {}
+    : SwapEngine(cpu_links(std::move(device), std::move(streams), config.host_slots), group, std::move(executor),
+                 std::move(config)) {}
 
-kv::KvPool& SwapEngine::host_pool() { return state_->host; }
+SwapEngine::SwapEngine(backend::KvTierLinks links, rt::TaskGroup& group, asio::any_io_executor executor,
+                       SwapEngineConfig config)
+    : state_(std::make_shared<State>(std::move(links), group, std::move(executor), std::move(config))) {}
+
+kv::KvPool& SwapEngine::host_pool() { return *state_->host; }
 std::size_t SwapEngine::chunk_bytes() const { return state_->chunk_bytes(); }
 
 void SwapEngine::operator()(SwapIteration m) {
@@ -240,14 +265,14 @@ void SwapEngine::operator()(SwapIteration m) {
   // Within an iteration host -> device copies land before device -> host
   // ones start (a block filled and copied out sends what arrived); a later
   // iteration's swap-in never waits for this swap-out.
-  if (!t.swap_out.empty() && !ticket.layer_ready.empty()) s.copy_out.wait(ticket.layer_ready.back());
+  if (!t.swap_out.empty() && !ticket.layer_ready.empty()) s.copy_out->wait(ticket.layer_ready.back());
   m.reply.send(std::move(ticket));
   if (!t.swap_out.empty()) {
     s.enqueue(State::Direction::out, t.swap_out, m.iteration);
     // Reported once the copies have run: until then the core keeps both the
     // device block and the host slot out of reach.
     // Holds the state weakly: this callback must not be what destroys it.
-    s.copy_out.record().wait(s.executor, [weak = std::weak_ptr<State>(state_), done = std::move(t.swap_out)]() mutable {
+    s.copy_out->record().wait(s.executor, [weak = std::weak_ptr<State>(state_), done = std::move(t.swap_out)]() mutable {
       auto state = weak.lock();
       if (!state) return;  // shutting down: nobody is left to tell
       TransfersDone d;
@@ -266,7 +291,7 @@ void SwapEngine::operator()(SwapIteration m) {
     return;
   }
   // After this iteration's swap-out (a spill reads host slots it may fill).
-  s.group.spawn(s.executor, State::disk_moves(state_, s.copy_out.record(), std::move(t.spill), std::move(t.restore)));
+  s.group.spawn(s.executor, State::disk_moves(state_, s.copy_out->record(), std::move(t.spill), std::move(t.restore)));
 }
 
 void SwapEngine::operator()(GetSwapStats m) {

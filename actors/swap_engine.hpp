@@ -1,10 +1,11 @@
 #pragma once
 // SwapEngineActor: executes the KV tier moves the scheduler core decided
 // (kv_transfers.hpp). It owns the host tier (a KvPool with the device pool's
-// layout, in plain memory: the host tier exists on the CPU backend with one
-// rank only, see Engine::create), two copy
-// streams beside the GPU worker's compute stream (one per direction), and
-// the disk tier when one is configured (a DiskTier).
+// layout: plain memory on the CPU backend, pinned memory on CUDA; one rank
+// only, see Engine::create), two copy streams beside the GPU worker's compute
+// stream (one per direction: CPU streams, or CUDA streams where every run is
+// one cudaMemcpyAsync), and the disk tier when one is configured (a DiskTier).
+// What it copies with comes as backend::KvTierLinks.
 //
 // Per iteration: swap_in (host -> device) on the copy-in stream, layer by
 // layer, every chunk's layer-l slice (K and V) then one event per layer, so
@@ -22,6 +23,7 @@
 // device pool and the stream pool are shared with the GPU worker.
 #include "actors/disk_tier.hpp"
 #include "actors/swap_engine_protocol.hpp"
+#include "gpu/backend/kv_tier_links.hpp"
 #include "gpu/kv/kv_pool.hpp"
 #include "runtime/cpu_stream.hpp"
 #include "runtime/task_group.hpp"
@@ -37,6 +39,10 @@ namespace pensieve::actors {
 struct SwapEngineConfig {
   std::int32_t host_slots = 0;  // host tier capacity in chunks (same layout as the device pool)
   bool gather = true;           // merge copies of adjacent chunks into one transfer
+  // A merged transfer is cut here: DMA of 0.5-2 MB blocks reaches PCIe's
+  // bandwidth (vLLM's offload measurements) and a longer one delays the
+  // event of its layer for nothing.
+  std::size_t max_transfer_bytes = std::size_t(2) << 20;
   rt::Tracer* tracer = nullptr;
   std::shared_ptr<DiskTier> disk;  // the disk tier; null: none
   // Receives what finished, on the engine's executor (the scheduler's inbox).
@@ -52,6 +58,11 @@ class SwapEngine {
   // stream_pool()). `group` holds the disk I/O coroutines.
   SwapEngine(std::shared_ptr<kv::KvPool> device, std::shared_ptr<rt::CpuStreamPool> streams, rt::TaskGroup& group,
              boost::asio::any_io_executor executor, SwapEngineConfig config);
+  // Over a backend's own links (PagedForward::device_tier_links: CUDA device
+  // memory, a pinned host tier, CUDA copy streams); links.host has
+  // config.host_slots chunks.
+  SwapEngine(backend::KvTierLinks links, rt::TaskGroup& group, boost::asio::any_io_executor executor,
+             SwapEngineConfig config);
 
   void operator()(SwapIteration message);
   void operator()(GetSwapStats message);

@@ -11,6 +11,8 @@
 // tensor-parallel) and gpu/backend/cuda/cuda_paged_forward.hpp.
 //
 // Not thread-safe: the GPU worker calls it from its compute stream's thread.
+#include "gpu/backend/kv_tier_links.hpp"
+#include "gpu/kernels/decode_plan.hpp"
 #include "gpu/kv/block_id.hpp"
 #include "gpu/kv/kv_pool.hpp"
 #include "gpu/model/cpu_forward.hpp"
@@ -20,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -41,6 +44,31 @@ class PagedForward {
   // The pool as a host kv::KvPool the swap engine can copy blocks of; null
   // when the KV lives elsewhere (device memory) or on several ranks.
   virtual std::shared_ptr<kv::KvPool> host_pool() const = 0;
+  // Whether a host KV tier can be attached: through host_pool() or through
+  // device_tier_links().
+  virtual bool supports_host_tier() const { return host_pool() != nullptr; }
+  // The swap engine's links where the device tier is not host memory (CUDA:
+  // device memory, a pinned host tier of `host_slots` chunks, a CUDA copy
+  // stream per direction). nullopt: the backend's KV is host_pool(), copied
+  // by CPU streams (the engine builds those), or there is no host tier
+  // (host_pool() null too). Errors: the pinned allocation or a stream failed.
+  virtual Result<std::optional<KvTierLinks>> device_tier_links(std::int32_t host_slots) {
+    (void)host_slots;
+    return std::optional<KvTierLinks>{};
+  }
+
+  // True: the next forward_paged makes the device wait for each layer's
+  // swap-in event itself (gate_next_pass), and before_layer is not the place
+  // to wait (CUDA). False: the caller waits in before_layer (CPU).
+  virtual bool gates_on_device() const { return false; }
+  // The swap-in events of the next pass, one per layer (gates_on_device()).
+  virtual void gate_next_pass(std::vector<rt::Event> layer_ready) { (void)layer_ready; }
+  // Work enqueued after this (copies, poisoning, the next pass) waits for
+  // `event` on the device (gates_on_device()).
+  virtual Result<void> wait_on_device(const rt::Event& event) {
+    (void)event;
+    return {};
+  }
 
   // Fills the block with NaN on every rank (a stale read shows).
   virtual Result<void> poison(kv::BlockId block) = 0;
@@ -74,6 +102,7 @@ struct PagedForwardOptions {
   std::size_t kv_budget_bytes = std::size_t(512) << 20;  // per rank
   std::int32_t num_blocks = 0;     // > 0: exactly this many blocks instead of the budget
   std::int32_t max_batch_tokens = 512;  // CUDA: activation buffers' size
+  kernels::DecodePlanThresholds decode_thresholds;  // CUDA: the decode plan's (--decode-plan)
 };
 
 // Errors: a --tp that does not divide the model's heads, KV heads or ff_dim;

@@ -26,18 +26,34 @@ std::size_t kv_bytes_per_token(const KvPoolConfig& c) {
          kv_dtype_bytes(c.dtype);
 }
 
-void KvPool::AlignedFree::operator()(std::byte* p) const {
-  ::operator delete[](p, std::align_val_t{64});
+void KvPool::LayerFree::operator()(std::byte* p) const {
+  if (memory) {
+    memory->release(p);
+  } else {
+    ::operator delete[](p, std::align_val_t{64});
+  }
 }
 
-KvPool::KvPool(const KvPoolConfig& config) : config_(config) {
+KvPool::KvPool(const KvPoolConfig& config) : KvPool(config, KvPoolMemory{}) {}
+
+KvPool::KvPool(const KvPoolConfig& config, KvPoolMemory memory) : config_(config) {
   if (config.num_blocks < 0 || config.block_tokens <= 0 || config.n_layers <= 0 ||
       config.n_kv_heads <= 0 || config.head_dim <= 0) {
     throw std::invalid_argument("KvPool: every dimension must be positive");
   }
+  if (bool(memory.allocate) != bool(memory.release)) {
+    throw std::invalid_argument("KvPool: an allocator needs both allocate and release");
+  }
+  auto shared = memory.allocate ? std::make_shared<const KvPoolMemory>(std::move(memory)) : nullptr;
   for (std::int32_t l = 0; l < config.n_layers; ++l) {
-    auto* p = static_cast<std::byte*>(::operator new[](layer_bytes() + 64, std::align_val_t{64}));
-    layers_.emplace_back(p);
+    std::byte* p = nullptr;
+    if (shared) {
+      p = static_cast<std::byte*>(shared->allocate(layer_bytes() + 64));
+      if (p == nullptr) throw std::bad_alloc();
+    } else {
+      p = static_cast<std::byte*>(::operator new[](layer_bytes() + 64, std::align_val_t{64}));
+    }
+    layers_.emplace_back(p, LayerFree{shared});
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -37,9 +38,19 @@ struct KvPoolConfig {
 // Bytes one token takes across all layers, K and V.
 std::size_t kv_bytes_per_token(const KvPoolConfig& config);
 
+// Where a pool's layers are allocated. Default: 64-byte aligned host memory.
+// The CUDA backend gives its host tier pinned memory (cudaHostAlloc), so
+// that copies to and from the device run asynchronously on a copy stream.
+// `allocate` returns null when out of memory (the pool throws bad_alloc).
+struct KvPoolMemory {
+  std::function<void*(std::size_t bytes)> allocate;
+  std::function<void(void*)> release;
+};
+
 class KvPool {
  public:
   explicit KvPool(const KvPoolConfig& config);
+  KvPool(const KvPoolConfig& config, KvPoolMemory memory);
 
   const KvPoolConfig& config() const { return config_; }
   PagedKvView layer(std::int32_t layer) const;
@@ -53,11 +64,12 @@ class KvPool {
   void poison(BlockId id);
 
  private:
-  struct AlignedFree {
+  struct LayerFree {
+    std::shared_ptr<const KvPoolMemory> memory;  // null: the default allocation
     void operator()(std::byte* p) const;
   };
   KvPoolConfig config_;
-  std::vector<std::unique_ptr<std::byte[], AlignedFree>> layers_;
+  std::vector<std::unique_ptr<std::byte[], LayerFree>> layers_;
 };
 
 }  // namespace pensieve::kv

@@ -10,12 +10,28 @@
 # machine's cores (issue 6: p99 < 1 ms, out of reach on the 2-vCPU CI
 # machines), and prints a short table last. Logs and JSON go to $OUT (or bench/results/).
 #
+# It also measures the host KV tier on CUDA (pinned host <-> device copy
+# bandwidth per direction and both at once, the engine's swap-in bandwidth
+# against it, tokens with swaps equal to the CPU backend's) and writes the
+# decode plan thresholds the attention benchmarks support
+# ($OUT/<date>-decode-plan.json, for `pensieve --decode-plan FILE`).
+#
 #   OUT=/some/dir tests/gpu/device-checks.sh
 #   BUNDLE=build-cuda/device-bundle tests/gpu/device-checks.sh   # prebuilt
+#   tests/gpu/device-checks.sh --dry-run   # no device: runs what it can on the CPU
+#                                          # (an existing build/release), lists the rest
 set -uo pipefail
+dry_run=0
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run) dry_run=1 ;;
+    *) echo "usage: $0 [--dry-run]"; exit 2 ;;
+  esac
+done
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="${OUT:-$root/bench/results}"
 build="${BUILD_DIR:-$root/build-device}"
+[ "$dry_run" = 1 ] && build="${BUILD_DIR:-$root/build/release}"
 bundle="${BUNDLE:-$root/build-cuda/device-bundle}"
 stamp="$(date -u +%Y-%m-%d)"
 mkdir -p "$out"
@@ -23,6 +39,7 @@ log="$out/device-checks-$stamp.log"
 exec > >(tee "$log") 2>&1
 
 echo "== machine"
+[ "$dry_run" = 1 ] && echo "dry run: no device is used; device steps are listed, not run"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv || true
 nproc
 git -C "$root" rev-parse HEAD 2>/dev/null || true
@@ -54,6 +71,13 @@ if [ -x "$bundle/bin/test_gpu" ]; then
   if [ ! -e "$src/../shared" ] && [ -d "$bundle/shared" ]; then
     mkdir -p "$src" && ln -sfn "$bundle/shared" "$src/../shared"
   fi
+elif [ "$dry_run" = 1 ]; then
+  echo "== dry run: the binaries of $build (no build)"
+  test_gpu="$build/tests/test_gpu"
+  bench="$build/bench/pensieve-microbench"
+  fe_latency="$build/bench/fe-latency"
+  loopback_floor="$build/bench/loopback-floor"
+  [ -x "$test_gpu" ] || { echo "dry run: $test_gpu missing (build test_gpu first)"; exit 1; }
 else
   echo "== build (Release, CUDA)"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPENSIEVE_CUDA=ON \
@@ -70,14 +94,30 @@ else
 fi
 
 echo "== [gpu] tests"
-"$test_gpu" "[gpu]" --durations yes || status=$?
+if [ "$dry_run" = 1 ]; then
+  # Catch2 v2 exits with the number of tests it lists.
+  "$test_gpu" "[gpu]" --list-tests || true
+else
+  "$test_gpu" "[gpu]" --durations yes || status=$?
+fi
 
 echo "== CPU kernel tests on this machine"
 "$test_gpu" "[paged_attention],[decode_plan],[kv],[cuda_backend]" || status=$?
+# The CUDA path's order (copies, events, waits) against fake device streams.
+if [ "$dry_run" = 1 ] && [ -x "$build/tests/test_actors" ]; then
+  "$build/tests/test_actors" "[device_order]" || status=$?
+fi
 
 echo "== benchmarks"
 [ -x "$bench" ] || { echo "no benchmarks"; exit 1; }
-"$bench" --benchmark_filter='CudaCopyBandwidth|CudaDecode1B|CudaPrefillGemms1B|CublasBf16Rate|CudaPrefill1B' \
+if [ "$dry_run" = 1 ]; then
+  echo "dry run: the device benchmarks that would run:"
+  "$bench" --benchmark_list_tests=true \
+    --benchmark_filter='CudaCopyBandwidth|CudaPinnedCopy|CudaDecode1B|CudaPrefillGemms1B|CublasBf16Rate|CudaPrefill1B|Cuda(Decode|Prefill)Attention' ||
+    status=$?
+  "$bench" --benchmark_filter='CpuDecodePlan' --benchmark_min_time=0.05 || status=$?
+else
+"$bench" --benchmark_filter='CudaCopyBandwidth|CudaPinnedCopy|CudaDecode1B|CudaPrefillGemms1B|CublasBf16Rate|CudaPrefill1B' \
   --benchmark_out="$out/$stamp-cuda-forward.json" --benchmark_out_format=json \
   --benchmark_context=command="$0" || status=$?
 "$bench" --benchmark_filter='Cuda(Decode|Prefill)Attention' \
@@ -85,12 +125,54 @@ echo "== benchmarks"
   --benchmark_out_format=json --benchmark_context=command="$0" || status=$?
 "$bench" --benchmark_filter='CpuAttention|CpuDecodePlan' --benchmark_min_time=0.2 \
   --benchmark_out="$out/$stamp-cpu-attention-device-host.json" --benchmark_out_format=json || status=$?
+fi
+
+echo "== decode plan thresholds from the attention benchmarks"
+python3 - "$out/$stamp-cuda-attention.json" "$out/$stamp-decode-plan.json" <<'PY' || true
+import json, re, sys
+src, dst = sys.argv[1:3]
+try:
+    benches = json.load(open(src))["benchmarks"]
+except Exception:
+    print(f"no attention results in {src}: no table written")
+    sys.exit(0)
+names = {0: "per_sequence", 1: "split_kv", 2: "packed", 3: "adaptive"}
+shapes = {}
+for b in benches:
+    m = re.match(r"BM_CudaDecodeAttention/strategy:(\d)/seqs:(\d+)/ctx:(\d+)/mixed:(\d)", b["name"])
+    if m and "real_time" in b and not b.get("error_occurred"):
+        s, n, c, mixed = map(int, m.groups())
+        shapes.setdefault((n, c, mixed), {})[s] = b["real_time"]
+measured, split_ctx = {}, []
+for (n, c, mixed), t in sorted(shapes.items()):
+    fixed = {s: v for s, v in t.items() if s != 3}
+    if not fixed:
+        continue
+    best = min(fixed, key=fixed.get)
+    measured[f"seqs={n} ctx={c} mixed={mixed}"] = {names[s]: v for s, v in t.items()} | {"best": names[best]}
+    if best == 1 and not mixed:
+        split_ctx.append(c)
+table = {"device": "", "source": src, "measured": measured}
+if split_ctx:
+    # Split from half the shortest context where splitting won (the shapes are powers of two apart).
+    table["split_min_context_tokens"] = max(256, min(split_ctx) // 2)
+try:
+    import subprocess
+    table["device"] = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                                     capture_output=True, text=True).stdout.strip().splitlines()[0]
+except Exception:
+    pass
+json.dump(table, open(dst, "w"), indent=1)
+print(f"wrote {dst}: " + ", ".join(f"{k}={v}" for k, v in table.items() if k not in ("measured", "source")))
+PY
 
 echo "== front end: 200 streaming clients on this machine's cores (issue 6)"
 if [ -x "$fe_latency" ] && [ -x "$loopback_floor" ]; then
   "$loopback_floor" --clients 200 --threads 2,4 --busy 0,2 --seconds 4 \
     --out "$out/$stamp-loopback-floor-device.json" || status=$?
-  "$fe_latency" --clients 200 --seconds 20 --model builtin --engine-threads 2 --http-threads 4 \
+  fe_seconds=20
+  [ "$dry_run" = 1 ] && fe_seconds=2
+  "$fe_latency" --clients 200 --seconds "$fe_seconds" --model builtin --engine-threads 2 --http-threads 4 \
     --compute-nice idle --out "$out/$stamp-fe-latency-device.json" || status=$?
   python3 - "$out/$stamp-fe-latency-device.json" <<'PY' || true
 import json, sys
@@ -141,6 +223,28 @@ for d in ("f16", "bf16"):
     k = f"greedy_steps_matching.{d}"
     if k in metrics:
         row(f"stories260K greedy match ({d})", f"{int(metrics[k])}/32", "32/32", metrics[k] >= 32 if d == "f16" else None)
+for tier, what in (("host", "the pinned host tier"), ("disk", "host and disk tiers")):
+    k = f"engine_cuda_swap_tokens_equal_share.{tier}"
+    if k in metrics:
+        v = metrics[k]
+        row(f"engine --backend cuda with {what}, greedy tokens equal to cpu", f"{100*v:.1f}%", "100%", v >= 1.0)
+pinned_in = find(fwd, "BM_CudaPinnedCopy/dir:0/KiB:2048", "GBps")
+for d, label in ((0, "host->device"), (1, "device->host"), (2, "both at once")):
+    v = find(fwd, f"BM_CudaPinnedCopy/dir:{d}/KiB:2048", "GBps")
+    if v:
+        row(f"pinned copy {label}, 2 MiB transfers", f"{v:.1f} GB/s", "-", None)
+if "engine_cuda_swap_in_GBps" in metrics and pinned_in:
+    v = metrics["engine_cuda_swap_in_GBps"]
+    row(f"engine swap-in {v:.1f} of {pinned_in:.1f} GB/s pinned", f"{100*v/pinned_in:.1f}%", ">= 80%", v / pinned_in >= 0.8)
+for shape in sorted({re.sub(r"strategy:\d/", "", n) for n in att if n.startswith("BM_CudaDecodeAttention")}):
+    t = {int(re.search(r"strategy:(\d)", n).group(1)): b["real_time"] for n, b in att.items()
+         if re.sub(r"strategy:\d/", "", n) == shape and "real_time" in b}
+    fixed = [t[s] for s in (0, 1, 2) if s in t]
+    if 3 in t and fixed:
+        ratio = t[3] / min(fixed)
+        row(f"adaptive plan vs best fixed, {shape}", f"{ratio:.2f}x time", "<= 1.05x", ratio <= 1.05)
+        if "ctx:32768" in shape and 0 in t:
+            row(f"adaptive vs one block per sequence, {shape}", f"{t[0]/t[3]:.2f}x faster", ">= 1.3x", t[0] / t[3] >= 1.3)
 if "engine_cuda_tokens_equal_share" in metrics:
     v = metrics["engine_cuda_tokens_equal_share"]
     row("engine --backend cuda, 2-turn greedy tokens equal to cpu", f"{100*v:.1f}%", "100%", v >= 1.0)

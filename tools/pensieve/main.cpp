@@ -1,6 +1,7 @@
 // pensieve: the server. The one place that builds the components and wires
 // them together: model, engine, front ends, signals.
 #include "actors/engine.hpp"
+#include "gpu/kernels/decode_plan_table.hpp"
 #include "gpu/model/model_loader.hpp"
 #include "net/engine_backend.hpp"
 #include "net/admin_routes.hpp"
@@ -103,6 +104,17 @@ int serve(const server::Options& o) {
   engine_options.kv_disk_dir = o.kv_disk_dir.value_or("");
   engine_options.kv_disk_gb = o.kv_disk_gb;
   engine_options.gather_copies = o.gather_copies;
+  if (o.decode_plan) {
+    auto table = kernels::load_decode_plan_table(*o.decode_plan);
+    if (!table) {
+      std::fprintf(stderr, "pensieve: %s\n", table.error().message.c_str());
+      return 1;
+    }
+    engine_options.decode_thresholds = table->thresholds;
+    std::fprintf(stderr, "pensieve: decode plan from %s (%s): %s\n", o.decode_plan->c_str(),
+                 table->device.empty() ? "device not named" : table->device.c_str(),
+                 kernels::describe(table->thresholds).c_str());
+  }
   engine_options.history_dir = o.history_dir.value_or("");
   net::ServerMetrics metrics;  // outlives the engine, whose scheduler records into it
   rt::Tracer tracer;           // likewise: the engine's threads record into it

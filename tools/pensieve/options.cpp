@@ -24,8 +24,9 @@ conversation's KV cache between turns.
   --api-keys FILE        one "KEY TENANT" pair per line
   --kv-device-mb N       KV cache budget on the compute device (default 512)
   --kv-host-mb N         KV cache budget in host memory; 0: no host tier (default:
-                         min(4096, a quarter of RAM) with the CPU backend on one rank,
-                         none otherwise; the memory is touched only as KV lands in it)
+                         min(4096, a quarter of RAM) on one rank, none with --tp > 1; with
+                         --backend cuda it is pinned memory, allocated at start-up; on the
+                         CPU backend it is touched only as KV lands in it)
   --kv-disk-dir DIR      folder for the disk KV tier (with --kv-disk-gb)
   --kv-disk-gb N         disk KV tier budget (default 0: no disk tier)
   --eviction-policy P    which cached KV chunks leave a tier first: cost (recompute cost over
@@ -58,6 +59,8 @@ conversation's KV cache between turns.
   --tp N                 tensor parallelism over N ranks, each with its shard of the weights and
                          its share of the KV heads (N must divide the heads, KV heads and ff_dim;
                          CPU backend; not with --kv-host-mb yet) (default 1)
+  --decode-plan FILE     decode attention plan thresholds measured on the device (the JSON
+                         tests/gpu/device-checks.sh writes) instead of the built-in defaults
   --chat-template NAME|FILE
                          the chat template: a built-in (llama2, llama3, chatml, zephyr,
                          mistral) or a Jinja file (a path, or a name ending .jinja)
@@ -142,6 +145,10 @@ std::map<std::string, Setter> value_flags() {
            return {};
          }
          return parse_int("--compute-nice", v, o.compute_nice, 0, rt::kMaxNice);
+       }},
+      {"--decode-plan", [](Options& o, const std::string& v) -> Result<void> {
+         o.decode_plan = v;
+         return {};
        }},
       {"--backend", [](Options& o, const std::string& v) -> Result<void> {
          if (v != "cpu" && v != "cuda") return fail("--backend: '" + v + "' is not cpu or cuda");

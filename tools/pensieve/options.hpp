@@ -37,6 +37,7 @@ struct Options {
   std::int32_t threads = 0;  // 0: every core
   std::int32_t compute_nice = 0;  // the compute threads' nice value (0..19, 20: SCHED_IDLE); 0: unchanged
   std::string backend = "cpu";  // cpu | cuda
+  std::optional<std::string> decode_plan;  // --decode-plan FILE: measured decode plan thresholds
   std::int32_t tp = 1;          // tensor-parallel ranks (must divide the model's heads and KV heads)
   std::optional<std::string> trace_file;
   std::int32_t trace_flush_ms = 1000;  // --trace: how often the rings are appended to the file

@@ -201,8 +201,8 @@ Result<model::ForwardOutput> CudaForward::forward_paged(std::span<const model::P
   const std::int32_t bt = pool.config().block_tokens;
   const std::int32_t graph_stride = (weights_.config.max_context + bt - 1) / bt;
   const auto batch_size = std::int32_t(batch.size());
-  bool graphable = std::find(options_.graph_batch_sizes.begin(), options_.graph_batch_sizes.end(),
-                             batch_size) != options_.graph_batch_sizes.end();
+  bool graphable = !gates_.armed() && std::find(options_.graph_batch_sizes.begin(), options_.graph_batch_sizes.end(),
+                                                batch_size) != options_.graph_batch_sizes.end();
   for (const auto& seq : batch) {
     graphable = graphable && seq.tokens.size() == 1 && !seq.all_logits &&
                 seq.blocks.size() <= std::size_t(graph_stride);
@@ -218,11 +218,14 @@ Result<model::ForwardOutput> CudaForward::forward_paged(std::span<const model::P
   if (!ran) {
     kernels::AttentionPlanOptions o;
     o.workers = sm_count_;
+    o.thresholds = options_.decode_thresholds;
     auto plan = kernels::plan_paged_attention({host_batch_.q_start, host_batch_.context},
                                               weights_.config.n_kv_heads, o);
     if (!plan) return plan.error();
     host_batch_.plan = std::move(*plan);
-    if (auto ok = run_eager(pool); !ok) return ok.error();
+    auto ok = run_eager(pool);
+    gates_.clear();  // waited on (enqueued) or abandoned with the pass
+    if (!ok) return ok.error();
   }
   model::ForwardOutput out = std::move(host_batch_.output);
   if (auto ok = finish(out); !ok) return ok.error();

@@ -19,6 +19,7 @@
 #include "gpu/backend/cuda/cuda_batch.hpp"
 #include "gpu/backend/cuda/cuda_kv_pool.hpp"
 #include "gpu/backend/cuda/cuda_weights.hpp"
+#include "gpu/backend/layer_gates.hpp"
 #include "gpu/kernels/cuda/sampling_launch.hpp"
 #include "gpu/model/cpu_forward.hpp"
 #include "runtime/error.hpp"
@@ -39,6 +40,7 @@ struct CudaForwardOptions {
   std::vector<std::int32_t> graph_batch_sizes = {1, 2, 4, 8, 16, 32, 64};  // empty: no graphs
   bool copy_logits_to_host = true;  // false: logits stay on the device for sample()
   cudaStream_t stream = nullptr;    // null: the forward pass creates (and owns) one
+  kernels::DecodePlanThresholds decode_thresholds;  // eager passes' decode plans
 };
 
 struct CudaForwardStats {
@@ -78,6 +80,11 @@ class CudaForward {
   Result<model::ForwardOutput> forward_paged(std::span<const model::PagedSequence> batch,
                                              CudaKvPool& pool);
 
+  // The next forward_paged makes the stream wait for layer_ready[l] (CUDA
+  // events of the copy-in stream) before layer l writes or reads its KV, and
+  // runs eagerly (a captured graph cannot wait on another stream's event).
+  void gate_next_pass(std::vector<rt::Event> layer_ready) { gates_.arm(std::move(layer_ready)); }
+
   // One token per logits row of the last forward_paged, sampled on the device.
   Result<std::vector<std::int32_t>> sample(std::span<const kernels::cuda::DeviceSamplingParams> rows);
 
@@ -98,6 +105,7 @@ class CudaForward {
 
   DeviceWeights weights_;
   CudaForwardOptions options_;
+  LayerGates gates_;  // the next pass's swap-in events
   cudaStream_t stream_ = nullptr;
   bool owns_stream_ = false;
   std::int32_t sm_count_ = 1;

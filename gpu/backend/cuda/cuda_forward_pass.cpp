@@ -88,6 +88,17 @@ Result<void> CudaForward::enqueue_pass(const BatchLayout& layout, const std::byt
     if (auto ok = gemm(b.xn, dim, w.w_qkv, n, qkv_cols, b.qkv, 0.0f); !ok) return ok;
     if (w.b_qkv != nullptr)
       PENSIEVE_CUDA_TRY(kcu::launch_add_bias(b.qkv, qkv_cols, n, qkv_cols, w.b_qkv, s));
+    // The layer's swap-in lands before its KV is written or read (and no
+    // earlier: layer l's copy overlaps layer l-1's compute).
+    cudaError_t gate = cudaSuccess;
+    gates_.before_layer(l, [&](const rt::Event& e) {
+      if (e.device_event() == nullptr) {
+        e.wait_blocking();  // a host event (no copy stream of ours): rare, correct
+      } else {
+        gate = cudaStreamWaitEvent(s, static_cast<cudaEvent_t>(e.device_event()), 0);
+      }
+    });
+    PENSIEVE_CUDA_TRY(gate);
     post.cache = cache;
     PENSIEVE_CUDA_TRY(kcu::launch_qkv_rope_cache(post, s));
     attn.kv = cache;

@@ -1,6 +1,7 @@
 #include "gpu/backend/cuda/cuda_paged_forward.hpp"
 
 #include "gpu/backend/cuda/cuda_check.hpp"
+#include "runtime/cuda/cuda_stream.hpp"
 
 #include <string>
 
@@ -24,6 +25,49 @@ Result<void> CudaPagedForward::copy_prefix(kv::BlockId src, kv::BlockId dst, std
   return copy_blocks_async(pool_, pool_, std::span(&copy, 1), forward_->stream());
 }
 
+Result<std::optional<KvTierLinks>> CudaPagedForward::device_tier_links(std::int32_t host_slots) {
+  int device = 0;
+  PENSIEVE_CUDA_TRY(cudaGetDevice(&device));
+  KvTierLinks links;
+  std::vector<std::byte*> layers;
+  for (std::int32_t l = 0; l < pool_.config().n_layers; ++l) layers.push_back(static_cast<std::byte*>(pool_.layer(l).data));
+  links.device.num_blocks = pool_.config().num_blocks;
+  links.device.slice_bytes = pool_.block_bytes_per_layer();
+  links.device.layers = std::move(layers);
+  // Pinned: cudaMemcpyAsync from pageable memory is staged and synchronous.
+  kv::KvPoolMemory pinned;
+  pinned.allocate = [](std::size_t bytes) -> void* {
+    void* p = nullptr;
+    return cudaHostAlloc(&p, bytes, cudaHostAllocPortable) == cudaSuccess ? p : nullptr;
+  };
+  pinned.release = [](void* p) {
+    // A failure here is a device fault at teardown: nothing to recover.
+    [[maybe_unused]] const cudaError_t e = cudaFreeHost(p);
+  };
+  try {
+    links.host = std::make_unique<kv::KvPool>(host_tier_config(pool_.config(), host_slots), std::move(pinned));
+  } catch (const std::bad_alloc&) {
+    return fail("--kv-host-mb: cudaHostAlloc of " + std::to_string(host_slots) + " pinned host KV chunks failed");
+  }
+  auto in = rt::CudaStream::create(device, "copy.h2d");
+  if (!in) return in.error();
+  auto out = rt::CudaStream::create(device, "copy.d2h");
+  if (!out) return out.error();
+  links.copy_in = std::move(*in);
+  links.copy_out = std::move(*out);
+  return std::optional<KvTierLinks>(std::move(links));
+}
+
+Result<void> CudaPagedForward::wait_on_device(const rt::Event& event) {
+  if (event.is_complete()) return {};
+  if (event.device_event() == nullptr) {
+    event.wait_blocking();
+    return {};
+  }
+  PENSIEVE_CUDA_TRY(cudaStreamWaitEvent(forward_->stream(), static_cast<cudaEvent_t>(event.device_event()), 0));
+  return {};
+}
+
 Result<model::ForwardOutput> CudaPagedForward::forward_paged(std::span<const model::PagedSequence> batch,
                                                              const model::CpuForward::LayerHook& /*before_layer*/) {
   return forward_->forward_paged(batch, pool_);
@@ -43,6 +87,7 @@ Result<std::unique_ptr<PagedForward>> make_cuda_paged_forward(const model::Model
   CudaForwardOptions o;
   o.compute_dtype = options.kv_dtype == kv::KvDType::f16 ? kv::KvDType::f16 : kv::KvDType::bf16;
   o.max_batch_tokens = std::max(options.max_batch_tokens, 1);
+  o.decode_thresholds = options.decode_thresholds;
   auto forward = CudaForward::create(weights, std::move(o));
   if (!forward) return fail("--backend cuda: " + forward.error().message);
   kv::KvPoolConfig pool = (*forward)->kv_pool_config(1, options.block_tokens);

@@ -4,6 +4,11 @@
 // worker's samplers. Block copies and poisoning are enqueued on the forward
 // pass's stream, so they are ordered with the passes around them.
 //
+// The host tier: a kv::KvPool in pinned memory beside the device pool, with
+// a CUDA copy stream per direction (device_tier_links); the swap engine
+// moves chunks over them and the pass waits, on the device, for each layer's
+// swap-in (gate_next_pass), never blocking the host.
+//
 // One rank: tensor parallelism on CUDA (NCCL, one GPU per rank) is not wired
 // into CudaForward yet, so --tp > 1 with --backend cuda is refused.
 //
@@ -24,6 +29,13 @@ class CudaPagedForward final : public PagedForward {
   const kv::KvPoolConfig& pool_config() const override { return pool_.config(); }
   std::int32_t ranks() const override { return 1; }
   std::shared_ptr<kv::KvPool> host_pool() const override { return nullptr; }
+  bool supports_host_tier() const override { return true; }
+  // The device pool's memory, a host tier in pinned memory (cudaHostAlloc,
+  // so copies run asynchronously), a CUDA copy stream per direction.
+  Result<std::optional<KvTierLinks>> device_tier_links(std::int32_t host_slots) override;
+  bool gates_on_device() const override { return true; }
+  void gate_next_pass(std::vector<rt::Event> layer_ready) override { forward_->gate_next_pass(std::move(layer_ready)); }
+  Result<void> wait_on_device(const rt::Event& event) override;
   Result<void> poison(kv::BlockId block) override;
   Result<void> copy_prefix(kv::BlockId src, kv::BlockId dst, std::int32_t tokens) override;
   Result<model::ForwardOutput> forward_paged(std::span<const model::PagedSequence> batch,
