@@ -1,0 +1,143 @@
+// pensieve-sim drives the server's own SchedulerCore on a modelled device:
+// the same seed gives the same bytes; the core counts the iterations the
+// simulator ran; the stateless policy reuses nothing while the stateful
+// ones reuse history; and on the paper's setting (a 13B model on one A100)
+// Pensieve's policy serves more turns than recomputing every turn.
+#include "bench/pensieve-sim/sim_runner.hpp"
+#include "bench/pensieve-sim/iteration_cost.hpp"
+#include "tests/shared_data.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <type_traits>
+
+using namespace pensieve;
+
+namespace {
+
+sim::CliOptions small_run(const std::string& data) {
+  sim::CliOptions o;
+  o.device = "a100-80gb";
+  o.model = "llama-2-13b";
+  o.data = data;
+  o.max_conversations = 60;
+  o.rates = {2.0};
+  o.think_s = 5;
+  o.seed = 7;
+  return o;
+}
+
+const sim::SimResult& of(const sim::SimRun& run, sim::Policy p) {
+  for (const auto& r : run.results) {
+    if (r.policy == p) return r;
+  }
+  FAIL("no result for " << sim::policy_name(p));
+  return run.results.front();
+}
+
+}  // namespace
+
+TEST_CASE("pensieve-sim: the same seed gives the same output bytes, another seed other arrivals", "[sim]") {
+  const std::string data = testing::shared_file("data/sharegpt.jsonl").string();
+  sim::CliOptions o = small_run(data);
+  auto a = sim::run_sweep(o);
+  REQUIRE(a.has_value());
+  auto b = sim::run_sweep(o);
+  REQUIRE(b.has_value());
+  CHECK(sim::render_json(*a) == sim::render_json(*b));
+  CHECK(sim::render_table(*a) == sim::render_table(*b));
+  o.seed = 8;
+  auto c = sim::run_sweep(o);
+  REQUIRE(c.has_value());
+  CHECK(sim::render_json(*a) != sim::render_json(*c));
+  CHECK(sim::render_table(*a).rfind("SIMULATED (pensieve-sim, not measured): device NVIDIA A100-SXM4-80GB", 0) == 0);
+}
+
+TEST_CASE("pensieve-sim runs the server's SchedulerCore: its counts are the simulation's", "[sim]") {
+  const std::string data = testing::shared_file("data/sharegpt.jsonl").string();
+  // The simulator is built on the class the scheduler actor runs.
+  static_assert(std::is_same_v<decltype(actors::SchedulerCore(actors::SchedulerOptions{}, actors::KvCacheSizes{})),
+                               actors::SchedulerCore>);
+  auto run = sim::run_sweep(small_run(data));
+  REQUIRE(run.has_value());
+  for (const sim::SimResult& r : run->results) {
+    INFO(sim::policy_name(r.policy));
+    CHECK(r.failed_turns == 0);
+    CHECK(r.turns > 100);
+    // Every planned, non-empty iteration is one the core counted (empty
+    // plans are counted by the core too, so it has at least as many).
+    CHECK(r.scheduler_iterations >= r.iterations);
+    CHECK(r.iterations > 0);
+    // What was computed and what was reused make up every prompt (a turn's
+    // last prompt token may be fed with its first decode).
+    CHECK(r.prefill_tokens + std::int64_t(r.turns) >= r.prompt_tokens - r.reused_tokens);
+  }
+  const sim::SimResult& stateless = of(*run, sim::Policy::stateless);
+  const sim::SimResult& pensieve = of(*run, sim::Policy::pensieve);
+  CHECK(stateless.reused_tokens == 0);
+  CHECK(pensieve.reused_tokens > pensieve.prompt_tokens / 2);  // multi-turn history is most of each prompt
+  CHECK(pensieve.prefill_tokens < stateless.prefill_tokens / 2);
+}
+
+TEST_CASE("pensieve-sim on a 13B model and one A100: Pensieve serves more turns than the stateless baseline",
+          "[sim]") {
+  const std::string data = testing::shared_file("data/sharegpt.jsonl").string();
+  sim::CliOptions o = small_run(data);
+  o.max_conversations = 200;  // enough that the served rate is the server's, not the trace's tail
+  o.think_s = 10;
+  o.policy = "pensieve";
+  o.rates = {8.0};  // past the stateless server's capacity
+  auto p = sim::run_sweep(o);
+  REQUIRE(p.has_value());
+  o.policy = "stateless";
+  auto s = sim::run_sweep(o);
+  REQUIRE(s.has_value());
+  const double ratio = p->results[0].throughput_turns_s / s->results[0].throughput_turns_s;
+  INFO("pensieve " << p->results[0].throughput_turns_s << " turns/s, stateless " << s->results[0].throughput_turns_s);
+  CHECK(ratio > 1.1);
+  CHECK(p->results[0].mean_normalized_latency_s < s->results[0].mean_normalized_latency_s);
+}
+
+TEST_CASE("pensieve-sim's roofline: decode is bandwidth-bound, prefill compute-bound, swap-in overlaps by layer",
+          "[sim]") {
+  auto d = sim::load_device_model("a100-80gb");
+  REQUIRE(d.has_value());
+  auto m = sim::model_preset("llama-2-13b");
+  REQUIRE(m.has_value());
+  // 13B parameters in FP16: ~26 GB of weights.
+  CHECK(m->weight_bytes() == Approx(26.0e9).epsilon(0.03));
+  CHECK(m->kv_bytes_per_token() == 2.0 * 40 * 40 * 128 * 2);
+  const std::vector<sim::BatchRow> decode{{1000, 1}};
+  const auto dc = sim::iteration_cost(*d, *m, 1, decode, 0);
+  CHECK(dc.bytes_s > dc.flops_s);
+  // ~26 GB of weights and 1001 tokens of KV at 80% of 2039 GB/s: ~16 ms.
+  CHECK(dc.total_s ==
+        Approx((m->weight_bytes() + 1001 * m->kv_bytes_per_token()) / (2039e9 * 0.8) + 40e-6).epsilon(1e-9));
+  const std::vector<sim::BatchRow> prefill{{0, 2048}};
+  const auto pc = sim::iteration_cost(*d, *m, 1, prefill, 0);
+  CHECK(pc.flops_s > pc.bytes_s);
+  // A swap-in shorter than the compute costs only its first layer's copy.
+  const auto with_swap = sim::iteration_cost(*d, *m, 1, prefill, 100e6);
+  CHECK(with_swap.total_s == Approx(pc.total_s + 100e6 / 25e9 / 40).epsilon(1e-9));
+  // Tensor parallelism divides the roofline and adds all-reduces.
+  const auto tp4 = sim::iteration_cost(*d, *m, 4, decode, 0);
+  CHECK(tp4.compute_s == Approx(dc.compute_s / 4));
+  CHECK(tp4.comm_s > 0);
+}
+
+TEST_CASE("pensieve-sim refuses a bad device file or model by name", "[sim]") {
+  auto bad = sim::parse_device_model(R"({"name": "x", "hbm_gbs": 1})", "x.json");
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.error().message == "x.json: unknown key 'hbm_gbs'");
+  auto unnamed = sim::parse_device_model(R"({"hbm_gbps": 1})", "y.json");
+  REQUIRE_FALSE(unnamed.has_value());
+  CHECK(unnamed.error().message == "y.json: a device needs a 'name'");
+  CHECK_FALSE(sim::load_model_shape("gpt-5").has_value());
+  auto too_big = sim::capacity(*sim::load_device_model("a100-80gb"), *sim::model_preset("llama-2-70b"), sim::SimOptions{});
+  REQUIRE_FALSE(too_big.has_value());  // 140 GB of weights on one 80 GB device
+  sim::SimOptions tp4;
+  tp4.tp = 4;
+  CHECK(sim::capacity(*sim::load_device_model("a100-80gb"), *sim::model_preset("llama-2-70b"), tp4).has_value());
+  CHECK_FALSE(sim::parse_cli({"--data"}).has_value());
+  CHECK(sim::parse_cli({"--rate", "-1", "--data", "x"}).error().message == "--rate: '-1' is not a non-negative number");
+}
