@@ -5,6 +5,7 @@
 // Pensieve's policy serves more turns than recomputing every turn.
 #include "bench/pensieve-sim/sim_runner.hpp"
 #include "bench/pensieve-sim/iteration_cost.hpp"
+#include "gpu/model/model_loader.hpp"
 #include "tests/shared_data.hpp"
 
 #include <catch2/catch.hpp>
@@ -140,4 +141,21 @@ TEST_CASE("pensieve-sim refuses a bad device file or model by name", "[sim]") {
   CHECK(sim::capacity(*sim::load_device_model("a100-80gb"), *sim::model_preset("llama-2-70b"), tp4).has_value());
   CHECK_FALSE(sim::parse_cli({"--data"}).has_value());
   CHECK(sim::parse_cli({"--rate", "-1", "--data", "x"}).error().message == "--rate: '-1' is not a non-negative number");
+}
+
+TEST_CASE("pensieve-sim reads a model's shape from a GGUF file's metadata as the loader does", "[sim]") {
+  const std::string path = testing::shared_file("models/tiny-llama-f16.gguf").string();
+  auto shape = sim::load_model_shape(path);
+  REQUIRE(shape.has_value());
+  auto weights = model::load_model(path);
+  REQUIRE(weights.has_value());
+  const model::ModelConfig& c = weights->config;
+  CHECK(shape->n_layers == c.n_layers);
+  CHECK(shape->dim == c.dim);
+  CHECK(shape->n_heads == c.n_heads);
+  CHECK(shape->n_kv_heads == c.n_kv_heads);
+  CHECK(shape->head_dim == c.head_dim);
+  CHECK(shape->ff_dim == c.ff_dim);
+  CHECK(shape->vocab == c.vocab_size);
+  CHECK(shape->max_context == c.max_context);
 }
