@@ -1,5 +1,6 @@
-// The small-batch matmul (decode batches of 2-64 tokens on F32, F16 and BF16
-// weights): bit for bit the 16-lane definition of matmul.hpp over odd batch
+// Decode batches of 2-64 tokens on F32, F16 and BF16 weights (the
+// small-batch tiles, the decode tiles and the panel GEMM, where each takes
+// over): bit for bit the 16-lane definition of matmul.hpp over odd batch
 // sizes and shapes (every token-group size and row-tile edge of
 // matmul_batch_tile.hpp), with one and two threads.
 #include "gpu/kernels/cpu/dequant.hpp"
@@ -91,8 +92,8 @@ TEST_CASE("a small-batch matmul equals the 16-lane reference bit for bit over od
 
 TEST_CASE("a small batch's token rows have the bits of the same tokens in a batch of 65 (the panel GEMM)",
           "[kernels]") {
-  // 65 tokens take the blocked panel path, up to 64 the small-batch tiles:
-  // the two paths must agree for every row they share.
+  // 65 tokens take the blocked panel path, 2 and 11 the small-batch or
+  // decode tiles: the paths must agree for every row they share.
   const std::int64_t in = 600, out = 70, big = 65;
   for (DType t : {DType::f32, DType::f16, DType::bf16}) {
     const auto bytes = random_weight(t, out, in, 41);

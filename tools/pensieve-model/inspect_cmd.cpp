@@ -152,8 +152,8 @@ void print_cpu(const std::set<model::DType>& used) {
   // The float kernels follow the build's -march (dot_tile.hpp), not the CPU.
 #if defined(__AVX512F__) && defined(__F16C__)
   const char* float_kernel =
-      "avx512 dot tiles; 2-64 tokens: 8-token x 3-row small-batch tiles; more: F32 panel GEMM "
-      "(chosen at compile time)";
+      "avx512 dot tiles; 2-8 tokens (F32: 2-16): 8-token x 3-row small-batch tiles; then 2-token "
+      "x 8-row decode tiles (halves, to 32), then the F32 panel GEMM (chosen at compile time)";
 #else
   const char* float_kernel = "portable dot tiles (chosen at compile time)";
 #endif

@@ -200,12 +200,18 @@ void run_rows_blocked(const ConstRowsView& x, const WeightView& w, const RowsVie
 #if defined(PENSIEVE_DOT_AVX512)
 
 // Small batches of F32/F16/BF16 weights (matmul_batch_tile.hpp): 2 up to
-// this many tokens; beyond, the panel GEMM.
+// this many tokens; beyond, the decode tiles (halves, to 32) or the panel
+// GEMM. BM_MatmulBatch (2048 x 768, one thread, Intel Xeon, 2026-12-02,
+// results/2026-12-02-matmul-batch-micro.json), small-batch tile vs the
+// previous paths in GFLOP/s, weights from DRAM: F16 at 4 tokens 38 vs 35,
+// at 8 58 vs 48, at 16 58 vs 59, at 32 59 vs 68; F32 at 4 24 vs 21, at 8
+// 39 vs 33, at 16 45 vs 41, at 32 49 vs 61. From the L3 the halves' 2 x 8
+// tiles stay ahead from 8 tokens (70 vs 63), where their rows sit in the L1
+// for the later pairs; a decode batch reads its weights from DRAM.
 template <class Loader>
 constexpr std::int64_t small_batch_max_tokens() {
-  if constexpr (std::is_same_v<Loader, LoadF16> || std::is_same_v<Loader, LoadBF16> ||
-                std::is_same_v<Loader, LoadF32>)
-    return 64;
+  if constexpr (std::is_same_v<Loader, LoadF16> || std::is_same_v<Loader, LoadBF16>) return 8;
+  if constexpr (std::is_same_v<Loader, LoadF32>) return 16;
   return 0;
 }
 
