@@ -5,12 +5,14 @@
 // --gguf MODEL:LABEL:FILE adds a row for a file made elsewhere (the
 // K-quant mixes, which the project cannot write: llama-quantize of a
 // generated F16 model).
+#include "bench/common/fma_peak.hpp"
 #include "bench/common/machine_info.hpp"
 #include "bench/common/memory_bandwidth.hpp"
 #include "bench/common/sgemm_rate.hpp"
 #include "bench/model-bench/model_run.hpp"
 #include "bench/model-bench/report.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -66,6 +68,8 @@ const char* usage =
     "  [--bandwidth-mib 1024 (>= 64; well above the L3)] [--ceilings-only] [--out FILE.json]\n"
     "  [--no-huge-pages (weights read from the GGUF mapping, 4 KiB pages)]\n"
     "  [--commit HASH] [--note TEXT] (both copied into the JSON)\n"
+    "  [--decode-batches 1,2,4,8,16 (decode iterations of that many sequences, each beside\n"
+    "   its roofline)] [--decode-batch-steps 8]\n"
     "  [--gguf MODEL:LABEL:FILE.gguf]... (rows for given files, after the generated ones;\n"
     "   --models '' for none of those)\n";
 
@@ -89,6 +93,11 @@ std::optional<Args> parse(int argc, char** argv) {
     else if (flag == "--prefill-reps") a.run.prefill_reps = std::stoi(*v);
     else if (flag == "--decode-context") a.run.decode_context = std::stoi(*v);
     else if (flag == "--decode-tokens") a.run.decode_tokens = std::stoi(*v);
+    else if (flag == "--decode-batch-steps") a.run.decode_batch_steps = std::stoi(*v);
+    else if (flag == "--decode-batches") {
+      a.run.decode_batches.clear();
+      for (const auto& b : split(*v)) a.run.decode_batches.push_back(std::stoi(b));
+    }
     else if (flag == "--vocab-from") a.run.vocab_from = *v;
     else if (flag == "--model-dir") a.run.model_dir = *v;
     else if (flag == "--seed") a.run.seed = std::stoull(*v);
@@ -114,7 +123,9 @@ std::optional<Args> parse(int argc, char** argv) {
     }
   }
   if (a.run.threads < 1 || a.run.prompt_tokens < 1 || a.run.decode_tokens < 1 ||
-      a.run.decode_context < 1 || a.run.prefill_reps < 1 || a.bandwidth_mib < 64)
+      a.run.decode_context < 1 || a.run.prefill_reps < 1 || a.bandwidth_mib < 64 ||
+      a.run.decode_batch_steps < 1 ||
+      std::any_of(a.run.decode_batches.begin(), a.run.decode_batches.end(), [](int b) { return b < 1; }))
     return std::nullopt;
   return a;
 }
@@ -157,9 +168,11 @@ int main(int argc, char** argv) {
   pb::ReadBandwidthProbe probe(args->bandwidth_mib << 20, threads);
   report.bandwidth.push_back(probe.measure(5));
   report.sgemm.push_back(pb::measure_sgemm(512, 2816, 1024, threads, 5));
+  report.fma_peak = pb::measure_fma_peak(threads, 5);
   args->run.bandwidth_sample = [&probe] { return probe.measure(1).best_gb_per_s; };
-  std::fprintf(stderr, "ceilings: %.1f GB/s read, %.1f GFLOP/s sgemm\n",
-               report.bandwidth.back().best_gb_per_s, report.sgemm.back().best_gflops);
+  std::fprintf(stderr, "ceilings: %.1f GB/s read, %.1f GFLOP/s sgemm, %.1f GFLOP/s FMA peak\n",
+               report.bandwidth.back().best_gb_per_s, report.sgemm.back().best_gflops,
+               report.fma_peak.best_gflops);
 
   int failures = 0;
   for (const auto& name : args->ceilings_only ? std::vector<std::string>{} : args->models) {
@@ -197,6 +210,10 @@ int main(int argc, char** argv) {
   report.bandwidth.push_back(probe.measure(3));
   report.sgemm.push_back(pb::measure_sgemm(512, 2816, 1024, threads, 3));
 
+  const pb::FmaPeakResult peak_end = pb::measure_fma_peak(threads, 3);
+  if (peak_end.best_gflops > report.fma_peak.best_gflops) report.fma_peak = peak_end;
+  for (auto& run : report.runs)
+    for (auto& row : run.decode_batches) row.flops_seconds = row.flops / (report.fma_peak.best_gflops * 1e9);
   report.load_average_end = pb::load_average();
   std::fputs(pb::format_table(report).c_str(), stdout);
   if (args->out) {

@@ -52,6 +52,16 @@ double decode_weight_bytes(const model::ModelWeights& w) {
   return bytes;
 }
 
+// The weights every decoded token multiplies: the layer matrices and the
+// output head (2 FLOPs each per token).
+double matrix_params(const model::ModelWeights& w) {
+  double n = static_cast<double>(w.output.numel());
+  for (const auto& l : w.layers)
+    for (const model::Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      n += static_cast<double>(t->numel());
+  return n;
+}
+
 double count_params(const model::ModelWeights& w) {
   double n = static_cast<double>(w.token_embedding.numel() + w.output_norm.numel());
   if (!w.config.tied_output) n += static_cast<double>(w.output.numel());
@@ -182,6 +192,50 @@ Result<void> time_decode(model::CpuForward& fwd, const ModelRunOptions& o, Model
   return {};
 }
 
+// Iterations of `batch` sequences decoding together: each sequence has its
+// own cache and prompt (decode_context tokens, prefilled together), then
+// every iteration is one forward pass over one new token per sequence.
+Result<DecodeBatchRow> time_decode_batch(model::CpuForward& fwd, const ModelRunOptions& o,
+                                         std::int32_t batch, const ModelRunResult& r) {
+  constexpr std::int32_t warmup_steps = 2;
+  const auto& c = fwd.config();
+  const std::int32_t steps = warmup_steps + o.decode_batch_steps;
+  std::vector<model::ContiguousKvCache> kv;
+  std::vector<std::vector<std::int32_t>> prompts;
+  std::vector<model::ForwardSequence> seqs;
+  for (std::int32_t b = 0; b < batch; ++b) {
+    kv.push_back(fwd.make_kv_cache(o.decode_context + steps));
+    auto ids = prompt_ids(o.decode_context + b, c.vocab_size);
+    prompts.emplace_back(ids.begin() + b, ids.end());  // a different prompt per sequence
+  }
+  for (std::int32_t b = 0; b < batch; ++b) seqs.push_back({prompts[std::size_t(b)], 0, &kv[std::size_t(b)], false});
+  auto out = fwd.forward(seqs);
+  if (!out) return out.error();
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(batch));
+  for (std::int32_t b = 0; b < batch; ++b) tokens[std::size_t(b)] = argmax(out->last(std::size_t(b)));
+  std::vector<double> seconds;
+  for (std::int32_t step = 0; step < steps; ++step) {
+    for (std::int32_t b = 0; b < batch; ++b) {
+      auto& k = kv[std::size_t(b)];
+      seqs[std::size_t(b)] = {std::span(&tokens[std::size_t(b)], 1), k.size_tokens(), &k, false};
+    }
+    const auto start = Clock::now();
+    auto next = fwd.forward(seqs);
+    const double s = seconds_since(start);
+    if (!next) return next.error();
+    for (std::int32_t b = 0; b < batch; ++b) tokens[std::size_t(b)] = argmax(next->last(std::size_t(b)));
+    if (step >= warmup_steps) seconds.push_back(s);
+  }
+  std::sort(seconds.begin(), seconds.end());
+  DecodeBatchRow row;
+  row.batch = batch;
+  row.median_seconds = seconds[seconds.size() / 2];
+  row.flops = 2.0 * r.matrix_params * batch;
+  if (r.decode_bandwidth_median > 0)
+    row.bytes_seconds = r.weight_bytes_per_token / (r.decode_bandwidth_median * 1e9);
+  return row;
+}
+
 }  // namespace
 
 namespace {
@@ -195,6 +249,7 @@ Result<void> load_and_time(const std::filesystem::path& file, const ModelRunOpti
   r.ff = weights->config.ff_dim;
   r.tied_output = weights->config.tied_output;
   r.weight_bytes_per_token = decode_weight_bytes(*weights);
+  r.matrix_params = matrix_params(*weights);
   model::CpuForwardOptions fo;
   fo.n_threads = options.threads;
   fo.weights_on_huge_pages = options.weights_on_huge_pages;
@@ -202,7 +257,13 @@ Result<void> load_and_time(const std::filesystem::path& file, const ModelRunOpti
   if (!fwd) return fwd.error();
   r.weight_huge_page_bytes = double(fwd->weight_placement().huge_page_bytes);
   if (auto p = time_prefill(*fwd, options, r); !p) return p.error();
-  return time_decode(*fwd, options, r);
+  if (auto d = time_decode(*fwd, options, r); !d) return d.error();
+  for (std::int32_t batch : options.decode_batches) {
+    auto row = time_decode_batch(*fwd, options, batch, r);
+    if (!row) return row.error();
+    r.decode_batches.push_back(*row);
+  }
+  return {};
 }
 
 }  // namespace

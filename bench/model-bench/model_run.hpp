@@ -39,6 +39,21 @@ struct ModelRunOptions {
   // up to 2x between runs a minute apart. The probe evicts the caches, so
   // every step after it reads its weights from memory, as a larger model would.
   std::function<double()> bandwidth_sample;
+  // Decode iterations of B sequences at once (one forward pass, B tokens),
+  // timed for each B listed here (empty: none), decode_batch_steps each
+  // after 2 warm-up iterations.
+  std::vector<std::int32_t> decode_batches;
+  std::int32_t decode_batch_steps = 8;
+};
+
+// One decode batch size: its iteration time and the lower bound from the
+// weights read at the measured bandwidth and the FLOPs at the FMA peak.
+struct DecodeBatchRow {
+  std::int32_t batch = 0;
+  double median_seconds = 0;  // per iteration of `batch` tokens
+  double flops = 0;           // matrix FLOPs of one iteration
+  double bytes_seconds = 0;   // weight bytes / the bandwidth measured beside it
+  double flops_seconds = 0;   // flops / the FMA peak (set by the report)
 };
 
 struct ModelRunResult {
@@ -68,6 +83,8 @@ struct ModelRunResult {
   // probes around it; and the median of those (the table's figure).
   std::vector<double> decode_chunk_fractions;
   double decode_fraction_between_probes = 0;
+  double matrix_params = 0;             // the layer matrices and the output head
+  std::vector<DecodeBatchRow> decode_batches;
 };
 
 Result<ModelRunResult> run_model(const ModelShape& shape, model::DType dtype,

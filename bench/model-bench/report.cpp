@@ -44,6 +44,48 @@ double adjacent_decode_ceiling(const ModelRunResult& m) {
 
 double percent(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
 
+// The lower bound of a decode iteration: its weight bytes at the bandwidth
+// measured beside the model's decode, or its FLOPs at the FMA peak,
+// whichever is slower.
+double roofline_seconds(const DecodeBatchRow& b) { return std::max(b.bytes_seconds, b.flops_seconds); }
+
+// Each model's decode iterations by batch size, against one sequence's and
+// against the roofline.
+std::string decode_batch_table(const ModelBenchReport& r) {
+  std::string out;
+  bool any = false;
+  for (const auto& m : r.runs) any = any || !m.decode_batches.empty();
+  if (!any) return out;
+  out += line("\nFMA peak (%s, %d threads): %.1f GFLOP/s\n\n", r.fma_peak.isa, r.fma_peak.threads,
+              r.fma_peak.best_gflops);
+  out += "| model | dtype | batch | iteration ms (median) | x batch 1 | tok/s | roofline ms (bytes / "
+         "FLOPs) | % of roofline |\n|---|---|---|---|---|---|---|---|\n";
+  for (const auto& m : r.runs) {
+    const double one = m.decode_batches.empty() ? 0 : m.decode_batches.front().median_seconds;
+    for (const auto& b : m.decode_batches) {
+      out += line("| %s | %s | %d | %.2f | %.2f | %.1f | %.2f (%.2f / %.2f) | %.0f%% |\n",
+                  m.shape.c_str(), m.dtype.c_str(), b.batch, 1e3 * b.median_seconds,
+                  one > 0 ? b.median_seconds / one : 0.0, b.batch / b.median_seconds,
+                  1e3 * roofline_seconds(b), 1e3 * b.bytes_seconds, 1e3 * b.flops_seconds,
+                  percent(roofline_seconds(b), b.median_seconds));
+    }
+  }
+  return out;
+}
+
+json::array to_json(const std::vector<DecodeBatchRow>& rows) {
+  json::array a;
+  for (const auto& b : rows)
+    a.push_back(json::object{{"batch", b.batch},
+                             {"median_seconds", b.median_seconds},
+                             {"matrix_flops", b.flops},
+                             {"roofline_bytes_seconds", b.bytes_seconds},
+                             {"roofline_flops_seconds", b.flops_seconds},
+                             {"roofline_seconds", roofline_seconds(b)},
+                             {"fraction_of_roofline", percent(roofline_seconds(b), b.median_seconds) / 100.0}});
+  return a;
+}
+
 }  // namespace
 
 std::string format_table(const ModelBenchReport& r) {
@@ -67,6 +109,7 @@ std::string format_table(const ModelBenchReport& r) {
                 m.prefill_tokens_per_s, prefill_gflops(m),
                 100.0 * prefill_gflops(m) / r.sgemm_gflops());
   }
+  out += decode_batch_table(r);
   return out;
 }
 
@@ -111,7 +154,9 @@ json::object to_json(const ModelBenchReport& r, const ModelRunResult& m) {
           {"prefill_cpu_share", m.prefill_cpu_share},
           {"decode_cpu_share", m.decode_cpu_share},
           {"generate_seconds", m.generate_seconds},
-          {"weight_huge_page_bytes", m.weight_huge_page_bytes}};
+          {"weight_huge_page_bytes", m.weight_huge_page_bytes},
+          {"matrix_params", m.matrix_params},
+          {"decode_batches", to_json(m.decode_batches)}};
 }
 
 }  // namespace
@@ -134,6 +179,9 @@ std::string format_json(const ModelBenchReport& r) {
       {"threads", r.threads},
       {"bandwidth_gb_per_s", r.bandwidth_gb_per_s()},
       {"sgemm_gflops", r.sgemm_gflops()},
+      {"fma_peak_gflops", r.fma_peak.best_gflops},
+      {"fma_peak_isa", r.fma_peak.isa},
+      {"fma_peak_threads", r.fma_peak.threads},
       {"bandwidth_measurements", bandwidth},
       {"sgemm_measurements", sgemm},
       {"decode_context_tokens", r.options.decode_context},

@@ -1,6 +1,7 @@
 #pragma once
 // The benchmark's output: a text table for people and a JSON document for
 // bench/results/ (command line, machine, ceilings, one entry per model).
+#include "bench/common/fma_peak.hpp"
 #include "bench/common/machine_info.hpp"
 #include "bench/common/memory_bandwidth.hpp"
 #include "bench/common/sgemm_rate.hpp"
@@ -20,6 +21,7 @@ struct ModelBenchReport {
   std::size_t threads = 0;
   std::vector<BandwidthResult> bandwidth;  // every measurement of the run, in order
   std::vector<SgemmResult> sgemm;
+  FmaPeakResult fma_peak;  // the best of the run's measurements, all threads
   std::vector<ModelRunResult> runs;
   ModelRunOptions options;
 

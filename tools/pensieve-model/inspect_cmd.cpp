@@ -134,8 +134,12 @@ std::string quant_kernel(model::DType t) {
   namespace kc = kernels::cpu;
   if (t == model::DType::q8_0 && kc::q8_vnni_available())
     return "avx512-vnni tiles (q8_matmul, chosen at compile time)";
-  return std::string(kc::quant_dot_path_name(kc::quant_dot_best_path(t))) +
-         " (quant_dot, chosen at run time)";
+  std::string k = std::string(kc::quant_dot_path_name(kc::quant_dot_best_path(t))) +
+                  " (quant_dot, chosen at run time)";
+  if (kc::quant_dot_rows_fn(t, kc::QuantDotPath::best))
+    k += "; decode batches: multi-row dots, up to " + std::to_string(kc::quant_dot_rows_max) +
+         " tokens per weight row";
+  return k;
 }
 
 // `used`: the weight types of the inspected model (marked), empty for none.
@@ -147,7 +151,9 @@ void print_cpu(const std::set<model::DType>& used) {
               kc::quant_dot_isa());
   // The float kernels follow the build's -march (dot_tile.hpp), not the CPU.
 #if defined(__AVX512F__) && defined(__F16C__)
-  const char* float_kernel = "avx512 dot tiles (chosen at compile time)";
+  const char* float_kernel =
+      "avx512 dot tiles; 2-8 tokens (F32: 2-16): 8-token x 3-row small-batch tiles; then 2-token "
+      "x 8-row decode tiles (halves, to 32), then the F32 panel GEMM (chosen at compile time)";
 #else
   const char* float_kernel = "portable dot tiles (chosen at compile time)";
 #endif

@@ -3,6 +3,7 @@
 #include "gpu/kernels/cpu/dequant.hpp"
 #include "gpu/kernels/cpu/dot_tile.hpp"
 #include "gpu/kernels/cpu/gemm_tile.hpp"
+#include "gpu/kernels/cpu/matmul_batch_tile.hpp"
 #include "gpu/kernels/cpu/q8_matmul.hpp"
 #include "gpu/kernels/cpu/quant_matmul.hpp"
 
@@ -196,9 +197,53 @@ void run_rows_blocked(const ConstRowsView& x, const WeightView& w, const RowsVie
 
 #endif
 
+#if defined(PENSIEVE_DOT_AVX512)
+
+// Small batches of F32/F16/BF16 weights (matmul_batch_tile.hpp): 2 up to
+// this many tokens; beyond, the decode tiles (halves, to 32) or the panel
+// GEMM. BM_MatmulBatch (2048 x 768, one thread, Intel Xeon, 2026-12-02,
+// results/2026-12-02-matmul-batch-micro.json), small-batch tile vs the
+// previous paths in GFLOP/s, weights from DRAM: F16 at 4 tokens 38 vs 35,
+// at 8 58 vs 48, at 16 58 vs 59, at 32 59 vs 68; F32 at 4 24 vs 21, at 8
+// 39 vs 33, at 16 45 vs 41, at 32 49 vs 61. From the L3 the halves' 2 x 8
+// tiles stay ahead from 8 tokens (70 vs 63), where their rows sit in the L1
+// for the later pairs; a decode batch reads its weights from DRAM.
+template <class Loader>
+constexpr std::int64_t small_batch_max_tokens() {
+  if constexpr (std::is_same_v<Loader, LoadF16> || std::is_same_v<Loader, LoadBF16>) return 8;
+  if constexpr (std::is_same_v<Loader, LoadF32>) return 16;
+  return 0;
+}
+
+// Blocks of batch_block_rows rows; in each, the tokens in near-equal groups
+// of at most batch_tile_tokens (9 tokens as 5 + 4, not 8 + 1: a 1-token
+// group converts a weight vector per FMA pair), the first group fetching
+// the next block's rows into the L2 as it streams its own.
+template <class Loader>
+void run_rows_small_batch(const ConstRowsView& x, const WeightView& w, const RowsView& y,
+                          std::int64_t o0, std::int64_t o1) {
+  const std::int64_t groups = (x.rows + batch_tile_tokens - 1) / batch_tile_tokens;
+  const std::int64_t base = x.rows / groups, wider = x.rows % groups;
+  for (std::int64_t ob = o0; ob < o1; ob += batch_block_rows) {
+    const std::int64_t oe = std::min(o1, ob + batch_block_rows);
+    std::int64_t t = 0;
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const int n = int(base + (g < wider ? 1 : 0));
+      batch_tile_rows_any<Loader>(n, x, t, w, y, ob, oe, g == 0, oe - ob, o1);
+      t += n;
+    }
+  }
+}
+
+#endif
+
 template <class Loader>
 void run_rows(const ConstRowsView& x, const WeightView& w, const RowsView& y, std::int64_t o0,
               std::int64_t o1, std::vector<float>& buf) {
+#if defined(PENSIEVE_DOT_AVX512)
+  if (x.rows >= 2 && x.rows <= small_batch_max_tokens<Loader>())
+    return run_rows_small_batch<Loader>(x, w, y, o0, o1);
+#endif
   if (x.rows <= decode_max_tokens<Loader>()) return run_rows_decode<Loader>(x, w, y, o0, o1);
   run_rows_blocked<Loader>(x, w, y, o0, o1, buf);
 }

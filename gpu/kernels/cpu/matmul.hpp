@@ -10,10 +10,13 @@
 // Batch invariance: every output element is one dot product whose reduction
 // order is fixed by `in` alone (16 lanes, each accumulating k = lane, lane+16,
 // ... with fused multiply-adds in ascending k, then one fixed horizontal sum).
-// Decode (up to 8 tokens, 32 for halves) streams the weights in tiles of 2
-// tokens x 8 rows (one F16 token: 1 x 4) with software prefetch, edges up to
-// 4 x 4 (dot_tile.hpp);
-// batches convert 64-row x 512-k blocks of weights to F32 panels once and
+// One token streams the weights in tiles of 8 rows (F16: 4) with software
+// prefetch (dot_tile.hpp); on AVX-512, 2-8 tokens of F16 or BF16 weights
+// (2-16 of F32) take the small-batch tiles of up to 8 tokens x 3 rows, each
+// weight vector converted once for every token of its tile
+// (matmul_batch_tile.hpp); up to 8 tokens (32 for halves) otherwise take the
+// decode tiles two tokens a pass, edges up to 4 x 4;
+// larger batches convert 64-row x 512-k blocks of weights to F32 panels once and
 // sweep them with 6-token x 4-row register tiles (gemm_tile.hpp). Tiles share
 // loads, never partial sums, and a k-blocked accumulator continues the same
 // FMA sequence, so a token's row has the same bits alone, in a batch of any

@@ -50,6 +50,19 @@ bool quant_dot_vectorised(model::DType t);
 // The instruction set of the best path on this CPU (the same for every type).
 const char* quant_dot_isa();
 
+// One weight row of n_blocks blocks against n_rows activation rows (1 to
+// quant_dot_rows_max): y[t * y_stride] = the QuantDotFn of row t, bit for
+// bit. The weight's blocks are unpacked once for all the rows (a decode batch
+// of several sequences), not once per row.
+constexpr int quant_dot_rows_max = 8;
+using QuantDotRowsFn = void (*)(const std::byte* w_row, const QuantActRow* x, int n_rows,
+                                std::int64_t n_blocks, float* y, std::int64_t y_stride);
+
+// The multi-row kernel of type t on `path` (best as quant_dot_fn resolves
+// it); null where that path has none for t (the caller loops over
+// quant_dot_fn's kernel): AVX-512 for Q4_K, Q5_K and Q6_K.
+QuantDotRowsFn quant_dot_rows_fn(model::DType t, QuantDotPath path);
+
 // The scalar references (the definitions), one per type.
 float quant_dot_q8_0(const std::byte* w, const QuantActRow& x, std::int64_t nb);
 float quant_dot_q4_0(const std::byte* w, const QuantActRow& x, std::int64_t nb);
@@ -72,5 +85,6 @@ QuantDotFn quant_dot_avx2_fn(model::DType t);
 // VNNI whatever the -march; call only where the CPU has them). Null where a
 // type has none, or on a non-x86 build.
 QuantDotFn quant_dot_avx512_fn(model::DType t);
+QuantDotRowsFn quant_dot_avx512_rows_fn(model::DType t);
 
 }  // namespace pensieve::kernels::cpu

@@ -22,6 +22,7 @@
 #define PENSIEVE_QUANT_AVX512 1
 #endif
 
+#include <cassert>
 #include <cstring>
 
 namespace pensieve::kernels::cpu {
@@ -324,74 +325,144 @@ PENSIEVE_AVX512_FN inline std::int32_t k4_mins(std::uint64_t mins, const std::in
 }
 
 // Q4_K and Q5_K (Fifth: sub-block j's fifth bits are bit j of the 32 qh
-// bytes at +16, added to the nibbles as 16).
-template <int Bytes, int Nibbles, bool Fifth>
-PENSIEVE_AVX512_FN inline float k4_dot(const std::byte* w, const QuantActRow& x, std::int64_t nb) {
-  qs::Acc a;
+// bytes at +16, added to the nibbles as 16), one weight row against T
+// activation rows: each block's quants and scales are unpacked once and
+// multiplied into every row's integer sum, and each row then takes the F32
+// steps of its own Acc, so row t's result is the single-row kernel's bits.
+template <int Bytes, int Nibbles, bool Fifth, int T>
+PENSIEVE_AVX512_FN inline void k4_dot_rows(const std::byte* w, const QuantActRow* x,
+                                           std::int64_t nb, float* y, std::int64_t y_stride) {
+  qs::Acc a[T];
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::byte* blk = w + b * Bytes;
-    const std::int8_t* xq = x.q + b * 256;
     const ScalesMins sm = k4_scales_mins(blk + 4);
     const __m512i sc8 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(std::int64_t(sm.scales))));
-    __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    __m512i q[4], sc[4];
     PENSIEVE_UNROLL_ALL
     for (int g = 0; g < 4; ++g) {
       const __m256i bytes = load256(blk + Nibbles + 32 * g);
-      __m512i q = _mm512_and_si512(
+      q[g] = _mm512_and_si512(
           _mm512_inserti64x4(_mm512_castsi256_si512(bytes), _mm256_srli_epi16(bytes, 4), 1), m4);
       if constexpr (Fifth) {
         const __mmask64 set =
             _mm512_test_epi8_mask(twice(blk + 16), halves8(1 << (2 * g), 2 << (2 * g)));
-        q = _mm512_mask_add_epi8(q, set, q, _mm512_set1_epi8(16));
+        q[g] = _mm512_mask_add_epi8(q[g], set, q[g], _mm512_set1_epi8(16));
       }
-      acc[g & 1] = scaled_dot(acc[g & 1], q, xq + 64 * g, scales_by32(sc8, 2 * g));
+      sc[g] = scales_by32(sc8, 2 * g);
     }
-    qs::block(a, x.d[b] * f16_at(blk), reduce(_mm512_add_epi32(acc[0], acc[1])));
-    qs::mins(a, -(x.d[b] * f16_at(blk + 2)), float(k4_mins(sm.mins, x.bsums + b * 16)));
+    const float d = f16_at(blk), dmin = f16_at(blk + 2);
+    PENSIEVE_UNROLL_ALL
+    for (int t = 0; t < T; ++t) {
+      const std::int8_t* xq = x[t].q + b * 256;
+      __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+      PENSIEVE_UNROLL_ALL
+      for (int g = 0; g < 4; ++g) acc[g & 1] = scaled_dot(acc[g & 1], q[g], xq + 64 * g, sc[g]);
+      qs::block(a[t], x[t].d[b] * d, reduce(_mm512_add_epi32(acc[0], acc[1])));
+      qs::mins(a[t], -(x[t].d[b] * dmin), float(k4_mins(sm.mins, x[t].bsums + b * 16)));
+    }
   }
-  return a.result();
+  for (int t = 0; t < T; ++t) y[t * y_stride] = a[t].result();
 }
 
 PENSIEVE_AVX512_FN float dot_q4_k(const std::byte* w, const QuantActRow& x, std::int64_t nb) {
-  return k4_dot<144, 16, false>(w, x, nb);
+  float y;
+  k4_dot_rows<144, 16, false, 1>(w, &x, nb, &y, 1);
+  return y;
 }
 
 PENSIEVE_AVX512_FN float dot_q5_k(const std::byte* w, const QuantActRow& x, std::int64_t nb) {
-  return k4_dot<176, 48, true>(w, x, nb);
+  float y;
+  k4_dot_rows<176, 48, true, 1>(w, &x, nb, &y, 1);
+  return y;
 }
 
 // Q6_K: quants summed unsigned (0..63) and 32 * sum_j scale_j * bsum_j
 // taken off afterwards, as the AVX2 kernel does. Element 128 n + 32 k + l:
 // nibble k >> 1 of ql[64 n + 32 (k & 1) + l], bits 2k of qh[32 n + l].
-PENSIEVE_AVX512_FN float dot_q6_k(const std::byte* w, const QuantActRow& x, std::int64_t nb) {
-  qs::Acc a;
+// T activation rows as k4_dot_rows.
+template <int T>
+PENSIEVE_AVX512_FN inline void q6_k_dot_rows(const std::byte* w, const QuantActRow* x,
+                                             std::int64_t nb, float* y, std::int64_t y_stride) {
+  qs::Acc a[T];
   const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
   const __m512i by2 = halves16(0, 2);
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::byte* blk = w + b * 210;
-    const std::int8_t* xq = x.q + b * 256;
     const __m256i sc16 = _mm256_cvtepi8_epi16(load128(blk + 192));
     const __m512i sc = _mm512_castsi256_si512(sc16);
-    __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    __m512i q[4], scales[4];
     PENSIEVE_UNROLL_ALL
     for (int n = 0; n < 2; ++n) {
       const __m512i ql = load512(blk + 64 * n);
       // Low half: qh, high half: qh >> 2, so bits 0-1 hold k = 0, 1's
       // high bits and bits 4-5 k = 2, 3's.
       const __m512i qh = _mm512_srlv_epi16(twice(blk + 128 + 32 * n), by2);
-      const __m512i q01 = _mm512_or_si512(_mm512_and_si512(ql, m4),
-                                          _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30));
-      const __m512i q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
-                                          _mm512_and_si512(qh, m30));
-      acc[0] = scaled_dot(acc[0], q01, xq + 128 * n, scales_by16(sc, 8 * n));
-      acc[1] = scaled_dot(acc[1], q23, xq + 128 * n + 64, scales_by16(sc, 8 * n + 4));
+      q[2 * n] = _mm512_or_si512(_mm512_and_si512(ql, m4),
+                                 _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30));
+      q[2 * n + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                     _mm512_and_si512(qh, m30));
+      scales[2 * n] = scales_by16(sc, 8 * n);
+      scales[2 * n + 1] = scales_by16(sc, 8 * n + 4);
     }
-    const std::int32_t bias = hsum256(_mm256_madd_epi16(sc16, load256(x.bsums + b * 16)));
-    qs::block(a, x.d[b] * f16_at(blk + 208), reduce(_mm512_add_epi32(acc[0], acc[1])) - 32 * bias);
+    const float d = f16_at(blk + 208);
+    PENSIEVE_UNROLL_ALL
+    for (int t = 0; t < T; ++t) {
+      const std::int8_t* xq = x[t].q + b * 256;
+      __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+      PENSIEVE_UNROLL_ALL
+      for (int g = 0; g < 4; ++g) acc[g & 1] = scaled_dot(acc[g & 1], q[g], xq + 64 * g, scales[g]);
+      const std::int32_t bias = hsum256(_mm256_madd_epi16(sc16, load256(x[t].bsums + b * 16)));
+      qs::block(a[t], x[t].d[b] * d, reduce(_mm512_add_epi32(acc[0], acc[1])) - 32 * bias);
+    }
   }
-  return a.result();
+  for (int t = 0; t < T; ++t) y[t * y_stride] = a[t].result();
 }
+
+PENSIEVE_AVX512_FN float dot_q6_k(const std::byte* w, const QuantActRow& x, std::int64_t nb) {
+  float y;
+  q6_k_dot_rows<1>(w, &x, nb, &y, 1);
+  return y;
+}
+
+// The multi-row kernels for 1..quant_dot_rows_max rows.
+template <template <int> class K>
+PENSIEVE_AVX512_FN void dot_rows(const std::byte* w, const QuantActRow* x, int n_rows,
+                                 std::int64_t nb, float* y, std::int64_t y_stride) {
+  switch (n_rows) {
+    case 1: return K<1>::run(w, x, nb, y, y_stride);
+    case 2: return K<2>::run(w, x, nb, y, y_stride);
+    case 3: return K<3>::run(w, x, nb, y, y_stride);
+    case 4: return K<4>::run(w, x, nb, y, y_stride);
+    case 5: return K<5>::run(w, x, nb, y, y_stride);
+    case 6: return K<6>::run(w, x, nb, y, y_stride);
+    case 7: return K<7>::run(w, x, nb, y, y_stride);
+    case 8: return K<8>::run(w, x, nb, y, y_stride);
+    default: assert(false && "quant dot rows: 1 to quant_dot_rows_max rows");
+  }
+}
+static_assert(quant_dot_rows_max == 8);
+template <int T>
+struct Q4KRows {
+  PENSIEVE_AVX512_FN static void run(const std::byte* w, const QuantActRow* x, std::int64_t nb,
+                                     float* y, std::int64_t s) {
+    k4_dot_rows<144, 16, false, T>(w, x, nb, y, s);
+  }
+};
+template <int T>
+struct Q5KRows {
+  PENSIEVE_AVX512_FN static void run(const std::byte* w, const QuantActRow* x, std::int64_t nb,
+                                     float* y, std::int64_t s) {
+    k4_dot_rows<176, 48, true, T>(w, x, nb, y, s);
+  }
+};
+template <int T>
+struct Q6KRows {
+  PENSIEVE_AVX512_FN static void run(const std::byte* w, const QuantActRow* x, std::int64_t nb,
+                                     float* y, std::int64_t s) {
+    q6_k_dot_rows<T>(w, x, nb, y, s);
+  }
+};
 
 // Q3_K's third bits of the 64 values s = 2 pair, 2 pair + 1 of half n:
 // bit 4n + s of hm[l], added as 4.
@@ -502,9 +573,25 @@ QuantDotFn quant_dot_avx512_fn(DType t) {
   }
 }
 
+QuantDotRowsFn quant_dot_avx512_rows_fn(DType t) {
+  switch (t) {
+    case DType::q4_k:
+      return dot_rows<Q4KRows>;
+    case DType::q5_k:
+      return dot_rows<Q5KRows>;
+    case DType::q6_k:
+      return dot_rows<Q6KRows>;
+    default:
+      return nullptr;
+  }
+}
+
 #else
 
 QuantDotFn quant_dot_avx512_fn(DType) {
+  return nullptr;
+}
+QuantDotRowsFn quant_dot_avx512_rows_fn(DType) {
   return nullptr;
 }
 

@@ -20,6 +20,27 @@ void prefetch_row(const WeightView& w, std::int64_t o) {
   for (std::size_t off = 0; off < w.row_bytes; off += 64) prefetch_l2(row + off);
 }
 
+// Rows [o0, o1) (of a range ending at `end`) for every token through a
+// multi-row kernel: each weight row is read and unpacked once per group of
+// tokens, the groups near-equal in size (9 tokens as 5 + 4: a group of one
+// pays the whole unpacking for one dot product).
+void run_rows_multi(QuantDotRowsFn dot_rows, const WeightView& w, const std::vector<QuantActRow>& x,
+                    const RowsView& y, std::int64_t n_blocks, std::int64_t o0, std::int64_t o1,
+                    std::int64_t end) {
+  const auto n_tokens = std::int64_t(x.size());
+  const std::int64_t groups = (n_tokens + quant_dot_rows_max - 1) / quant_dot_rows_max;
+  const std::int64_t base = n_tokens / groups, wider = n_tokens % groups;
+  for (std::int64_t o = o0; o < o1; ++o) {
+    if (o + prefetch_rows < end) prefetch_row(w, o + prefetch_rows);
+    std::int64_t t = 0;
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const int n = int(base + (g < wider ? 1 : 0));
+      dot_rows(w.row(o), x.data() + t, n, n_blocks, y.row(t) + o, y.stride);
+      t += n;
+    }
+  }
+}
+
 }  // namespace
 
 void quant_matmul(ConstRowsView x, const WeightView& w, RowsView y, ThreadPool& pool,
@@ -32,6 +53,7 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
                        QuantDotPath path) {
   assert(w.size() == y.size() && w.size() <= quant_max_weights);
   QuantDotFn dot[quant_max_weights];
+  QuantDotRowsFn dot_rows[quant_max_weights];
   std::int64_t n_blocks[quant_max_weights];
   // The quantised activations per format: scratch holds the first format's,
   // `more` any other's (a mix of legacy and K-quant types, which the common
@@ -47,6 +69,7 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
   for (std::size_t i = 0; i < w.size(); ++i) {
     assert(x.cols == w[i].cols && y[i].cols == w[i].rows && y[i].rows == x.rows);
     dot[i] = quant_dot_fn(w[i].dtype, path);
+    dot_rows[i] = x.rows > 1 ? quant_dot_rows_fn(w[i].dtype, path) : nullptr;
     assert(dot[i] && "quant_matmul: a path this CPU lacks");
     n_blocks[i] = w[i].cols / model::dtype_block_elems(w[i].dtype);
     const ActQuant kind = act_quant_for(w[i].dtype);
@@ -61,6 +84,10 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
     first[i + 1] = first[i] + (std::size_t(w[i].rows) + row_grain - 1) / row_grain * row_grain;
     cost += double(x.rows) * double(w[i].rows) * double(w[i].cols);
   }
+  // Each format's rows, for the multi-row kernels.
+  std::vector<QuantActRow> act_rows[3];
+  for (std::size_t k = 0; k < n_kinds; ++k)
+    for (std::int64_t t = 0; t < x.rows; ++t) act_rows[k].push_back(acts[k].row(t));
   pool.parallel_for(
       first[w.size()],
       [&](std::size_t begin, std::size_t end, std::size_t) {
@@ -69,6 +96,10 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
           const auto e = std::min(std::int64_t(std::min(end, first[i + 1]) - first[i]), w[i].rows);
           for (std::int64_t o0 = b; o0 < e; o0 += std::int64_t(row_grain)) {
             const std::int64_t o1 = std::min(e, o0 + std::int64_t(row_grain));
+            if (dot_rows[i]) {
+              run_rows_multi(dot_rows[i], w[i], act_rows[act_of[i]], y[i], n_blocks[i], o0, o1, e);
+              continue;
+            }
             for (std::int64_t t = 0; t < x.rows; ++t) {
               const QuantActRow xr = acts[act_of[i]].row(t);
               float* out = y[i].row(t);

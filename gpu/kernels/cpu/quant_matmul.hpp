@@ -4,7 +4,10 @@
 // quantised once per call as ggml does for the weight type
 // (quant_activations.hpp) and every output element is one quant_dot (its
 // definition in quant_dot.hpp), so y[t][o] has the same bits alone, in a
-// batch of any size, with any thread count and on every QuantDotPath.
+// batch of any size, with any thread count and on every QuantDotPath. A
+// batch of several tokens takes the path's multi-row kernel where it has one
+// (quant_dot_rows_fn): each weight row read and unpacked once per group of
+// up to quant_dot_rows_max tokens.
 #include "gpu/kernels/cpu/quant_dot.hpp"
 #include "gpu/kernels/cpu/thread_pool.hpp"
 

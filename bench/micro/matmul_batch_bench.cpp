@@ -1,0 +1,171 @@
+// Decode batches against their ceilings, one thread: the core's FMA peak and
+// int8 dot-product peak (independent chains of the widest FMA / VNNI
+// instruction this build has), and matmul() on M-100's gate/up shape
+// (2048 x 768) for 1-64 tokens per weight type, with the weights in the
+// cache (one matrix, re-read) or streamed from DRAM (a 256 MiB ring on
+// 2 MiB pages, as CpuForward holds them). Rates are per CPU second, robust to
+// a shared machine; each row reports GFLOP/s and the weight bytes read per
+// second, so a row is a share of either ceiling (bench/README.md).
+#include "gpu/kernels/cpu/matmul.hpp"
+#include "gpu/formats/half.hpp"
+#include "gpu/formats/quant_block_check.hpp"
+#include "gpu/model/weight_arena.hpp"
+
+#include <benchmark/benchmark.h>
+
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace kc = pensieve::kernels::cpu;
+using pensieve::model::DType;
+
+// Independent accumulators: enough to cover the FMA latency on both ports.
+constexpr int peak_chains = 16;
+
+void BM_FmaPeak(benchmark::State& state) {
+  constexpr int reps = 256;
+#if defined(__AVX512F__)
+  using V = __m512;
+  constexpr int lanes = 16;
+  auto fma = [](V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); };
+  V acc[peak_chains], b = _mm512_set1_ps(0.999f), c = _mm512_set1_ps(1e-3f);
+  for (auto& a : acc) a = _mm512_set1_ps(1.0f);
+  state.SetLabel("avx512 zmm fma");
+#elif defined(__AVX2__) && defined(__FMA__)
+  using V = __m256;
+  constexpr int lanes = 8;
+  auto fma = [](V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); };
+  V acc[peak_chains], b = _mm256_set1_ps(0.999f), c = _mm256_set1_ps(1e-3f);
+  for (auto& a : acc) a = _mm256_set1_ps(1.0f);
+  state.SetLabel("avx2 ymm fma");
+#else
+  using V = float;
+  constexpr int lanes = 1;
+  auto fma = [](V a, V b, V c) { return __builtin_fmaf(a, b, c); };
+  V acc[peak_chains], b = 0.999f, c = 1e-3f;
+  for (auto& a : acc) a = 1.0f;
+  state.SetLabel("scalar fma");
+#endif
+  for (auto _ : state) {
+    for (int r = 0; r < reps; ++r) {
+#pragma GCC unroll 16
+      for (int i = 0; i < peak_chains; ++i) acc[i] = fma(acc[i], b, c);
+    }
+    benchmark::DoNotOptimize(acc);
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * lanes * peak_chains * reps * double(state.iterations()) * 1e-9, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_FmaPeak);
+
+// vpdpbusd: 4 u8 x s8 products summed into each int32 lane (2 ops each).
+void BM_Int8DotPeak(benchmark::State& state) {
+#if defined(__AVX512VNNI__)
+  constexpr int reps = 256;
+  __m512i acc[peak_chains];
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+  for (auto& v : acc) v = _mm512_setzero_si512();
+  for (auto _ : state) {
+    for (int r = 0; r < reps; ++r) {
+#pragma GCC unroll 16
+      for (int i = 0; i < peak_chains; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+    }
+    benchmark::DoNotOptimize(acc);
+  }
+  state.counters["GOP/s"] = benchmark::Counter(
+      2.0 * 64 * peak_chains * reps * double(state.iterations()) * 1e-9, benchmark::Counter::kIsRate);
+  state.SetLabel("avx512-vnni zmm vpdpbusd");
+#else
+  state.SkipWithError("skipped: this build has no AVX-512 VNNI");
+#endif
+}
+BENCHMARK(BM_Int8DotPeak);
+
+// `count` matrices of rows x cols on 2 MiB pages: normal values for the
+// float types, random quants with small finite scales for the blocks.
+class BatchRing {
+ public:
+  BatchRing(DType t, std::int64_t rows, std::int64_t cols, std::size_t count)
+      : dtype_(t), rows_(rows), cols_(cols), row_bytes_(pensieve::model::dtype_row_bytes(t, cols)),
+        matrix_bytes_(row_bytes_ * std::size_t(rows)), count_(count) {
+    auto arena = pensieve::model::WeightArena::create(matrix_bytes_ * count);
+    if (!arena) std::abort();
+    arena_ = std::move(*arena);
+    // One matrix of random contents, copied: the copies sit at other
+    // addresses, which is all a DRAM stream needs, and filling 256 MiB with
+    // normals would dominate the run.
+    std::byte* p = arena_->data();
+    const std::size_t n = matrix_bytes_;
+    std::mt19937 rng(3);
+    if (pensieve::model::dtype_block_elems(t) == 1) {
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      const std::size_t elem = t == DType::f32 ? 4 : 2;
+      for (std::size_t i = 0; i < n / elem; ++i) {
+        const float v = normal(rng);
+        const std::uint16_t h = t == DType::f16 ? pensieve::f32_to_f16(v) : pensieve::f32_to_bf16(v);
+        if (t == DType::f32) std::memcpy(p + 4 * i, &v, 4);
+        else std::memcpy(p + 2 * i, &h, 2);
+      }
+    } else {
+      for (std::size_t i = 0; i < n; ++i) p[i] = std::byte(rng() & 0xff);
+      const std::size_t block = pensieve::model::dtype_block_bytes(t);
+      for (std::size_t b = 0; b < n / block; ++b)
+        for (std::size_t off : pensieve::model::quant_block_f16_fields(t)) {
+          const std::uint16_t h = pensieve::f32_to_f16(0.001f + 0.01f * float(rng() % 100) / 100.0f);
+          std::memcpy(p + b * block + off, &h, 2);
+        }
+    }
+    for (std::size_t i = 1; i < count; ++i) std::memcpy(p + i * n, p, n);
+  }
+  kc::WeightView view(std::size_t i) const {
+    return {dtype_, arena_->data() + (i % count_) * matrix_bytes_, rows_, cols_, row_bytes_};
+  }
+  std::size_t matrix_bytes() const { return matrix_bytes_; }
+
+ private:
+  DType dtype_;
+  std::int64_t rows_, cols_;
+  std::size_t row_bytes_, matrix_bytes_, count_;
+  std::shared_ptr<pensieve::model::WeightArena> arena_;
+};
+
+// args: dtype, tokens, source (0: one matrix, from the caches; 1: DRAM).
+void BM_MatmulBatch(benchmark::State& state) {
+  const auto dtype = DType(state.range(0));
+  const std::int64_t rows = 2048, cols = 768, tokens = state.range(1);
+  const bool dram = state.range(2) != 0;
+  const std::size_t matrix_bytes = pensieve::model::dtype_row_bytes(dtype, cols) * rows;
+  BatchRing ring(dtype, rows, cols, dram ? (std::size_t(256) << 20) / matrix_bytes + 1 : 1);
+  kc::ThreadPool pool(1);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(std::size_t(tokens * cols)), y(std::size_t(tokens * rows)), scratch;
+  for (auto& v : x) v = normal(rng);
+  std::size_t i = 0;
+  for (auto _ : state) {
+    kc::matmul({}, kc::ConstRowsView(x.data(), tokens, cols, cols), ring.view(i++),
+               kc::RowsView{y.data(), tokens, rows, rows}, pool, scratch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double n = double(state.iterations());
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * double(tokens * rows * cols) * n * 1e-9, benchmark::Counter::kIsRate);
+  state.counters["GB/s"] = benchmark::Counter(double(matrix_bytes) * n * 1e-9, benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(pensieve::model::dtype_name(dtype)) + (dram ? " dram" : " cached"));
+}
+BENCHMARK(BM_MatmulBatch)
+    ->ArgsProduct({{int(DType::f32), int(DType::f16), int(DType::bf16), int(DType::q8_0),
+                    int(DType::q4_k), int(DType::q6_k)},
+                   {1, 2, 4, 8, 16, 32, 64},
+                   {0, 1}});
+
+}  // namespace

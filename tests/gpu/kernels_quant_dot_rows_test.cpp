@@ -1,0 +1,98 @@
+// The multi-row quant dots (one weight row against several activation rows,
+// quant_dot_rows_fn) and quant_matmul's decode batches through them: every
+// row has its scalar reference's bits, over every group size and odd batch
+// sizes, on each path that has them.
+#include "gpu/kernels/cpu/quant_matmul.hpp"
+#include "tests/gpu/quant_test_blocks.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <vector>
+
+namespace kc = pensieve::kernels::cpu;
+using pensieve::model::DType;
+using pensieve::testing::quantised_dtypes;
+using pensieve::testing::random_blocks;
+using pensieve::testing::random_floats;
+
+namespace {
+
+constexpr DType multi_row_types[] = {DType::q4_k, DType::q5_k, DType::q6_k};
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+}  // namespace
+
+TEST_CASE("AVX-512 has the K-quants' multi-row dots, the portable and AVX2 paths none",
+          "[kernels][quant][quant_dot]") {
+  for (DType t : quantised_dtypes) {
+    INFO(pensieve::model::dtype_name(t));
+    CHECK(kc::quant_dot_rows_fn(t, kc::QuantDotPath::portable) == nullptr);
+    CHECK(kc::quant_dot_rows_fn(t, kc::QuantDotPath::avx2) == nullptr);
+    const bool listed = t == DType::q4_k || t == DType::q5_k || t == DType::q6_k;
+    const bool runs = kc::quant_dot_path_supported(kc::QuantDotPath::avx512);
+    CHECK((kc::quant_dot_rows_fn(t, kc::QuantDotPath::avx512) != nullptr) == (listed && runs));
+  }
+}
+
+TEST_CASE("a multi-row quant dot gives every row its reference dot's bits, 1 to 8 rows",
+          "[kernels][quant][quant_dot]") {
+  if (!kc::quant_dot_path_supported(kc::QuantDotPath::avx512)) {
+    WARN("SKIPPED: this CPU has no AVX-512 VNNI: no multi-row kernels to check");
+    return;
+  }
+  for (DType t : multi_row_types) {
+    const kc::QuantDotRowsFn rows_fn = kc::quant_dot_rows_fn(t, kc::QuantDotPath::avx512);
+    const kc::QuantDotFn ref = kc::quant_dot_fn(t, kc::QuantDotPath::portable);
+    REQUIRE(rows_fn != nullptr);
+    for (std::int64_t nb : {1, 3}) {
+      const std::int64_t cols = nb * 256;
+      const auto w = random_blocks(t, nb, 900 + unsigned(t) + unsigned(nb));
+      const auto x = random_floats(kc::quant_dot_rows_max * cols, 901);
+      std::vector<float> storage;
+      const kc::QuantActs acts = kc::quantize_act_rows(
+          kc::act_quant_for(t), kc::ConstRowsView(x.data(), kc::quant_dot_rows_max, cols, cols), storage);
+      std::vector<kc::QuantActRow> rows;
+      for (int r = 0; r < kc::quant_dot_rows_max; ++r) rows.push_back(acts.row(r));
+      for (int n = 1; n <= kc::quant_dot_rows_max; ++n) {
+        // y strided 3 apart, the gaps poisoned: only each row's slot is written.
+        std::vector<float> y(std::size_t(3 * n), -7.0f);
+        rows_fn(w.data(), rows.data(), n, nb, y.data(), 3);
+        INFO(pensieve::model::dtype_name(t) << " blocks " << nb << " rows " << n);
+        for (int r = 0; r < n; ++r) {
+          CHECK(same_bits(y[std::size_t(3 * r)], ref(w.data(), rows[std::size_t(r)], nb)));
+          CHECK(y[std::size_t(3 * r + 1)] == -7.0f);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a K-quant decode batch of 2 to 64 tokens gives every token its reference dot's bits",
+          "[kernels][quant][quant_dot]") {
+  for (DType t : multi_row_types) {
+    const std::int64_t rows = 21, cols = 2 * 256, nb = 2;
+    const auto w = random_blocks(t, rows * nb, 910 + unsigned(t));
+    const kc::WeightView wv{t, w.data(), rows, cols, pensieve::model::dtype_row_bytes(t, cols)};
+    const kc::QuantDotFn ref = kc::quant_dot_fn(t, kc::QuantDotPath::portable);
+    for (std::int64_t n : {2, 3, 7, 8, 9, 15, 17, 33, 64}) {
+      const auto x = random_floats(n * cols, 911 + unsigned(n));
+      std::vector<float> storage;
+      const kc::QuantActs acts =
+          kc::quantize_act_rows(kc::act_quant_for(t), kc::ConstRowsView(x.data(), n, cols, cols), storage);
+      for (std::size_t threads : {1u, 2u}) {
+        kc::ThreadPool pool(threads, 0.0);
+        std::vector<float> y(std::size_t(n * rows)), scratch;
+        kc::quant_matmul(kc::ConstRowsView(x.data(), n, cols, cols), wv,
+                         kc::RowsView{y.data(), n, rows, rows}, pool, scratch);
+        bool all_equal = true;
+        for (std::int64_t tk = 0; tk < n; ++tk)
+          for (std::int64_t o = 0; o < rows; ++o)
+            all_equal = all_equal && same_bits(y[std::size_t(tk * rows + o)], ref(wv.row(o), acts.row(tk), nb));
+        INFO(pensieve::model::dtype_name(t) << " tokens " << n << " threads " << threads);
+        CHECK(all_equal);
+      }
+    }
+  }
+}
