@@ -1,6 +1,7 @@
 #include "actors/conversation.hpp"
 
 #include "actors/history_journal.hpp"
+#include "actors/reply_memo.hpp"
 #include "gpu/text/stop_matcher.hpp"
 #include "gpu/text/utf8_stream.hpp"
 
@@ -149,7 +150,8 @@ asio::awaitable<std::optional<Generated>> generate(const TurnServices& svc,
       std::make_shared<TurnEventChannel>(executor, turn_channel_capacity(sampling.max_tokens));
   const std::vector<std::string> stop_strings = sampling.stop_strings;
   const bool logprobs = sampling.logprobs;
-  AdmitTurn admit{TurnSpec{turn, state.id, tokens, std::move(sampling), state.keep_kv}, events, {}};
+  AdmitTurn admit{TurnSpec{turn, state.id, tokens, std::move(sampling), state.keep_kv, state.cache_namespace},
+                  events, {}};
   auto admitted = co_await svc.scheduler.ask(std::move(admit));
   if (!admitted) {
     send_error(out, TurnErrorKind::overloaded, "the server is stopping");
@@ -252,13 +254,18 @@ asio::awaitable<void> run_turn(const TurnServices& svc, ConversationState& state
   std::vector<std::int32_t> tokens = next->restart ? std::vector<std::int32_t>{} : state.tokens;
   const bool bos = tokens.empty() && svc.tokenizer->adds_bos_by_default();
   const auto pieces = pieces_of(next->segments);
-  const auto fresh = svc.tokenizer->encode_pieces(pieces, bos);
+  const auto fresh = svc.replies && state.cache_namespace
+                         ? svc.replies->encode(*svc.tokenizer, *state.cache_namespace, all, pieces, bos)
+                         : svc.tokenizer->encode_pieces(pieces, bos);
   tokens.insert(tokens.end(), fresh.begin(), fresh.end());
   const std::uint32_t tokens_kept = next->restart ? 0 : std::uint32_t(state.tokens.size());
   // The done event goes out before the history grows: the conversation's
   // next turn waits in this actor's mailbox until this handler returns.
   auto reply = co_await generate(svc, state, turn, tokens, std::move(sampling), out);
   if (!reply) co_return;
+  if (svc.replies && state.cache_namespace) {
+    svc.replies->remember(*svc.tokenizer, *state.cache_namespace, reply->text, reply->tokens);
+  }
   // The history grows by the turn as the model saw it, and its reply.
   tokens.insert(tokens.end(), reply->tokens.begin(), reply->tokens.end());
   const auto closing = closing_tokens(svc, reply->tokens);

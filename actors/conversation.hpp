@@ -20,6 +20,7 @@
 #include "runtime/actor.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -28,6 +29,7 @@
 namespace pensieve::actors {
 
 class HistoryJournal;
+class ReplyMemo;
 
 // What every conversation shares: the model's text side and the scheduler.
 struct TurnServices {
@@ -37,6 +39,8 @@ struct TurnServices {
   std::int32_t max_context = 0;
   // Where acknowledged turns become durable (invariant 4); null: nowhere.
   HistoryJournal* journal = nullptr;
+  // Stateless requests' generated ids (see ReplyMemo); null: none kept.
+  ReplyMemo* replies = nullptr;
 };
 
 struct ConversationState {
@@ -52,6 +56,9 @@ struct ConversationState {
   std::int32_t turns = 0;
   std::uint64_t journal_uid = 0;  // its name in the history journal; 0: not journaled
   bool keep_kv = true;            // false: an anonymous conversation (its KV ends with its turn)
+  // An anonymous conversation's cache namespace: its turn's KV stays cached
+  // as an unnamed path there (see TurnSpec). Nullopt: nothing stays.
+  std::optional<std::string> cache_namespace;
 };
 
 // Runs one turn on `state`: `messages` are appended to the conversation.

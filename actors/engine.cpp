@@ -3,6 +3,7 @@
 #include "actors/disk_tier.hpp"
 #include "actors/gpu_worker.hpp"
 #include "actors/history_journal.hpp"
+#include "actors/reply_memo.hpp"
 #include "actors/swap_engine.hpp"
 #include "gpu/backend/paged_forward.hpp"
 #include "runtime/executor.hpp"
@@ -28,6 +29,18 @@ namespace pensieve::actors {
 namespace asio = boost::asio;
 
 namespace {
+
+// Replies whose generated ids a stateless client's resent history maps
+// back to (a few MB of ids and text at most).
+constexpr std::size_t kReplyMemoEntries = 4096;
+
+// A stateless request's cache namespace: its tenant and salt, joined so
+// that no two pairs give the same name.
+std::string cache_namespace(const std::string& tenant, const std::optional<std::string>& salt) {
+  std::string ns = std::to_string(tenant.size()) + ":" + tenant;
+  if (salt) ns += ":" + *salt;
+  return ns;
+}
 
 bool valid_conversation_id(const std::string& id) {
   if (id.empty() || id.size() > 128) return false;
@@ -79,6 +92,8 @@ struct Engine::Impl {
   // control thread, through its own ring.
   std::shared_ptr<rt::IoRing> journal_ring;
   std::shared_ptr<HistoryJournal> journal;
+  // Stateless replies' generated ids; used on the control thread.
+  ReplyMemo replies{kReplyMemoEntries};
 
   rt::TaskGroup group;
   rt::ActorRef<GpuWorkerMsg> worker;
@@ -288,6 +303,7 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   m.canceller =
       std::make_shared<const TurnCanceller>(m.scheduler->ref(), m.group, m.control.executor());
   m.services.journal = m.journal.get();
+  m.services.replies = &m.replies;
   if (m.journal) m.restore_history();
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
@@ -452,6 +468,9 @@ EngineResult<TurnStream> Engine::start(const asio::any_io_executor& executor, Tu
     state.id = m.new_id();
     state.tenant = request.tenant;
     state.keep_kv = false;
+    // Also with --no-state: its replies' ids are remembered alike, so a
+    // resent history is the same tokens in both modes.
+    state.cache_namespace = cache_namespace(request.tenant, request.cache_salt);
     actor = m.spawn_conversation(std::move(state));
   } else {
     std::lock_guard lock(m.store_mutex);
@@ -504,6 +523,16 @@ asio::awaitable<SwapStats> Engine::swap_stats() {
   GetSwapStats get;
   auto r = co_await impl_->swap.ask(std::move(get));
   co_return r ? *r : SwapStats{};
+}
+
+void Engine::clear_prefix_cache() {
+  SchedulerMsg clear = ClearUnnamedPaths{};
+  const rt::ActorRef<SchedulerMsg> ref = impl_->scheduler->ref();
+  if (ref.try_tell(clear) != rt::SendStatus::full) return;  // sent, or the scheduler is gone
+  auto tell = [](rt::ActorRef<SchedulerMsg> to, SchedulerMsg msg) -> asio::awaitable<void> {
+    co_await to.tell(std::move(msg));
+  };
+  impl_->group.spawn(impl_->control.executor(), tell(ref, std::move(clear)));
 }
 
 asio::awaitable<SchedulerStats> Engine::stats() {

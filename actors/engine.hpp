@@ -149,6 +149,10 @@ class Engine {
                                                                       const std::string& id);
   // Frees the conversation's KV; a turn in flight finishes, queued ones fail.
   bool delete_conversation(const std::string& tenant, const std::string& id);
+  // Frees the KV that stateless requests left cached (every idle unnamed
+  // path; turns in flight keep theirs). Takes effect in the scheduler's
+  // order: a stats() asked afterwards sees it.
+  void clear_prefix_cache();
 
   // Starts a turn (see TurnRequest). Refusals known at once come back
   // here (a bad conversation id, a missing one that may not be created, a

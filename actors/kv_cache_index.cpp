@@ -28,6 +28,30 @@ std::span<const std::int32_t> KvCacheIndex::chunk_tokens(const CachedEntry& e, s
   return std::span(e.tokens).subspan(begin, end - begin);
 }
 
+std::optional<PrefixMatch> KvCacheIndex::longest_unnamed_prefix(std::string_view ns,
+                                                                std::span<const std::int32_t> want) const {
+  std::optional<PrefixMatch> best;
+  const CachedEntry* best_entry = nullptr;
+  for (const auto& [path, e] : entries_) {
+    if (!e.unnamed || *e.unnamed != ns || e.attached) continue;
+    const auto [mismatch, _] = std::mismatch(e.tokens.begin(), e.tokens.end(), want.begin(), want.end());
+    const auto common = std::int64_t(mismatch - e.tokens.begin());
+    if (common < block_tokens_) continue;
+    const bool better = !best || common > best->tokens ||
+                        (common == best->tokens && e.last_active_ns > best_entry->last_active_ns);
+    if (better) {
+      best = PrefixMatch{path, common};
+      best_entry = &e;
+    }
+  }
+  return best;
+}
+
+std::size_t KvCacheIndex::unnamed_paths() const {
+  return std::size_t(std::count_if(entries_.begin(), entries_.end(),
+                                   [](const auto& kv) { return kv.second.unnamed.has_value(); }));
+}
+
 ChunkCandidate KvCacheIndex::candidate(ConversationId conversation, const CachedEntry& e, std::size_t index) const {
   const std::int64_t bt = block_tokens_;
   const std::int64_t begin = std::int64_t(index) * bt;

@@ -16,6 +16,8 @@
 #include <map>
 #include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace pensieve::actors {
@@ -25,6 +27,16 @@ struct CachedEntry {
   std::vector<CachedChunk> chunks;  // chunk i covers tokens [i * block_tokens, (i + 1) * block_tokens)
   std::int64_t last_active_ns = 0;
   std::optional<TurnId> attached;   // a waiting turn has it (see KvCacheManager::attach)
+  // Set: a stateless turn's path, in this cache namespace (tenant and
+  // cache_salt), that no conversation names; a later stateless turn of the
+  // namespace whose prompt starts with it continues it.
+  std::optional<std::string> unnamed;
+};
+
+// An unnamed path a prompt continues, and how many of its tokens match.
+struct PrefixMatch {
+  ConversationId path;
+  std::int64_t tokens = 0;
 };
 
 // A chunk the index picked, with what the eviction policy weighed.
@@ -53,6 +65,13 @@ class KvCacheIndex {
   CachedChunk* find(const ChunkKey& key);
   // A fresh chunk id, never handed out before.
   std::uint64_t next_chunk_id() { return next_chunk_id_++; }
+
+  // The idle unnamed path of namespace `ns` that shares the longest token
+  // prefix with `want`, at least one full block long (a shorter match saves
+  // less than the lookup and the copy of a partial block cost); the most
+  // recently active one among equals. Nullopt: none.
+  std::optional<PrefixMatch> longest_unnamed_prefix(std::string_view ns, std::span<const std::int32_t> want) const;
+  std::size_t unnamed_paths() const;
 
   ChunkCandidate candidate(ConversationId conversation, const CachedEntry& e, std::size_t index) const;
   std::span<const std::int32_t> chunk_tokens(const CachedEntry& e, std::size_t index) const;

@@ -55,11 +55,14 @@ void KvCacheManager::release_host(HostSlot slot) { pools_.host.release(slot); }
 // --- entries -------------------------------------------------------------------
 
 void KvCacheManager::put(ConversationId conversation, std::span<const std::int32_t> tokens, kv::BlockTable table,
-                         std::int64_t now_ns, std::vector<kv::BlockId>& freed) {
+                         std::int64_t now_ns, std::vector<kv::BlockId>& freed, std::optional<std::string> unnamed) {
   forget(conversation, freed);
+  // Stateless paths have no conversation that would ever forget them.
+  if (unnamed) forget_unnamed_where(true, freed);
   CachedEntry e;
   e.tokens.assign(tokens.begin(), tokens.end());
   e.last_active_ns = now_ns;
+  e.unnamed = std::move(unnamed);
   for (kv::BlockId b : table.blocks()) {
     pools_.device.retain(b);  // the chunk's reference; the table's goes below
     CachedChunk c;
@@ -80,6 +83,55 @@ void KvCacheManager::forget(ConversationId conversation, std::vector<kv::BlockId
   if (it == entries.end()) return;
   for (CachedChunk& c : it->second.chunks) drop_all_copies(c, pools_, freed);
   entries.erase(it);
+}
+
+std::optional<PrefixMatch> KvCacheManager::find_unnamed_prefix(std::string_view ns,
+                                                               std::span<const std::int32_t> want) {
+  // The newest token is fed again whatever matched (see attach).
+  const auto queried = std::max<std::int64_t>(0, std::int64_t(want.size()) - 1);
+  stats_.prefix_queried_tokens += queried;
+  auto match = index_.longest_unnamed_prefix(ns, want);
+  if (match) stats_.prefix_matched_tokens += std::min(match->tokens, queried);
+  return match;
+}
+
+std::optional<kv::BlockTable> KvCacheManager::share_prefix(ConversationId path, std::span<const std::int32_t> want,
+                                                           std::int64_t now_ns) {
+  CachedEntry* e = index_.find(path);
+  if (!e || want.empty()) return std::nullopt;
+  // The path may have changed since it was looked up: its tokens now.
+  want = want.first(want.size() - 1);
+  const auto [mismatch, _] = std::mismatch(e->tokens.begin(), e->tokens.end(), want.begin(), want.end());
+  const std::int64_t bt = sizes_.block_tokens;
+  const auto full = std::size_t((mismatch - e->tokens.begin()) / bt);
+  std::vector<kv::BlockId> blocks;
+  for (std::size_t i = 0; i < full && i < e->chunks.size() && e->chunks[i].device; ++i) {
+    blocks.push_back(*e->chunks[i].device);
+  }
+  if (blocks.empty()) return std::nullopt;
+  for (kv::BlockId b : blocks) pools_.device.retain(b);
+  e->last_active_ns = now_ns;  // what it shares is in use again
+  const std::int64_t shared = std::int64_t(blocks.size()) * bt;
+  stats_.hit_tokens_device += shared;
+  return kv::BlockTable::adopt(sizes_.block_tokens, std::move(blocks), shared);
+}
+
+void KvCacheManager::forget_unnamed(std::vector<kv::BlockId>& freed) { forget_unnamed_where(false, freed); }
+
+void KvCacheManager::forget_unnamed_where(bool all_dropped_only, std::vector<kv::BlockId>& freed) {
+  auto& entries = index_.entries();
+  for (auto it = entries.begin(); it != entries.end();) {
+    CachedEntry& e = it->second;
+    const bool gone =
+        std::all_of(e.chunks.begin(), e.chunks.end(), [](const CachedChunk& c) { return c.dropped(); });
+    if (!e.unnamed || e.attached || (all_dropped_only && !gone)) {
+      ++it;
+      continue;
+    }
+    for (CachedChunk& c : e.chunks) drop_all_copies(c, pools_, freed);
+    evicted_tokens_.erase(it->first);
+    it = entries.erase(it);
+  }
 }
 
 std::optional<std::vector<std::int32_t>> KvCacheManager::tokens(ConversationId conversation) const {
@@ -470,8 +522,9 @@ DeviceRoom KvCacheManager::evict_whole_conversation(std::int64_t now_ns, std::ve
   const CachedEntry& gone = index_.entries().at(victim->first);
   stats_.device_dropped += gone.chunks.size();
   const auto cached = std::int64_t(gone.tokens.size());
+  const bool named = !gone.unnamed;  // no turn returns under an unnamed path's id to recompute it
   forget(victim->first, freed);
-  evicted_tokens_[victim->first] = cached;
+  if (named) evicted_tokens_[victim->first] = cached;
   ++stats_.evicted_conversations;
   return {DeviceRoom::Step::progress, pending_device_frees()};
 }
@@ -588,6 +641,11 @@ TierStats KvCacheManager::stats() const {
   s.free_host_slots = pools_.host.free_slots();
   s.disk_slots = pools_.disk.slots();
   s.free_disk_slots = pools_.disk.free_slots();
+  s.unnamed_paths = std::int64_t(index_.unnamed_paths());
+  const kv::BlockAllocator& device = pools_.device.allocator();
+  for (std::int32_t b = 0; b < device.num_blocks(); ++b) {
+    if (device.is_shared(kv::BlockId{std::uint32_t(b)})) ++s.shared_device_blocks;
+  }
   return s;
 }
 

@@ -36,6 +36,8 @@
 #include <map>
 #include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -92,11 +94,27 @@ class KvCacheManager {
 
   // --- cached conversations ---
   // A finished turn's KV: `tokens` are what `table` covers; its blocks become
-  // device chunks (an older entry of the conversation goes).
+  // device chunks (an older entry of the conversation goes). With
+  // `unnamed`: a stateless turn's path in that cache namespace, which a
+  // later stateless turn may continue (longest_unnamed_prefix); unnamed
+  // paths whose every chunk was dropped go then.
   void put(ConversationId conversation, std::span<const std::int32_t> tokens, kv::BlockTable table,
-           std::int64_t now_ns, std::vector<kv::BlockId>& freed);
+           std::int64_t now_ns, std::vector<kv::BlockId>& freed,
+           std::optional<std::string> unnamed = std::nullopt);
   void forget(ConversationId conversation, std::vector<kv::BlockId>& freed);
   std::size_t size() const { return index_.size(); }
+  // A stateless turn's lookup: the unnamed path of `ns` it continues (see
+  // KvCacheIndex::longest_unnamed_prefix), counted in the prefix-cache stats.
+  std::optional<PrefixMatch> find_unnamed_prefix(std::string_view ns, std::span<const std::int32_t> want);
+  // A table sharing the leading full blocks of what `path` has in common
+  // with `want` (short of its newest token) that are on the device (one more
+  // reference each; the path keeps its own), for a turn that diverges from
+  // the path: two requests with one system prompt, a regeneration, an
+  // edit. Nullopt: no such block.
+  std::optional<kv::BlockTable> share_prefix(ConversationId path, std::span<const std::int32_t> want,
+                                             std::int64_t now_ns);
+  // Every idle unnamed path goes (clearing the stateless cache).
+  void forget_unnamed(std::vector<kv::BlockId>& freed);
   std::optional<std::vector<std::int32_t>> tokens(ConversationId conversation) const;
   std::vector<ChunkView> chunks(ConversationId conversation) const;
 
@@ -151,6 +169,7 @@ class KvCacheManager {
   bool other_ready(ConversationId conversation) const;
   void truncate(CachedEntry& e, std::int64_t keep, std::vector<kv::BlockId>& freed);
   void note_dropped(const CachedEntry& e);
+  void forget_unnamed_where(bool all_dropped_only, std::vector<kv::BlockId>& freed);
 
   // Making room.
   DeviceRoom evict_whole_conversation(std::int64_t now_ns, std::vector<kv::BlockId>& freed);

@@ -31,6 +31,13 @@ struct TierStats {
   std::uint64_t corrupt_chunks = 0;         // restored but failed verification: dropped
   std::uint64_t spill_failures = 0;
   std::uint64_t evicted_conversations = 0;  // every chunk of a conversation gone
+  // Stateless turns' lookups of an unnamed cached path: prompt tokens
+  // looked up, and those a path matched (its tiers' share is in hit_tokens_*
+  // and recomputed_tokens, with conversations'); unnamed paths cached now.
+  std::int64_t prefix_queried_tokens = 0;
+  std::int64_t prefix_matched_tokens = 0;
+  std::int64_t unnamed_paths = 0;
+  std::int64_t shared_device_blocks = 0;  // held by more than one path or turn
   std::int32_t host_slots = 0;
   std::int32_t free_host_slots = 0;
   std::int32_t disk_slots = 0;

@@ -234,6 +234,7 @@ struct SchedulerHandler {
   }
   void operator()(CancelTurn m) { state->cancel(m.turn); }
   void operator()(DropConversation m) { state->core.drop_conversation(m.conversation); }
+  void operator()(ClearUnnamedPaths) { state->core.clear_unnamed_paths(); }
   void operator()(GetSchedulerStats m) {
     SchedulerStats stats = state->core.stats();
     stats.loop_passes = state->loop_passes;

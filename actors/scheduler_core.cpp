@@ -75,14 +75,17 @@ SchedulerCore::Sequence* SchedulerCore::find_running(TurnId turn) {
 // hands it to the turn once it is ready and the device has room for it.
 SchedulerCore::KvReady SchedulerCore::attach_kv(Sequence& seq, std::int64_t budget, std::int64_t now_ns,
                                                 IterationPlan& plan) {
-  const ConversationId conversation = seq.spec.conversation;
+  // A reference: a stateless turn may take an unnamed path's id below.
+  const ConversationId& conversation = seq.spec.conversation;
   if (seq.preempted_in == stats_.iterations) return KvReady::later;
   if (!seq.attached) {
     seq.attached = true;
     if (seq.computed == 0 && seq.table.num_tokens() == 0) {
+      adopt_unnamed_path(seq);
       kv_.attach(conversation, seq.spec.turn, seq.spec.tokens, now_ns, plan.transfers, freed_since_plan_);
     }
   }
+  share_unnamed_prefix(seq, now_ns);
   const bool cached = kv_.attached_to(conversation, seq.spec.turn);
   if (cached && !kv_.ready(conversation)) return KvReady::later;
   const std::int32_t need = cached ? kv_.blocks_to_materialize(conversation) : 0;
@@ -98,6 +101,35 @@ SchedulerCore::KvReady SchedulerCore::attach_kv(Sequence& seq, std::int64_t budg
   seq.swap_in = std::move(kv.swap_in);
   seq.reused = std::int32_t(kv.hit_tokens);
   return KvReady::ready;
+}
+
+// A stateless turn runs under the id of the unnamed path its prompt
+// continues, so it attaches that path's KV as a conversation's turn would
+// and its own KV replaces the path when it ends. Looked up once: a
+// preempted turn finds its own KV under the id it took.
+void SchedulerCore::adopt_unnamed_path(Sequence& seq) {
+  if (!seq.spec.cache_namespace || !options_.keep_kv || seq.looked_up) return;
+  seq.looked_up = true;
+  auto match = kv_.find_unnamed_prefix(*seq.spec.cache_namespace, seq.spec.tokens);
+  if (!match) return;
+  // The prompt continues the whole path: the path is this turn's. It
+  // diverges inside it: it shares the path's leading blocks and the path
+  // stays for the others that continue it.
+  if (match->tokens >= kv_.cached_token_count(match->path)) {
+    seq.spec.conversation = match->path;
+  } else {
+    seq.share_from = match;
+  }
+}
+
+void SchedulerCore::share_unnamed_prefix(Sequence& seq, std::int64_t now_ns) {
+  const auto from = std::exchange(seq.share_from, std::nullopt);
+  if (!from || seq.computed != 0 || seq.table.num_tokens() != 0) return;
+  if (auto shared = kv_.share_prefix(from->path, seq.spec.tokens, now_ns)) {
+    seq.table = std::move(*shared);
+    seq.computed = seq.table.num_tokens();
+    seq.reused = std::int32_t(seq.computed);
+  }
 }
 
 // With a host tier, a new turn leaves decode_reserve of the device for the
@@ -144,7 +176,7 @@ bool SchedulerCore::preempt_latest(const Sequence& keep, std::int64_t now_ns, It
                                      [&](const PlannedSequence& p) { return p.turn == s.spec.turn; });
     if (planned) continue;
     // Swapped-in chunks not yet planned have no KV in their blocks yet.
-    const bool keep_kv = kv_.tiered() && s.swap_in.empty() && s.spec.keep_kv && options_.keep_kv;
+    const bool keep_kv = kv_.tiered() && s.swap_in.empty() && keeps_kv(s);
     if (keep_kv) {
       if (!s.holes.empty()) {
         s.computed = s.holes.front().first;  // only what precedes the first unfilled range is valid
@@ -152,7 +184,8 @@ bool SchedulerCore::preempt_latest(const Sequence& keep, std::int64_t now_ns, It
       }
       if (s.computed > 0) {
         kv_.put(s.spec.conversation, std::span(s.spec.tokens).first(std::size_t(s.computed)),
-                std::exchange(s.table, kv::BlockTable(kv_.block_tokens())), now_ns, freed_since_plan_);
+                std::exchange(s.table, kv::BlockTable(kv_.block_tokens())), now_ns, freed_since_plan_,
+                s.spec.cache_namespace);
       }
     }
     release(s.table);
@@ -256,9 +289,9 @@ void SchedulerCore::finish(Sequence& seq, model::FinishReason reason, std::int64
     kv_.truncate(seq.table, seq.computed, freed_since_plan_);
     seq.holes.clear();
   }
-  if (options_.keep_kv && seq.spec.keep_kv && seq.computed > 0) {
+  if (keeps_kv(seq) && seq.computed > 0) {
     kv_.put(seq.spec.conversation, std::span(seq.spec.tokens).first(std::size_t(seq.computed)),
-            std::move(seq.table), now_ns, freed_since_plan_);
+            std::move(seq.table), now_ns, freed_since_plan_, seq.spec.cache_namespace);
   } else {
     release(seq.table);
   }
@@ -277,6 +310,7 @@ void SchedulerCore::prefetch_waiting_kv(std::int64_t now_ns, IterationPlan& plan
     }
     s->attached = true;
     if (s->computed == 0) {
+      adopt_unnamed_path(*s);
       kv_.attach(s->spec.conversation, s->spec.turn, s->spec.tokens, now_ns, plan.transfers, freed_since_plan_);
     }
   }
@@ -389,10 +423,10 @@ SchedulerStats SchedulerCore::stats() const {
   SchedulerStats s = stats_;
   s.waiting = std::int32_t(waiting_.size());
   s.running = std::int32_t(running_.size());
-  s.cached_conversations = std::int32_t(kv_.size());
   s.free_blocks = kv_.free_device_blocks();
   s.num_blocks = kv_.device_blocks();
   s.tiers = kv_.stats();
+  s.cached_conversations = std::int32_t(std::int64_t(kv_.size()) - s.tiers.unnamed_paths);  // named ones
   s.evicted_conversations = s.tiers.evicted_conversations;
   return s;
 }

@@ -53,7 +53,11 @@ struct TurnSpec {
   ConversationId conversation;
   std::vector<std::int32_t> tokens;
   model::SamplingParams sampling;
-  bool keep_kv = true;  // this turn's KV outlives it (a stateless request's does not)
+  bool keep_kv = true;  // this turn's KV outlives it, as its conversation's
+  // A stateless request's turn: it continues the longest matching unnamed
+  // path of this cache namespace (tenant and cache_salt), and its KV stays
+  // cached as an unnamed path when it ends. Nullopt: none of that.
+  std::optional<std::string> cache_namespace;
 };
 
 enum class AdmitStatus : std::uint8_t { admitted, overloaded, too_large };
@@ -139,6 +143,8 @@ class SchedulerCore {
   // Forgets a conversation's cached KV, now and when its running turn ends
   // (a deleted conversation).
   void drop_conversation(ConversationId conversation);
+  // Every idle unnamed path (stateless turns' cached KV) goes.
+  void clear_unnamed_paths() { kv_.forget_unnamed(freed_since_plan_); }
 
   // Ends cancelled turns (their events go to `events`), then picks the next
   // batch. An empty plan means there is nothing to run.
@@ -179,6 +185,10 @@ class SchedulerCore {
     bool sampler_ready = false;
     bool cancelled = false;
     bool attached = false;  // its conversation's cached KV was looked up
+    bool looked_up = false;  // a stateless turn's unnamed path was looked up
+    // The path whose leading blocks it shares when admitted (it diverges
+    // from the path inside it).
+    std::optional<PrefixMatch> share_from;
     // Dropped ranges of [0, computed): fed again, in order, before the rest.
     std::vector<std::pair<std::int64_t, std::int64_t>> holes;
     std::vector<DeviceHostCopy> swap_in;  // goes out with its first planned chunk
@@ -191,6 +201,11 @@ class SchedulerCore {
   void prefetch_waiting_kv(std::int64_t now_ns, IterationPlan& plan);
   void admit_waiting(std::int64_t& budget, std::int64_t now_ns, IterationPlan& plan,
                      std::vector<TurnUpdate>& events);
+  void adopt_unnamed_path(Sequence& seq);
+  void share_unnamed_prefix(Sequence& seq, std::int64_t now_ns);
+  bool keeps_kv(const Sequence& seq) const {
+    return options_.keep_kv && (seq.spec.keep_kv || seq.spec.cache_namespace.has_value());
+  }
   KvReady attach_kv(Sequence& seq, std::int64_t budget, std::int64_t now_ns, IterationPlan& plan);
   bool within_decode_reserve(const Sequence& seq, std::int32_t need, std::int64_t budget) const;
   bool reserve(Sequence& seq, std::int64_t n, std::int64_t now_ns, IterationPlan& plan);

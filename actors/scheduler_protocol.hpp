@@ -40,6 +40,9 @@ struct DropConversation {
   ConversationId conversation;
 };
 
+// Clears the stateless cache: every idle unnamed path goes.
+struct ClearUnnamedPaths {};
+
 struct GetSchedulerStats {
   rt::Reply<SchedulerStats> reply;
 };
@@ -50,6 +53,7 @@ struct TransfersFinished {
 };
 
 using SchedulerMsg =
-    std::variant<AdmitTurn, CancelTurn, DropConversation, GetSchedulerStats, TransfersFinished>;
+    std::variant<AdmitTurn, CancelTurn, DropConversation, ClearUnnamedPaths, GetSchedulerStats,
+                 TransfersFinished>;
 
 }  // namespace pensieve::actors

@@ -36,6 +36,10 @@ struct TurnRequest {
   std::optional<std::string> prompt;
   // The request's tools and tool_choice, for the model's template.
   model::ChatExtras chat;
+  // A stateless request's cache namespace within its tenant (vLLM's
+  // cache_salt): its prompt reuses only KV that requests with the same
+  // tenant and salt left. Ignored for a stored conversation.
+  std::optional<std::string> cache_salt;
   // Sampling and the request's options (logprobs, stop strings).
   model::SamplingParams sampling;
 };

@@ -19,6 +19,9 @@ struct ChatRequest {
   std::optional<std::string> conversation_id;  // stateful extension
   std::optional<std::string> prompt;           // POST /v1/completions: raw text, no messages
   std::string tenant;                          // set by the routes from the API key, never from the body
+  // vLLM's cache_salt: a stateless request reuses only KV that requests
+  // with the same tenant and salt left (1-256 characters).
+  std::optional<std::string> cache_salt;
   std::int32_t max_tokens = 256;
   std::int32_t min_tokens = 0;
   float temperature = 1.0f;

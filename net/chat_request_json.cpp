@@ -13,6 +13,8 @@ namespace json = boost::json;
 
 namespace {
 
+constexpr std::size_t kMaxCacheSaltBytes = 256;
+
 // Reads optional fields of a JSON object with type and range checks; the
 // first failure is kept and every later read is a no-op.
 class FieldReader {
@@ -260,6 +262,13 @@ std::optional<ApiError> parse_options(const json::object& o, ChatRequest& req) {
     FieldReader sr(*opts);
     sr.boolean("include_usage", req.include_usage);
     if (sr.error) return bad_request("'stream_options.include_usage' must be a boolean", "stream_options");
+  }
+  if (const json::value* salt = r.find("cache_salt")) {
+    if (!salt->is_string() || salt->get_string().empty() || salt->get_string().size() > kMaxCacheSaltBytes) {
+      return bad_request("'cache_salt' must be a string of 1 to " + std::to_string(kMaxCacheSaltBytes) + " bytes",
+                         "cache_salt");
+    }
+    req.cache_salt = std::string(salt->get_string());
   }
   if (const json::value* c = r.find("conversation")) {
     if (!c->is_string() || c->get_string().empty()) {

@@ -103,6 +103,10 @@ asio::awaitable<EngineGauges> EngineBackend::gauges() {
   g.hit_tokens_disk = t.hit_tokens_disk;
   g.recomputed_tokens = t.recomputed_tokens;
   g.corrupt_chunks = std::int64_t(t.corrupt_chunks);
+  g.prefix_queried_tokens = t.prefix_queried_tokens;
+  g.prefix_matched_tokens = t.prefix_matched_tokens;
+  g.unnamed_paths = t.unnamed_paths;
+  g.shared_blocks = t.shared_device_blocks;
   // Drops by why, so the reasons of one tier add up to its evictions: a
   // device chunk dropped with no lower tier (device only), or because every
   // host slot was busy, or it was colder than every host chunk, or while a

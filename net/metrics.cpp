@@ -183,6 +183,16 @@ std::string ServerMetrics::render(const EngineGauges& e) const {
   out += "pensieve_kv_hit_tokens_total{tier=\"disk\"} " + std::to_string(e.hit_tokens_disk) + "\n";
   gauge(out, "pensieve_recomputed_tokens_total", "Cached tokens that were dropped and computed again.", "counter",
         double(e.recomputed_tokens));
+  gauge(out, "pensieve_prefix_cache_queried_tokens_total",
+        "Prompt tokens of stateless requests looked up in the prefix cache (all but each prompt's newest).",
+        "counter", double(e.prefix_queried_tokens));
+  gauge(out, "pensieve_prefix_cache_matched_tokens_total",
+        "Of those, tokens a cached path matched (reused from a tier or recomputed: pensieve_kv_hit_tokens_total).",
+        "counter", double(e.prefix_matched_tokens));
+  gauge(out, "pensieve_prefix_cache_paths", "Cached KV paths of stateless requests (no conversation names them).",
+        "gauge", double(e.unnamed_paths));
+  gauge(out, "pensieve_kv_shared_blocks", "Device KV blocks held by more than one path or turn.", "gauge",
+        double(e.shared_blocks));
   gauge(out, "pensieve_kv_corrupt_chunks_total", "Chunks read back from disk that failed verification.", "counter",
         double(e.corrupt_chunks));
   out += "# HELP pensieve_kv_evictions_total KV chunks leaving a tier, by tier and reason.\n"

@@ -43,6 +43,10 @@ struct EngineGauges {
   std::int64_t swap_in_bytes = 0, swap_out_bytes = 0, spill_bytes = 0, restore_bytes = 0;
   double swap_in_seconds = 0, swap_out_seconds = 0, spill_seconds = 0, restore_seconds = 0;
   std::int64_t corrupt_chunks = 0;
+  // Stateless requests' prefix cache: prompt tokens looked up and matched
+  // by a cached unnamed path; such paths; device blocks several paths or
+  // turns share.
+  std::int64_t prefix_queried_tokens = 0, prefix_matched_tokens = 0, unnamed_paths = 0, shared_blocks = 0;
   // Evictions by tier and reason ("device","host"; "reclaimed","to_host","dropped").
   std::vector<std::pair<std::string, std::int64_t>> evictions;  // label text -> count
 };

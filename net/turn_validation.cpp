@@ -81,6 +81,7 @@ actors::TurnRequest turn_request(const ChatRequest& r, std::uint64_t seed) {
   t.prompt = r.prompt;
   t.messages = r.messages;
   t.chat = r.chat;
+  t.cache_salt = r.cache_salt;
   model::SamplingParams& p = t.sampling;
   p.temperature = r.temperature;
   p.top_k = r.top_k;

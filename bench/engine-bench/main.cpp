@@ -1,7 +1,9 @@
 // engine-bench: stateful serving against the --no-state baseline, side by
 // side in one run, through the embedded Engine API on the CPU backend. Real
 // multi-turn conversations (../shared/data) are replayed by N concurrent
-// users with think time; both modes see the same schedule and the same
+// users with think time, three ways: through the conversation API, as an
+// ordinary OpenAI client resending the whole history (the prefix cache's
+// case), and with --no-state; all see the same schedule and the same
 // model. Prints a table; --out FILE writes the JSON for bench/results/.
 #include "bench/common/machine_info.hpp"
 #include "bench/engine-bench/replay.hpp"
@@ -256,6 +258,17 @@ json::object to_json(const pb::ReplaySummary& s, const pb::ReplayResult& r) {
   o["mean_normalized_latency_s"] = s.mean_normalized_latency_s;
   o["prefill_tokens_computed"] = s.prefill_tokens;
   o["prompt_tokens_reused"] = s.reused_tokens;
+  // The hit ratio with its denominator: prompt tokens the turns sent, and
+  // those the engine said it had cached (usage.cached_tokens).
+  std::int64_t prompt = 0, cached = 0;
+  for (const auto& t : r.turns) {
+    prompt += t.prompt_tokens;
+    cached += t.cached_tokens;
+  }
+  o["prompt_tokens_sent"] = prompt;
+  o["cached_tokens_reported"] = cached;
+  o["prefix_cache_queried_tokens"] = r.scheduler.tiers.prefix_queried_tokens;
+  o["prefix_cache_matched_tokens"] = r.scheduler.tiers.prefix_matched_tokens;
   o["iterations"] = r.scheduler.iterations;
   o["preemptions"] = r.scheduler.preemptions;
   json::array turns;
@@ -299,9 +312,14 @@ int main(int argc, char** argv) {
   if (args->tiers) return run_tiers(*args, *convs, std::move(report));
   std::printf("%-10s %6s %12s %10s %10s %12s %14s %10s\n", "mode", "turns", "out tok/s", "TTFT p50", "TTFT p99",
               "norm lat", "prefill tokens", "reused");
-  pb::ReplaySummary results[2];
-  for (int mode = 0; mode < 2; ++mode) {
-    const bool stateful = mode == 0;
+  // The conversation API, an ordinary OpenAI client (the whole history, no
+  // conversation id: the prefix cache finds its KV), and --no-state.
+  const char* names[3] = {"stateful", "stateless", "no-state"};
+  pb::ReplaySummary results[3];
+  for (int mode = 0; mode < 3; ++mode) {
+    const bool stateful = mode != 2;
+    pb::ReplayOptions replay = args->replay;
+    replay.stateless = mode == 1;
     boost::asio::io_context io;  // outlives the engine, which completes operations on it
     auto weights = pm::load_model(*path);
     if (!weights) {
@@ -318,22 +336,31 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "engine-bench: %s\n", engine.error().message.c_str());
       return 1;
     }
-    const auto r = pb::replay(io, **engine, *convs, args->replay);
+    const auto r = pb::replay(io, **engine, *convs, replay);
     const auto s = pb::summarize(r);
     results[mode] = s;
-    const char* name = stateful ? "stateful" : "no-state";
+    const char* name = names[mode];
     std::printf("%-10s %6zu %12.2f %9.2fs %9.2fs %11.3fs %14lld %10lld\n", name, s.turns, s.output_tokens_per_s,
                 s.ttft_p50_s, s.ttft_p99_s, s.mean_normalized_latency_s, static_cast<long long>(s.prefill_tokens),
                 static_cast<long long>(s.reused_tokens));
     if (s.failed) std::fprintf(stderr, "engine-bench: %zu turns failed in %s mode\n", s.failed, name);
     report[name] = to_json(s, r);
   }
-  const double throughput_ratio = results[1].output_tokens_per_s > 0
-                                      ? results[0].output_tokens_per_s / results[1].output_tokens_per_s : 0;
-  const double ttft_ratio = results[0].ttft_p50_s > 0 ? results[1].ttft_p50_s / results[0].ttft_p50_s : 0;
+  auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+  const double throughput_ratio = ratio(results[0].output_tokens_per_s, results[2].output_tokens_per_s);
+  const double ttft_ratio = ratio(results[2].ttft_p50_s, results[0].ttft_p50_s);
   std::printf("stateful / no-state: throughput x%.2f, p50 TTFT %.2fx lower\n", throughput_ratio, ttft_ratio);
   report["throughput_ratio"] = throughput_ratio;
   report["ttft_p50_ratio"] = ttft_ratio;
+  // Targets of the prefix cache: >= 0.9x the conversation API, >= 2.5x --no-state.
+  const double stateless_vs_api = ratio(results[1].output_tokens_per_s, results[0].output_tokens_per_s);
+  const double stateless_vs_none = ratio(results[1].output_tokens_per_s, results[2].output_tokens_per_s);
+  const double stateless_ttft = ratio(results[1].ttft_p50_s, results[0].ttft_p50_s);
+  std::printf("stateless / stateful: throughput x%.2f, p50 TTFT x%.2f; stateless / no-state: throughput x%.2f\n",
+              stateless_vs_api, stateless_ttft, stateless_vs_none);
+  report["stateless_over_stateful_throughput"] = stateless_vs_api;
+  report["stateless_over_stateful_ttft_p50"] = stateless_ttft;
+  report["stateless_over_no_state_throughput"] = stateless_vs_none;
   report["load_average_end"] = pb::load_average();
   return write_report(*args, report) ? 0 : 1;
 }

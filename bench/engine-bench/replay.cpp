@@ -42,7 +42,8 @@ asio::awaitable<void> play(actors::Engine& engine, std::size_t index, std::vecto
                            const ReplayOptions& o, Clock::time_point t0, std::vector<TurnSample>& out) {
   co_await sleep_s(double(index) * o.stagger_s);
   const std::string id = "bench-" + std::to_string(index);
-  if (!engine.create_conversation("bench", id)) co_return;
+  if (!o.stateless && !engine.create_conversation("bench", id)) co_return;
+  std::vector<model::ChatMessage> history;  // a stateless client's
   const auto thinks = think_times(index, turns.size(), o);
   for (std::size_t t = 0; t < turns.size(); ++t) {
     if (t > 0) co_await sleep_s(thinks[t]);
@@ -68,6 +69,11 @@ asio::awaitable<void> play(actors::Engine& engine, std::size_t index, std::vecto
                                 .create_conversation = false,
                                 .messages = {{"user", turns[t]}},
                                 .sampling = p};
+    if (o.stateless) {
+      history.push_back({"user", turns[t]});
+      request.conversation.reset();
+      request.messages = history;
+    }
     const auto executor = co_await asio::this_coro::executor;
     auto stream = engine.start(executor, std::move(request));
     actors::TurnResult r =
@@ -83,6 +89,7 @@ asio::awaitable<void> play(actors::Engine& engine, std::size_t index, std::vecto
       sample.error = r.error().message;
     }
     (void)t0;
+    if (o.stateless) history.push_back({"assistant", sample.text});
     out.push_back(std::move(sample));
     if (!r) co_return;
   }
@@ -115,7 +122,7 @@ ReplayResult replay(asio::io_context& io, actors::Engine& engine,
   auto stats = asio::co_spawn(io, engine.stats(), asio::use_future);
   io.run();
   result.scheduler = stats.get();
-  for (std::size_t i = 0; i < conversations.size(); ++i) {
+  for (std::size_t i = 0; i < conversations.size() && !options.stateless; ++i) {
     engine.delete_conversation("bench", "bench-" + std::to_string(i));
   }
   return result;

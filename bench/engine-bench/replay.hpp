@@ -20,6 +20,9 @@ struct ReplayOptions {
   double stagger_s = 0.25;       // conversation i starts at i * stagger_s
   std::int32_t max_tokens = 32;  // per turn; the model writes exactly this many (ignore_eos)
   std::uint64_t seed = 1;
+  // An ordinary OpenAI client: no conversation id, the whole history
+  // (its earlier questions and the replies as text) resent every turn.
+  bool stateless = false;
 };
 
 struct TurnSample {

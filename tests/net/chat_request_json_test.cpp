@@ -63,6 +63,32 @@ TEST_CASE("bad chat requests name the offending field", "[net]") {
             .param == "top_logprobs");
 }
 
+TEST_CASE("cache_salt is a non-empty string of at most 256 bytes, for chat and legacy completions", "[net]") {
+  auto r = parse_chat_request(R"({"model":"m","messages":[{"role":"user","content":"x"}],"cache_salt":"s-1"})",
+                              limits);
+  REQUIRE(r.has_value());
+  CHECK(r->cache_salt == "s-1");
+  auto none = parse_chat_request(R"({"model":"m","messages":[{"role":"user","content":"x"}]})", limits);
+  REQUIRE(none.has_value());
+  CHECK_FALSE(none->cache_salt.has_value());
+  auto legacy = pensieve::net::parse_completion_request(R"({"model":"m","prompt":"x","cache_salt":"s-2"})", limits);
+  REQUIRE(legacy.has_value());
+  CHECK(legacy->cache_salt == "s-2");
+  const auto bad = [](const std::string& salt) {
+    return error_of(R"({"model":"m","messages":[{"role":"user","content":"x"}],"cache_salt":)" + salt + "}");
+  };
+  const auto wrong_type = bad("7");
+  CHECK(wrong_type.param == "cache_salt");
+  CHECK(wrong_type.message == "'cache_salt' must be a string of 1 to 256 bytes");
+  CHECK(bad(R"("")").param == "cache_salt");
+  CHECK(bad("[\"a\"]").param == "cache_salt");
+  CHECK(bad('"' + std::string(257, 'a') + '"').param == "cache_salt");
+  auto null_salt =
+      parse_chat_request(R"({"model":"m","messages":[{"role":"user","content":"x"}],"cache_salt":null})", limits);
+  REQUIRE(null_salt.has_value());  // as absent
+  CHECK_FALSE(null_salt->cache_salt.has_value());
+}
+
 TEST_CASE("an API error serialises as an OpenAI error body", "[net]") {
   auto body = boost::json::parse(error_of(R"({"model":1})").to_json());
   const auto& e = body.at("error").as_object();

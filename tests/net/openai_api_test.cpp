@@ -216,11 +216,60 @@ TEST_CASE("GET /metrics reports requests, tokens, latencies, batches and KV bloc
   CHECK(t.find("pensieve_cached_prompt_tokens_total 0\n") == std::string::npos);
 }
 
+TEST_CASE("stateless requests reuse only their tenant's and cache_salt's cached prefix, and /metrics counts it",
+          "[net][prefix_cache][e2e]") {
+  Server s(two_tenants());
+  const std::string system = "You are a careful assistant. Answer in one short sentence, in plain words, and never "
+                             "use lists, tables or code unless the question asks for them.";
+  auto body = [&](std::optional<std::string> salt) {
+    json::object b{{"model", "tiny"},
+                   {"messages", json::array{json::object{{"role", "system"}, {"content", system}},
+                                            json::object{{"role", "user"}, {"content", "Why is the sky blue?"}}}},
+                   {"temperature", 0},
+                   {"ignore_eos", true},
+                   {"max_tokens", 4}};
+    if (salt) b["cache_salt"] = *salt;
+    return json::serialize(b);
+  };
+  auto cached = [](const testing::HttpReply& r) {
+    REQUIRE(r.status == 200);
+    return json::parse(r.body).at("usage").at("prompt_tokens_details").at("cached_tokens").as_int64();
+  };
+  CHECK(cached(s.call(http::verb::post, "/v1/chat/completions", body({}), "key-a")) == 0);
+  CHECK(cached(s.call(http::verb::post, "/v1/chat/completions", body({}), "key-a")) > 0);
+  CHECK(cached(s.call(http::verb::post, "/v1/chat/completions", body({}), "key-b")) == 0);  // another tenant
+  CHECK(cached(s.call(http::verb::post, "/v1/chat/completions", body("s1"), "key-a")) == 0);
+  CHECK(cached(s.call(http::verb::post, "/v1/chat/completions", body("s1"), "key-a")) > 0);
+  CHECK(cached(s.call(http::verb::post, "/v1/chat/completions", body("s2"), "key-a")) == 0);
+  auto bad = s.call(http::verb::post, "/v1/chat/completions",
+                    R"({"model":"tiny","messages":[{"role":"user","content":"x"}],"cache_salt":7})", "key-a");
+  CHECK(bad.status == 400);
+  CHECK(json::parse(bad.body).at("error").at("param").as_string() == "cache_salt");
+  // Legacy completions look up the same way.
+  const std::string prompt =
+      R"({"model":"tiny","prompt":")" + system + R"(","max_tokens":3,"temperature":0,"ignore_eos":true})";
+  CHECK(cached(s.call(http::verb::post, "/v1/completions", prompt, "key-a")) == 0);
+  CHECK(cached(s.call(http::verb::post, "/v1/completions", prompt, "key-a")) > 0);
+  const std::string m = s.call(http::verb::get, "/metrics", {}, "key-a").body;
+  auto value = [&](const std::string& name) {
+    const auto at = m.find("\n" + name + " ");
+    REQUIRE(at != std::string::npos);
+    return std::stod(m.substr(at + name.size() + 2));
+  };
+  const double queried = value("pensieve_prefix_cache_queried_tokens_total");
+  const double matched = value("pensieve_prefix_cache_matched_tokens_total");
+  CHECK(matched > 0);
+  CHECK(matched < queried);
+  CHECK(value("pensieve_prefix_cache_paths") >= 4);
+  CHECK(value("pensieve_kv_shared_blocks") >= 0);
+}
+
 TEST_CASE("a turn that outlives the request timeout is cancelled and answered with 504", "[net][timeout][e2e]") {
   Server s(nullptr, std::chrono::milliseconds(1));
   auto r = s.call(http::verb::post, "/v1/chat/completions", chat("", "hello", 200));
   CHECK(r.status == 504);
   CHECK(json::parse(r.body).at("error").at("code").as_string() == "timeout");
+  s.engine->clear_prefix_cache();  // what the stateless turn computed stays cached until then
   auto stats = asio::co_spawn(s.io, s.engine->stats(), asio::use_future).get();
   CHECK(stats.running == 0);
   CHECK(stats.free_blocks == stats.num_blocks);

@@ -1,0 +1,235 @@
+// The prefix cache end to end: stateless requests (the whole history, no
+// conversation id) through the engine on the CPU backend. Random
+// multi-turn workloads with shared system prompts, regenerations and edits
+// give the same greedy tokens with the cache as with --no-state, token for
+// token; no namespace sees another's KV; and once every request has ended
+// (one cancelled mid-prefill) and the cache is cleared, every block is free.
+#include "tests/actors/engine_fixture.hpp"
+
+#include <random>
+
+using namespace pensieve;
+using namespace pensieve::testing;
+
+namespace {
+
+std::unique_ptr<actors::Engine> make_engine(bool keep_kv, std::int32_t batch_tokens) {
+  actors::EngineOptions o;
+  o.n_threads = 2;
+  o.scheduler.keep_kv = keep_kv;
+  o.scheduler.max_batch_tokens = batch_tokens;
+  o.kv_block_tokens = 8;
+  o.kv_device_blocks = 512;
+  o.kv_host_mb = 0;
+  auto e = actors::Engine::create(stories_model(), o);
+  REQUIRE(e.has_value());
+  return std::move(*e);
+}
+
+struct Reply {
+  std::vector<std::int32_t> tokens;
+  std::string text;
+  actors::TurnDone summary;
+};
+
+asio::awaitable<Reply> ask(actors::Engine& engine, std::vector<model::ChatMessage> messages,
+                           std::string tenant = "t", std::optional<std::string> salt = std::nullopt) {
+  actors::TurnRequest request = stateless_request(std::move(messages), greedy(12));
+  request.tenant = std::move(tenant);
+  request.cache_salt = std::move(salt);
+  request.sampling.ignore_eos = true;
+  Reply reply;
+  actors::TurnSink sink = [&](const actors::TurnDelta& d) -> asio::awaitable<bool> {
+    reply.text += d.text;
+    for (const auto& t : d.tokens) reply.tokens.push_back(t.token);
+    co_return true;
+  };
+  auto executor = co_await asio::this_coro::executor;
+  auto stream = engine.start(executor, std::move(request));
+  REQUIRE(stream.has_value());
+  auto result = co_await actors::drain_turn(std::move(*stream), std::move(sink));
+  REQUIRE(result.has_value());
+  reply.summary = *result;
+  co_return reply;
+}
+
+enum class Step { reply, regenerate, edit };
+
+// One client's history, moved on by its replies and a seeded choice of
+// step: answer and ask the next question, regenerate the last reply, or
+// edit the last question.
+struct Client {
+  std::vector<model::ChatMessage> history;
+  std::vector<std::string> questions;
+  std::size_t next_question = 0;
+};
+
+struct Workload {
+  std::vector<Client> clients;
+  std::vector<std::vector<Step>> steps;  // per round, per client
+};
+
+Workload make_workload(std::uint32_t seed) {
+  const auto convs = user_turns("oasst.jsonl", 6, 5, 80);
+  const std::vector<std::string> systems = {
+      "You are a helpful assistant who answers briefly and kindly, in plain words, without lists.",
+      "You tell short stories about a cat named Tom, who lives in a small house by the sea."};
+  std::mt19937 rng(seed);
+  Workload w;
+  for (std::size_t i = 0; i < convs.size(); ++i) {
+    Client c;
+    c.history.push_back({"system", systems[i % systems.size()]});
+    c.questions = convs[i];
+    c.history.push_back({"user", c.questions[0]});
+    c.next_question = 1;
+    w.clients.push_back(std::move(c));
+  }
+  for (int round = 0; round < 5; ++round) {
+    std::vector<Step> r;
+    for (std::size_t i = 0; i < w.clients.size(); ++i) {
+      const auto pick = rng() % 10;
+      r.push_back(pick < 6 ? Step::reply : pick < 8 ? Step::regenerate : Step::edit);
+    }
+    w.steps.push_back(std::move(r));
+  }
+  return w;
+}
+
+void advance(Client& c, Step step, const Reply& reply) {
+  switch (step) {
+    case Step::reply:
+      c.history.push_back({"assistant", reply.text});
+      c.history.push_back({"user", c.next_question < c.questions.size() ? c.questions[c.next_question++]
+                                                                          : std::string("Tell me more.")});
+      break;
+    case Step::regenerate: break;  // the same history again
+    case Step::edit: c.history.back().content += " Please."; break;
+  }
+}
+
+// Every round's requests, all clients' at once; the replies, round by round.
+std::vector<std::vector<Reply>> play(actors::Engine& engine, asio::io_context& io, Workload w) {
+  std::vector<std::vector<Reply>> out;
+  for (const auto& round : w.steps) {
+    std::vector<std::future<Reply>> futures;
+    for (auto& c : w.clients) futures.push_back(asio::co_spawn(io, ask(engine, c.history), asio::use_future));
+    io.restart();
+    io.run();
+    std::vector<Reply> replies;
+    for (auto& f : futures) replies.push_back(f.get());
+    for (std::size_t i = 0; i < w.clients.size(); ++i) advance(w.clients[i], round[i], replies[i]);
+    out.push_back(std::move(replies));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("stateless requests with shared system prompts, regenerations and edits give --no-state's tokens",
+          "[engine][prefix_cache]") {
+  asio::io_context io;  // outlives the engines, which complete operations on it
+  for (std::uint32_t seed : {1u, 2u}) {
+    INFO("seed " << seed);
+    const Workload w = make_workload(seed);
+    auto cached = make_engine(true, 13);   // small iterations: prefills cut and mixed with decodes
+    auto baseline = make_engine(false, 512);
+    const auto a = play(*cached, io, w);
+    const auto b = play(*baseline, io, w);
+    REQUIRE(a.size() == b.size());
+    std::int64_t cached_sum = 0, prompt_sum = 0;
+    for (std::size_t r = 0; r < a.size(); ++r) {
+      for (std::size_t i = 0; i < a[r].size(); ++i) {
+        INFO("round " << r << " client " << i);
+        CHECK(a[r][i].tokens == b[r][i].tokens);
+        CHECK(a[r][i].text == b[r][i].text);
+        CHECK(a[r][i].summary.prompt_tokens == b[r][i].summary.prompt_tokens);
+        CHECK(b[r][i].summary.cached_tokens == 0);
+        CHECK(a[r][i].summary.cached_tokens < a[r][i].summary.prompt_tokens);
+        // After the first round every prompt starts with a cached one.
+        if (r > 0) CHECK(a[r][i].summary.cached_tokens > 0);
+        if (r > 0 && w.steps[r - 1][i] == Step::reply) {
+          // It continues its own previous request: all of that prompt and
+          // the reply's ids (remembered, not re-encoded) but the newest.
+          INFO("previous reply: [" << a[r - 1][i].text << "]");
+          CHECK(a[r][i].summary.cached_tokens >=
+                a[r - 1][i].summary.prompt_tokens + a[r - 1][i].summary.completion_tokens - 1);
+        }
+        cached_sum += a[r][i].summary.cached_tokens;
+        prompt_sum += a[r][i].summary.prompt_tokens;
+      }
+    }
+    CHECK(cached_sum * 2 > prompt_sum);  // most of the prompts came from the cache
+    const auto stats = run(io, cached->stats());
+    CHECK(stats.tiers.prefix_matched_tokens > 0);
+    CHECK(stats.tiers.unnamed_paths > 0);
+  }
+}
+
+TEST_CASE("the same prompt in another tenant or with another cache_salt finds nothing cached",
+          "[engine][prefix_cache]") {
+  asio::io_context io;
+  auto engine = make_engine(true, 512);
+  const std::vector<model::ChatMessage> history = {
+      {"system", "You are a helpful assistant who answers briefly and kindly, in plain words."},
+      {"user", "Once upon a time there was a little girl who liked to play in the park."}};
+  const Reply first = run(io, ask(*engine, history, "a"));
+  CHECK(first.summary.cached_tokens == 0);
+  const Reply again = run(io, ask(*engine, history, "a"));
+  CHECK(again.summary.cached_tokens > 0);
+  CHECK(again.tokens == first.tokens);
+  const Reply other_tenant = run(io, ask(*engine, history, "b"));
+  CHECK(other_tenant.summary.cached_tokens == 0);
+  const Reply salted = run(io, ask(*engine, history, "a", "s1"));
+  CHECK(salted.summary.cached_tokens == 0);
+  const Reply salted_again = run(io, ask(*engine, history, "a", "s1"));
+  CHECK(salted_again.summary.cached_tokens > 0);
+  const Reply other_salt = run(io, ask(*engine, history, "a", "s2"));
+  CHECK(other_salt.summary.cached_tokens == 0);
+  CHECK(other_salt.tokens == first.tokens);
+}
+
+TEST_CASE("after stateless requests end, one cancelled at once, clearing the cache frees every block",
+          "[engine][prefix_cache]") {
+  asio::io_context io;
+  auto engine = make_engine(true, 8);  // 8-token iterations: a prefill takes many
+  const auto idle = run(io, engine->stats());
+  REQUIRE(idle.free_blocks == idle.num_blocks);
+  const std::string system = "You are a helpful assistant who answers briefly and kindly, in plain words.";
+  const Reply first = run(io, ask(*engine, {{"system", system}, {"user", "What is a cat?"}}));
+  CHECK(first.summary.cached_tokens == 0);
+  std::vector<std::future<Reply>> done;
+  for (const char* q : {"Where do cats sleep?", "Why is the sea blue?", "What is a park?"}) {
+    done.push_back(asio::co_spawn(io, ask(*engine, {{"system", system}, {"user", q}}), asio::use_future));
+  }
+  // One more, cancelled as soon as it is queued: it ends before it has a reply.
+  auto cancelled = [&]() -> asio::awaitable<actors::TurnResult> {
+    actors::TurnRequest request = stateless_request({{"system", system}, {"user", "A long question, cancelled."}},
+                                                    greedy(12));
+    auto stream = engine->start(co_await asio::this_coro::executor, std::move(request));
+    REQUIRE(stream.has_value());
+    stream->cancel();
+    co_return co_await actors::drain_turn(std::move(*stream), [](const actors::TurnDelta&) -> asio::awaitable<bool> {
+      co_return true;
+    });
+  };
+  auto cancel_future = asio::co_spawn(io, cancelled(), asio::use_future);
+  io.restart();
+  io.run();
+  for (auto& f : done) {
+    const Reply r = f.get();
+    CHECK(r.summary.completion_tokens == 12);
+    CHECK(r.summary.cached_tokens > 0);  // the first one's system prompt
+  }
+  const auto cancel_result = cancel_future.get();
+  REQUIRE(cancel_result.has_value());
+  CHECK(cancel_result->completion_tokens == 0);
+  const auto busy = run(io, engine->stats());
+  CHECK(busy.running == 0);
+  CHECK(busy.free_blocks < busy.num_blocks);  // the requests' KV stayed cached
+  CHECK(busy.tiers.shared_device_blocks > 0);  // the system prompt's, computed once
+  engine->clear_prefix_cache();
+  const auto cleared = run(io, engine->stats());
+  CHECK(cleared.free_blocks == cleared.num_blocks);
+  CHECK(cleared.tiers.unnamed_paths == 0);
+  CHECK(cleared.tiers.shared_device_blocks == 0);
+}

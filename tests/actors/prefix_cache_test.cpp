@@ -1,0 +1,256 @@
+// The prefix cache of stateless requests, below the engine: unnamed paths
+// in the KV cache manager's index, namespaced, looked up by the longest
+// full-block prefix, continued by a stateless turn in the scheduler, and
+// freed whole when the cache is cleared.
+#include "actors/kv_cache_manager.hpp"
+#include "actors/scheduler_core.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <numeric>
+#include <vector>
+
+using namespace pensieve;
+using namespace pensieve::actors;
+
+namespace {
+
+std::vector<std::int32_t> iota_tokens(std::size_t n, std::int32_t first = 10) {
+  std::vector<std::int32_t> t(n);
+  std::iota(t.begin(), t.end(), first);
+  return t;
+}
+
+std::vector<std::int32_t> joined(std::vector<std::int32_t> a, const std::vector<std::int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Caches `tokens` as the unnamed path `path` of namespace `ns` (or as a
+// named conversation's KV without `ns`), in blocks of the manager's own.
+void cache(KvCacheManager& kv, std::uint64_t path, const std::vector<std::int32_t>& tokens, std::int64_t now_ns,
+           std::optional<std::string> ns, std::vector<kv::BlockId>& freed) {
+  kv::BlockTable table(kv.block_tokens());
+  REQUIRE(kv.append(table, std::int64_t(tokens.size())).has_value());
+  kv.put(ConversationId{path}, tokens, std::move(table), now_ns, freed, std::move(ns));
+}
+
+std::vector<kv::BlockId> device_blocks(const KvCacheManager& kv, std::uint64_t path) {
+  std::vector<kv::BlockId> out;
+  for (const ChunkView& c : kv.chunks(ConversationId{path})) out.push_back(*c.device);
+  return out;
+}
+
+TurnSpec stateless_turn(std::uint64_t id, std::uint64_t anonymous, std::vector<std::int32_t> tokens,
+                        std::string ns, int max_tokens) {
+  TurnSpec s{TurnId{id}, ConversationId{anonymous}, std::move(tokens), {}, false, std::move(ns)};
+  s.sampling.max_tokens = max_tokens;
+  return s;
+}
+
+// Runs iterations, answering every sample with `token` (finishing at max
+// tokens), until no work is left; cancels `cancel_after_first` once it
+// has been planned once.
+std::vector<TurnUpdate> run_to_end(SchedulerCore& core, std::int64_t& now,
+                                   std::optional<TurnId> cancel_after_first = std::nullopt) {
+  std::vector<TurnUpdate> events;
+  std::map<TurnId, int> generated;
+  std::map<TurnId, int> limit;
+  for (int guard = 0; core.has_work() && guard < 10000; ++guard) {
+    auto plan = core.plan(++now, events);
+    if (plan.empty()) continue;
+    std::vector<SampleResult> samples;
+    for (const auto& p : plan.sequences) {
+      if (p.new_sampler) limit[p.turn] = p.new_sampler->max_tokens;
+      if (cancel_after_first && p.turn == *cancel_after_first) {
+        core.cancel(p.turn);
+        cancel_after_first.reset();
+      }
+      if (!p.sample) continue;
+      const int n = ++generated[p.turn];
+      samples.push_back({p.turn, {7, 0.0f, {}},
+                         n >= limit[p.turn] ? model::FinishReason::length : model::FinishReason::none});
+    }
+    core.complete(plan, samples, ++now, events);
+  }
+  return events;
+}
+
+// Completes `plan`, each sampled turn ending at once (its sampled token is
+// never fed: its KV ends with the prompt).
+void end_sampled(SchedulerCore& core, const IterationPlan& plan, std::int64_t& now, std::vector<TurnUpdate>& events) {
+  std::vector<SampleResult> samples;
+  for (const auto& p : plan.sequences) {
+    if (p.sample) samples.push_back({p.turn, {7, 0.0f, {}}, model::FinishReason::length});
+  }
+  core.complete(plan, samples, ++now, events);
+}
+
+std::int32_t cached_of(const std::vector<TurnUpdate>& events, TurnId turn) {
+  for (const TurnUpdate& u : events) {
+    if (const auto* s = std::get_if<TurnStarted>(&u.event); s && u.turn == turn) return s->cached_tokens;
+  }
+  FAIL("turn " << turn.value << " never started");
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("a stateless prompt finds the unnamed path of its namespace with the longest full-block prefix",
+          "[kv_cache][prefix_cache]") {
+  KvCacheManager kv({.num_blocks = 16, .block_tokens = 4}, {});
+  std::vector<kv::BlockId> freed;
+  cache(kv, 1, iota_tokens(10), 1, "a", freed);                             // blocks 0, 1, 2
+  cache(kv, 2, joined(iota_tokens(6), {50, 51, 52, 53}), 2, "a", freed);    // blocks 3, 4, 5
+  cache(kv, 3, iota_tokens(12), 3, "b", freed);                             // another namespace
+  cache(kv, 4, iota_tokens(12), 4, std::nullopt, freed);                    // a named conversation
+  CHECK(device_blocks(kv, 1) == std::vector<kv::BlockId>{kv::BlockId{0}, kv::BlockId{1}, kv::BlockId{2}});
+  CHECK(device_blocks(kv, 2) == std::vector<kv::BlockId>{kv::BlockId{3}, kv::BlockId{4}, kv::BlockId{5}});
+
+  auto longest = kv.find_unnamed_prefix("a", iota_tokens(14));
+  REQUIRE(longest);
+  CHECK(longest->path == ConversationId{1});
+  CHECK(longest->tokens == 10);
+  // Equal matches: the most recently active path.
+  auto tie = kv.find_unnamed_prefix("a", joined(iota_tokens(5), {99, 98}));
+  REQUIRE(tie);
+  CHECK(tie->path == ConversationId{2});
+  CHECK(tie->tokens == 5);
+  // Less than one full block, another namespace, a named conversation's KV: no match.
+  CHECK_FALSE(kv.find_unnamed_prefix("a", joined(iota_tokens(3), {99, 98})));
+  CHECK_FALSE(kv.find_unnamed_prefix("c", iota_tokens(14)));
+  auto other = kv.find_unnamed_prefix("b", iota_tokens(14));
+  REQUIRE(other);
+  CHECK(other->path == ConversationId{3});
+  // Queried: every prompt token but the newest; matched: what the paths had.
+  const TierStats s = kv.stats();
+  CHECK(s.prefix_queried_tokens == 13 + 6 + 4 + 13 + 13);
+  CHECK(s.prefix_matched_tokens == 10 + 5 + 12);
+  CHECK(s.unnamed_paths == 3);
+}
+
+TEST_CASE("clearing the prefix cache frees every unnamed path's blocks and keeps conversations'",
+          "[kv_cache][prefix_cache]") {
+  KvCacheManager kv({.num_blocks = 16, .block_tokens = 4}, {});
+  std::vector<kv::BlockId> freed;
+  cache(kv, 1, iota_tokens(10), 1, "a", freed);
+  cache(kv, 2, iota_tokens(5), 2, std::nullopt, freed);  // blocks 3, 4
+  cache(kv, 3, iota_tokens(4), 3, "b", freed);           // block 5
+  CHECK(kv.free_device_blocks() == 10);
+  freed.clear();
+  kv.forget_unnamed(freed);
+  CHECK(freed == std::vector<kv::BlockId>{kv::BlockId{0}, kv::BlockId{1}, kv::BlockId{2}, kv::BlockId{5}});
+  CHECK(kv.free_device_blocks() == 14);
+  CHECK(device_blocks(kv, 2) == std::vector<kv::BlockId>{kv::BlockId{3}, kv::BlockId{4}});
+  CHECK(kv.stats().unnamed_paths == 0);
+  CHECK_FALSE(kv.find_unnamed_prefix("a", iota_tokens(10)));
+}
+
+TEST_CASE("a stateless turn continues the unnamed path its prompt starts with and leaves its KV as that path",
+          "[scheduler][prefix_cache]") {
+  SchedulerCore core({.max_batch_tokens = 64, .max_running = 4, .max_admitted = 4},
+                     {.num_blocks = 64, .block_tokens = 4});
+  std::int64_t now = 0;
+  REQUIRE(core.admit(stateless_turn(1, 100, iota_tokens(10), "t", 3), now) == AdmitStatus::admitted);
+  auto first = run_to_end(core, now);
+  CHECK(cached_of(first, TurnId{1}) == 0);
+  // The path: the prompt and the two generated tokens that were fed.
+  const auto history = joined(iota_tokens(10), {7, 7});
+  REQUIRE(core.cached_tokens(ConversationId{100}) == history);
+
+  // The client resends it all (the last reply token and a new message), as
+  // a new anonymous conversation: only the new tokens are computed.
+  const auto next = joined(history, {7, 100, 101, 102});
+  REQUIRE(core.admit(stateless_turn(2, 101, next, "t", 2), now) == AdmitStatus::admitted);
+  std::vector<TurnUpdate> events;
+  auto plan = core.plan(++now, events);
+  REQUIRE(plan.sequences.size() == 1);
+  CHECK(plan.sequences[0].start_pos == 12);
+  CHECK(plan.sequences[0].tokens == std::vector<std::int32_t>{7, 100, 101, 102});
+  CHECK(cached_of(events, TurnId{2}) == 12);
+  end_sampled(core, plan, now, events);
+  // Its KV replaced the path it continued: one path, the longer history.
+  CHECK_FALSE(core.cached_tokens(ConversationId{101}));
+  CHECK(core.cached_tokens(ConversationId{100}) == next);
+  CHECK(core.stats().tiers.unnamed_paths == 1);
+
+  // The same prompt in another namespace finds nothing.
+  REQUIRE(core.admit(stateless_turn(3, 102, next, "other", 2), now) == AdmitStatus::admitted);
+  auto other = run_to_end(core, now);
+  CHECK(cached_of(other, TurnId{3}) == 0);
+  CHECK(core.stats().tiers.unnamed_paths == 2);
+}
+
+TEST_CASE("with keep_kv off a stateless turn neither looks up nor leaves KV", "[scheduler][prefix_cache]") {
+  SchedulerCore core({.max_batch_tokens = 64, .max_running = 4, .max_admitted = 4, .keep_kv = false},
+                     {.num_blocks = 64, .block_tokens = 4});
+  std::int64_t now = 0;
+  REQUIRE(core.admit(stateless_turn(1, 100, iota_tokens(10), "t", 3), now) == AdmitStatus::admitted);
+  run_to_end(core, now);
+  REQUIRE(core.admit(stateless_turn(2, 101, iota_tokens(14), "t", 3), now) == AdmitStatus::admitted);
+  auto events = run_to_end(core, now);
+  CHECK(cached_of(events, TurnId{2}) == 0);
+  CHECK(core.stats().tiers.prefix_queried_tokens == 0);
+  CHECK(core.allocator().free_blocks() == 64);
+}
+
+TEST_CASE("after stateless turns end, one cancelled mid-prefill, clearing the cache frees every block",
+          "[scheduler][prefix_cache]") {
+  // 8-token iterations: the 30-token prompts take several plans to prefill.
+  SchedulerCore core({.max_batch_tokens = 8, .max_running = 4, .max_admitted = 8},
+                     {.num_blocks = 32, .block_tokens = 4});
+  std::int64_t now = 0;
+  const auto system = iota_tokens(12, 500);  // a shared system prompt: three blocks
+  REQUIRE(core.admit(stateless_turn(1, 100, joined(system, iota_tokens(18, 10)), "t", 3), now) ==
+          AdmitStatus::admitted);
+  REQUIRE(core.admit(stateless_turn(2, 101, joined(system, iota_tokens(18, 40)), "t", 3), now) ==
+          AdmitStatus::admitted);
+  REQUIRE(core.admit(stateless_turn(3, 102, joined(system, iota_tokens(18, 70)), "t", 3), now) ==
+          AdmitStatus::admitted);
+  run_to_end(core, now, TurnId{2});
+  // A later prompt with the same system prompt reuses one path's blocks of it.
+  REQUIRE(core.admit(stateless_turn(4, 103, joined(system, iota_tokens(5, 90)), "t", 2), now) ==
+          AdmitStatus::admitted);
+  auto events = run_to_end(core, now);
+  CHECK(cached_of(events, TurnId{4}) == 12);
+  CHECK(core.stats().tiers.shared_device_blocks == 3);  // the system prompt's, in two paths
+  CHECK(core.allocator().free_blocks() < 32);
+  core.clear_unnamed_paths();
+  CHECK(core.allocator().free_blocks() == 32);
+  CHECK(core.stats().tiers.unnamed_paths == 0);
+}
+
+TEST_CASE("a regenerated reply shares the full blocks of the path it diverges from, which stays cached",
+          "[scheduler][prefix_cache]") {
+  SchedulerCore core({.max_batch_tokens = 64, .max_running = 4, .max_admitted = 4},
+                     {.num_blocks = 16, .block_tokens = 4});
+  std::int64_t now = 0;
+  REQUIRE(core.admit(stateless_turn(1, 100, iota_tokens(10), "t", 3), now) == AdmitStatus::admitted);
+  run_to_end(core, now);
+  const auto path = joined(iota_tokens(10), {7, 7});  // blocks 0, 1, 2
+  REQUIRE(core.cached_tokens(ConversationId{100}) == path);
+  CHECK(core.allocator().free_blocks() == 13);
+  // The same prompt again: blocks 0 and 1 are shared, tokens 8 and 9 are
+  // computed into a block of its own (the path's third block is partial).
+  REQUIRE(core.admit(stateless_turn(2, 101, iota_tokens(10), "t", 3), now) == AdmitStatus::admitted);
+  std::vector<TurnUpdate> events;
+  auto plan = core.plan(++now, events);
+  REQUIRE(plan.sequences.size() == 1);
+  CHECK(plan.sequences[0].start_pos == 8);
+  CHECK(plan.sequences[0].tokens == std::vector<std::int32_t>{18, 19});
+  CHECK(plan.sequences[0].blocks == std::vector<kv::BlockId>{kv::BlockId{0}, kv::BlockId{1}, kv::BlockId{3}});
+  CHECK(plan.copies.empty());
+  CHECK(cached_of(events, TurnId{2}) == 8);
+  CHECK(core.allocator().ref_count(kv::BlockId{0}) == 2);
+  end_sampled(core, plan, now, events);
+  // Both paths stay, sharing two blocks; the first is untouched.
+  CHECK(core.cached_tokens(ConversationId{100}) == path);
+  CHECK(core.cached_tokens(ConversationId{101}) == iota_tokens(10));
+  CHECK(core.stats().tiers.shared_device_blocks == 2);
+  CHECK(core.stats().tiers.unnamed_paths == 2);
+  CHECK(core.allocator().free_blocks() == 12);
+  core.clear_unnamed_paths();
+  CHECK(core.allocator().free_blocks() == 16);
+  CHECK(core.stats().tiers.shared_device_blocks == 0);
+}
