@@ -272,7 +272,7 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   sc.on_iteration = m.options.on_iteration;
   sc.mailbox_messages = std::size_t(m.options.scheduler_mailbox_messages);
   m.scheduler.emplace(m.group, m.control.executor(), std::move(sc), m.worker);
-  m.services = TurnServices{&m.tokenizer, &m.chat, m.scheduler->ref(), m.max_context};
+  m.services = TurnServices{&m.tokenizer, &m.chat, m.scheduler->ref(), m.max_context, m.options.context_overflow};
   m.canceller =
       std::make_shared<const TurnCanceller>(m.scheduler->ref(), m.group, m.control.executor());
   m.services.journal = m.journal.get();
@@ -457,8 +457,9 @@ EngineResult<TurnStream> Engine::start(const asio::any_io_executor& executor, Tu
   const TurnId turn{m.next_turn.fetch_add(1) + 1};
   auto channel = std::make_shared<TurnEventChannel>(
       executor, turn_channel_capacity(request.sampling.max_tokens));
-  ConversationMsg message = StartTurn{turn,    std::move(request.messages), std::move(request.prompt),
-                                      std::move(request.sampling), channel, std::move(request.chat)};
+  ConversationMsg message =
+      StartTurn{turn,    std::move(request.messages), std::move(request.prompt), std::move(request.sampling),
+                channel, std::move(request.chat),     request.compare_history};
   const rt::SendStatus sent = actor.try_tell(message);
   if (anonymous) actor.request_stop(rt::StopMode::drain);  // after its one turn
   switch (sent) {

@@ -75,6 +75,8 @@ struct EngineOptions {
   // Stored conversations one tenant may have (--max-conversations-per-tenant);
   // creating one more is refused (rate_limited). 0: no limit.
   std::int32_t max_conversations_per_tenant = 0;
+  // A stored conversation that outgrows the context (--context-overflow).
+  ContextOverflow context_overflow = ContextOverflow::truncate;
   // The scheduler's inbox (admissions, deletes, stats, transfer reports);
   // a full one makes senders wait. Small only in tests of that back-pressure.
   std::int32_t scheduler_mailbox_messages = 1024;

@@ -94,7 +94,7 @@ void encode_payload(const JournalRecord& record, Writer& w) {
     w.put(t->turns);
     w.put(t->messages_before);
     w.put(t->tokens_before);
-    w.put(std::uint8_t(t->retokenized ? 1 : 0));
+    w.put(std::uint8_t((t->retokenized ? 1 : 0) | (t->messages_replaced ? 2 : 0)));
     w.put(std::uint32_t(t->messages.size()));
     for (const auto& m : t->messages) {
       w.put_string(m.role);
@@ -128,10 +128,11 @@ std::optional<JournalRecord> decode_payload(std::span<const std::byte> payload) 
       std::uint32_t n = 0;
       std::uint8_t flags = 0;
       if (!r.get(t.uid) || !r.get(t.last_active_unix_s) || !r.get(t.turns) || !r.get(t.messages_before) ||
-          !r.get(t.tokens_before) || (!v1 && !r.get(flags)) || flags > 1 || !r.get(n)) {
+          !r.get(t.tokens_before) || (!v1 && !r.get(flags)) || flags > 3 || !r.get(n)) {
         break;
       }
-      t.retokenized = flags == 1;
+      t.retokenized = (flags & 1) != 0;
+      t.messages_replaced = (flags & 2) != 0;
       bool ok = true;
       for (std::uint32_t i = 0; ok && i < n; ++i) {
         model::ChatMessage m;
@@ -199,11 +200,14 @@ std::optional<std::string> apply_record(ConversationsByUid& conversations, const
     JournaledConversation& c = it->second;
     const bool tokens_fit =
         t->retokenized ? t->tokens_before <= c.tokens.size() : t->tokens_before == c.tokens.size();
-    if (t->messages_before != c.messages.size() || !tokens_fit) {
+    const bool messages_fit = t->messages_replaced ? t->messages_before <= c.messages.size()
+                                                   : t->messages_before == c.messages.size();
+    if (!messages_fit || !tokens_fit) {
       return "a turn of '" + c.id + "' extends " + std::to_string(t->tokens_before) + " tokens, the history has " +
              std::to_string(c.tokens.size());
     }
     c.tokens.resize(t->tokens_before);  // a re-rendered history replaces the rest
+    c.messages.resize(t->messages_before);  // so does an edited one
     c.messages.insert(c.messages.end(), t->messages.begin(), t->messages.end());
     c.tokens.insert(c.tokens.end(), t->tokens.begin(), t->tokens.end());
     c.turns = t->turns;

@@ -10,8 +10,9 @@
 //   payload. A payload starts with a u8 type:
 //     1 create: u64 uid, str tenant, str id, i64 created_unix_s
 //     4 turn:   u64 uid, i64 last_active_unix_s, i32 turns (after it),
-//               u32 messages before, u32 tokens before, u8 flags (1: the
-//               history's tokens from "tokens before" on are replaced),
+//               u32 messages before, u32 tokens before, u8 flags (bit 0:
+//               the history's tokens from "tokens before" on are replaced;
+//               bit 1: its messages from "messages before" on are),
 //               u32 n + n x (str role, str content, str tool_calls,
 //               str tool_call_id, str name), u32 n + n x i32 token
 //     2 turn (older journals, read only): as 4 without the flags and with
@@ -61,6 +62,9 @@ struct JournalTurn {
   // The template rendered the conversation anew: the history's tokens from
   // tokens_before on are replaced (not extended) by `tokens`.
   bool retokenized = false;
+  // The client edited or cut the history, or it was truncated to fit the
+  // context: its messages from messages_before on are replaced by `messages`.
+  bool messages_replaced = false;
 };
 
 struct JournalRemove {
