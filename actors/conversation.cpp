@@ -317,7 +317,7 @@ Result<TurnHistory> turn_history(const ConversationState& state, std::vector<mod
     }
     h.all = std::move(messages);
     h.base = whole;
-  } else if (compare_history && stored > 0 && (common > 0 || has_reply)) {
+  } else if (compare_history && stored > 0 && (has_reply || (common > 0 && state.messages[0].role == "system"))) {
     h.all = std::move(messages);
     for (const TurnStart& t : state.turn_starts) {
       if (t.messages <= common) h.base = t;

@@ -13,6 +13,7 @@
 // state keeps no KV and that ends after that turn.
 //
 // Runs on the control executor; the services it is given outlive it.
+#include "actors/context_overflow.hpp"
 #include "actors/conversation_protocol.hpp"
 #include "actors/ids.hpp"
 #include "gpu/text/chat_template.hpp"
@@ -29,12 +30,6 @@
 namespace pensieve::actors {
 
 class HistoryJournal;
-
-// What a stored conversation's turn does when its history plus max_tokens
-// passes the model's context (--context-overflow): drop the oldest whole
-// turns (never the system prompt) until it fits, or fail the turn. An
-// anonymous (stateless) turn always fails, as OpenAI's API does.
-enum class ContextOverflow : std::uint8_t { truncate, error };
 
 // What every conversation shares: the model's text side and the scheduler.
 struct TurnServices {
@@ -96,11 +91,14 @@ struct TurnHistory {
 // ones, appended. With it (an OpenAI client, which resends the history):
 //   - messages that begin with the whole stored history resend it: only the
 //     rest is new (and there must be some);
-//   - messages that begin with the stored first message, or that hold an
-//     assistant reply, are the client's edited history (a regenerated reply,
+//   - messages that hold an assistant reply, or that begin with the stored
+//     system prompt, are the client's edited history (a regenerated reply,
 //     an edited message, dropped turns): they replace the stored history
 //     from their first difference, falling back to the turn start before it;
-//   - anything else is new messages, appended.
+//   - anything else is new messages, appended (so a client that sends only
+//     its new user message may repeat an earlier one: regenerating the
+//     first reply of a conversation without a system prompt, [user], reads
+//     as that).
 Result<TurnHistory> turn_history(const ConversationState& state, std::vector<model::ChatMessage> messages,
                                  bool compare_history);
 

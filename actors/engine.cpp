@@ -3,6 +3,7 @@
 #include "actors/disk_tier.hpp"
 #include "actors/gpu_worker.hpp"
 #include "actors/history_journal.hpp"
+#include "actors/model_identity.hpp"
 #include "actors/swap_engine.hpp"
 #include "gpu/backend/paged_forward.hpp"
 #include "runtime/executor.hpp"
@@ -66,6 +67,7 @@ struct Engine::Impl {
   model::Tokenizer tokenizer;
   model::ChatTemplate chat;
   std::string chat_note;  // why the model's own template is not the one in use
+  std::string history_note;  // what the journal's restore set aside, for the start-up log
   std::string name;
   EngineOptions options;
   std::int32_t max_context = 0;
@@ -213,6 +215,8 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   std::string chat_note;
   auto chat = model::chat_template_for(*tokenizer, options.chat_template, &chat_note);
   if (!chat) return chat.error();
+  // Before the weights go to the backend (which may shard or repack them).
+  const JournalModel identity = model_identity(weights, options.chat_template, *chat);
   std::string name = weights.config.name.empty() ? "pensieve" : weights.config.name;
   const std::int32_t max_context = weights.config.max_context;
   // The device tier: as many blocks as the budget holds (on every rank:
@@ -246,8 +250,12 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   if (!m.options.history_dir.empty()) {
     auto ring = rt::IoRing::create(m.control.executor());
     if (!ring) return ring.error();
-    auto journal = HistoryJournal::open(*ring, {.dir = m.options.history_dir});
+    auto journal = HistoryJournal::open(*ring, {.dir = m.options.history_dir,
+                                                .model = identity,
+                                                .reset_on_model_change = m.options.history_reset_on_model_change});
     if (!journal) return journal.error();
+    const JournalOpenReport& report = (*journal)->open_report();
+    if (report.model_reset) m.history_note = *report.model_reset;
     m.journal_ring = std::move(*ring);
     m.journal = std::move(*journal);
   }
@@ -288,6 +296,7 @@ std::string Engine::chat_template_description() const {
   if (!impl_->chat_note.empty()) d += "; " + impl_->chat_note;
   return d;
 }
+const std::string& Engine::history_note() const { return impl_->history_note; }
 std::int32_t Engine::max_context() const { return impl_->max_context; }
 std::string Engine::token_text(std::int32_t token) const { return impl_->tokenizer.token_to_piece(token); }
 const EngineOptions& Engine::options() const { return impl_->options; }

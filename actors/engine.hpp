@@ -105,6 +105,11 @@ struct EngineOptions {
   // on the same folder (conversations come back; their KV is recomputed).
   // Empty: off.
   std::string history_dir;
+  // The journal records the model it was written for (architecture, tensor
+  // table, tokenizer, chat template); another model's journal fails create()
+  // naming both, unless this is set: then it is moved aside and the engine
+  // starts without its conversations (history_note() says so).
+  bool history_reset_on_model_change = false;
   rt::Tracer* tracer = nullptr;
   // After every scheduler iteration, on the scheduler's thread.
   std::function<void(const IterationRecord&)> on_iteration;
@@ -134,6 +139,9 @@ class Engine {
   // why, when the model's own could not be used.
   std::string chat_template_description() const;
   std::int32_t max_context() const;
+  // What restoring the history journal set aside (another model's journal,
+  // with history_reset_on_model_change), for the start-up log; empty: nothing.
+  const std::string& history_note() const;
   // A token's text for logprobs reports (may be part of a UTF-8 character).
   std::string token_text(std::int32_t token) const;
   const EngineOptions& options() const;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdio>
 #include <cstring>
 
 namespace pensieve::actors {
@@ -13,7 +14,7 @@ constexpr char file_magic[8] = {'P', 'S', 'V', 'H', 'J', 'R', 'N', '1'};
 constexpr std::uint32_t file_version = 1;
 
 // turn_v1: what journals before tool messages hold (read, never written).
-enum class RecordType : std::uint8_t { create = 1, turn_v1 = 2, remove = 3, turn = 4 };
+enum class RecordType : std::uint8_t { create = 1, turn_v1 = 2, remove = 3, turn = 4, model = 5 };
 
 std::uint32_t crc_of(const std::byte* data, std::size_t n) {
   return static_cast<std::uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(data), n));
@@ -104,6 +105,13 @@ void encode_payload(const JournalRecord& record, Writer& w) {
       w.put_string(m.name);
     }
     w.put_tokens(t->tokens);
+  } else if (const auto* m = std::get_if<JournalModel>(&record)) {
+    w.put(RecordType::model);
+    w.put_string(m->architecture);
+    w.put_string(m->name);
+    w.put(m->tensors);
+    w.put(m->tokenizer);
+    w.put(m->chat_template);
   } else {
     w.put(RecordType::remove);
     w.put(std::get<JournalRemove>(record).uid);
@@ -148,6 +156,14 @@ std::optional<JournalRecord> decode_payload(std::span<const std::byte> payload) 
       if (r.get(d.uid) && r.done()) return d;
       break;
     }
+    case RecordType::model: {
+      JournalModel m;
+      if (r.get_string(m.architecture) && r.get_string(m.name) && r.get(m.tensors) && r.get(m.tokenizer) &&
+          r.get(m.chat_template) && r.done()) {
+        return m;
+      }
+      break;
+    }
   }
   return std::nullopt;
 }
@@ -177,6 +193,28 @@ void encode_record(const JournalRecord& record, std::vector<std::byte>& out) {
   const std::uint32_t crc = crc_of(out.data() + start + journal_record_header_bytes, payload);
   std::memcpy(out.data() + start, &length, 4);
   std::memcpy(out.data() + start + 4, &crc, 4);
+}
+
+bool same_model(const JournalModel& a, const JournalModel& b) {
+  return a.architecture == b.architecture && a.tensors == b.tensors && a.tokenizer == b.tokenizer &&
+         a.chat_template == b.chat_template;
+}
+
+std::string describe(const JournalModel& m) {
+  auto hex = [](std::uint64_t v) {
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+    return std::string(buf);
+  };
+  return "'" + m.name + "' (architecture " + m.architecture + ", tensors " + hex(m.tensors) + ", tokenizer " +
+         hex(m.tokenizer) + ", chat template " + hex(m.chat_template) + ")";
+}
+
+std::vector<std::byte> encode_journal(const ConversationsByUid& conversations, const std::optional<JournalModel>& model) {
+  std::vector<std::byte> out = encode_file_header();
+  if (model) encode_record(*model, out);
+  for (const auto& [uid, c] : conversations) encode_conversation(c, out);
+  return out;
 }
 
 void encode_conversation(const JournaledConversation& c, std::vector<std::byte>& out) {
@@ -214,8 +252,10 @@ std::optional<std::string> apply_record(ConversationsByUid& conversations, const
     c.last_active_unix_s = t->last_active_unix_s;
     return std::nullopt;
   }
-  conversations.erase(std::get<JournalRemove>(record).uid);  // removing twice is harmless
-  return std::nullopt;
+  if (const auto* d = std::get_if<JournalRemove>(&record)) {
+    conversations.erase(d->uid);  // removing twice is harmless
+  }
+  return std::nullopt;  // a model record names the model; it changes no conversation
 }
 
 ReplayOutcome replay_journal(std::span<const std::byte> file) {
@@ -263,6 +303,7 @@ ReplayOutcome replay_journal(std::span<const std::byte> file) {
       out.corruption = "a record that passed its checksum but does not decode";
       return out;
     }
+    if (const auto* model = std::get_if<JournalModel>(&*record)) out.model = *model;
     if (auto problem = apply_record(out.conversations, *record)) {
       out.corruption = *problem;
       return out;

@@ -18,6 +18,10 @@
 //     2 turn (older journals, read only): as 4 without the flags and with
 //               (str role, str content) messages
 //     3 remove: u64 uid (a tombstone)
+//     5 model:  str architecture, str name, u64 tensor table hash, u64
+//               tokenizer hash, u64 chat template hash: the model whose token
+//               ids the records after it hold (first in a file that has it;
+//               journals written before it existed have none)
 //   str: u32 length + bytes. A conversation is named by its uid (random per
 //   incarnation), so a turn that finishes after its conversation was deleted
 //   and re-created under the same id can never be applied to the new one.
@@ -71,7 +75,20 @@ struct JournalRemove {
   std::uint64_t uid = 0;
 };
 
-using JournalRecord = std::variant<JournalCreate, JournalTurn, JournalRemove>;
+// The model a journal's histories belong to (actors/model_identity.hpp).
+struct JournalModel {
+  std::string architecture;
+  std::string name;  // for messages only: not part of the identity
+  std::uint64_t tensors = 0;
+  std::uint64_t tokenizer = 0;
+  std::uint64_t chat_template = 0;
+};
+
+bool same_model(const JournalModel& a, const JournalModel& b);
+// "'name' (architecture llama, tensors 0x..., tokenizer 0x..., chat template 0x...)"
+std::string describe(const JournalModel& m);
+
+using JournalRecord = std::variant<JournalCreate, JournalTurn, JournalRemove, JournalModel>;
 
 // A conversation as replayed.
 struct JournaledConversation {
@@ -94,6 +111,9 @@ inline constexpr std::uint32_t journal_max_record_bytes = std::uint32_t{1} << 30
 std::vector<std::byte> encode_file_header();
 // Appends `record`, framed (length, checksum), to `out`.
 void encode_record(const JournalRecord& record, std::vector<std::byte>& out);
+// A whole journal file: the header, the model record when there is one,
+// and the records of every conversation.
+std::vector<std::byte> encode_journal(const ConversationsByUid& conversations, const std::optional<JournalModel>& model);
 // The records that rebuild `conversation` from nothing: a create and, when
 // it has turns, one turn holding its whole history.
 void encode_conversation(const JournaledConversation& conversation, std::vector<std::byte>& out);
@@ -107,6 +127,7 @@ struct ReplayOutcome {
   std::size_t valid_bytes = 0;       // the prefix that replayed (file header included)
   std::size_t torn_tail_bytes = 0;   // ignored after it (torn tail), 0 when none
   std::optional<std::string> corruption;  // set: replay stopped at valid_bytes for this reason
+  std::optional<JournalModel> model;      // the file's model record; none in older journals
 };
 
 // Replays a whole journal file. An empty file replays as empty; a bad file
