@@ -9,7 +9,9 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <optional>
 
 namespace pensieve::actors {
@@ -110,22 +112,93 @@ struct Generated {
   TurnEvent done = TurnDone{};       // the acknowledgement, for the caller to send
 };
 
-// What the turn adds to `state`'s history, for the journal.
-// `tokens_kept`: how many of the history's tokens the turn keeps (all of
-// them, unless the template re-rendered the conversation).
+// What the turn makes of `state`'s history, for the journal: the history
+// from `base` on (its messages) and from `tokens_kept` on (its tokens) is
+// replaced by what the turn holds past them.
 JournalRecord turn_record(const ConversationState& state, const std::vector<model::ChatMessage>& messages,
-                          const std::vector<std::int32_t>& tokens, std::uint32_t tokens_kept,
-                          std::int64_t now_unix_s) {
+                          const std::vector<std::int32_t>& tokens, std::uint32_t messages_kept,
+                          std::uint32_t tokens_kept, std::int64_t now_unix_s) {
   JournalTurn t;
   t.uid = state.journal_uid;
   t.last_active_unix_s = now_unix_s;
   t.turns = state.turns + 1;
-  t.messages_before = std::uint32_t(state.messages.size());
+  t.messages_before = messages_kept;
   t.tokens_before = tokens_kept;
   t.retokenized = tokens_kept != state.tokens.size();
-  t.messages.assign(messages.begin() + std::ptrdiff_t(state.messages.size()), messages.end());
+  t.messages_replaced = messages_kept != state.messages.size();
+  t.messages.assign(messages.begin() + std::ptrdiff_t(messages_kept), messages.end());
   t.tokens.assign(tokens.begin() + std::ptrdiff_t(tokens_kept), tokens.end());
   return t;
+}
+
+bool same_message(const model::ChatMessage& a, const model::ChatMessage& b) {
+  return a.role == b.role && a.content == b.content && a.tool_calls == b.tool_calls &&
+         a.tool_call_id == b.tool_call_id && a.name == b.name;
+}
+
+// The prompt of a turn: the kept tokens of the history, then the encoding of
+// what the template adds to them.
+struct Prompt {
+  std::vector<std::int32_t> tokens;
+  std::uint32_t tokens_kept = 0;  // of the stored history's
+  bool restart = false;           // encoded anew: nothing of the stored tokens is kept as is
+  std::string text;               // what `tokens` stand for (Jinja)
+};
+
+Result<Prompt> encode_prompt(const TurnServices& svc, const ConversationState& state,
+                             const std::vector<model::ChatMessage>& all, const TurnStart& base,
+                             const model::ChatExtras& chat) {
+  const std::string_view held = std::string_view(state.rendered).substr(0, base.rendered);
+  auto next = svc.chat->continuation(all, base.messages, held, true, chat);
+  if (!next) return next.error();
+  // A restart (the template renders the earlier messages differently now)
+  // encodes the whole conversation again; the scheduler keeps the KV of
+  // the longest token prefix it shares with what the conversation held.
+  Prompt p;
+  p.restart = next->restart;
+  p.tokens_kept = next->restart ? 0 : base.tokens;
+  p.tokens.assign(state.tokens.begin(), state.tokens.begin() + std::ptrdiff_t(p.tokens_kept));
+  const bool bos = p.tokens.empty() && svc.tokenizer->adds_bos_by_default();
+  const auto pieces = pieces_of(next->segments);
+  // A stateless turn's resent replies map back to the ids generated for them
+  // (ReplyMemo), so the history lands on its cached path token for token.
+  const auto fresh = svc.replies && state.cache_namespace
+                         ? svc.replies->encode(*svc.tokenizer, *state.cache_namespace, all, pieces, bos)
+                         : svc.tokenizer->encode_pieces(pieces, bos);
+  p.tokens.insert(p.tokens.end(), fresh.begin(), fresh.end());
+  p.text = std::move(next->text);
+  return p;
+}
+
+// ContextOverflow::truncate: drops the oldest whole turns of `all` (a user
+// message and what follows it up to the next one), never the leading system
+// messages nor the turn being asked (from the last user message on), until
+// the prompt and max_tokens fit the context or nothing is left to drop. The
+// history is then encoded anew: every kept token's position moved.
+Result<void> truncate_to_fit(const TurnServices& svc, const ConversationState& state,
+                             std::vector<model::ChatMessage>& all, TurnStart& base, Prompt& prompt,
+                             std::int32_t max_tokens, const model::ChatExtras& chat) {
+  std::size_t system = 0;
+  while (system < all.size() && all[system].role == "system") ++system;
+  std::size_t asked = all.size() - 1;
+  for (std::size_t i = all.size(); i-- > system;) {
+    if (all[i].role == "user") {
+      asked = i;
+      break;
+    }
+  }
+  while (std::int64_t(prompt.tokens.size()) + max_tokens > svc.max_context && system < asked) {
+    std::size_t end = system + 1;
+    while (end < asked && all[end].role != "user") ++end;
+    all.erase(all.begin() + std::ptrdiff_t(system), all.begin() + std::ptrdiff_t(end));
+    asked -= end - system;
+    base = TurnStart{};
+    auto again = encode_prompt(svc, state, all, base, chat);
+    if (!again) return again.error();
+    prompt = std::move(*again);
+    prompt.restart = true;
+  }
+  return {};
 }
 
 // Admits `tokens` (the whole history, new prompt last) to the scheduler and
@@ -229,36 +302,70 @@ asio::awaitable<std::optional<Generated>> generate(const TurnServices& svc,
 
 }  // namespace
 
+Result<TurnHistory> turn_history(const ConversationState& state, std::vector<model::ChatMessage> messages,
+                                 bool compare_history) {
+  if (messages.empty()) return fail("a turn needs at least one new message");
+  const std::size_t stored = state.messages.size();
+  const TurnStart whole{std::uint32_t(stored), std::uint32_t(state.tokens.size()), state.rendered.size()};
+  TurnHistory h;
+  std::size_t common = 0;
+  if (compare_history) {
+    while (common < stored && common < messages.size() && same_message(state.messages[common], messages[common])) {
+      ++common;
+    }
+  }
+  const bool has_reply = std::any_of(messages.begin(), messages.end(),
+                                     [](const model::ChatMessage& m) { return m.role == "assistant"; });
+  if (compare_history && stored > 0 && common == stored) {
+    if (messages.size() == stored) {
+      return fail("a turn needs at least one new message: the request resends the conversation's " +
+                  std::to_string(stored) + " messages and adds none");
+    }
+    h.all = std::move(messages);
+    h.base = whole;
+  } else if (compare_history && stored > 0 && (has_reply || (common > 0 && state.messages[0].role == "system"))) {
+    h.all = std::move(messages);
+    for (const TurnStart& t : state.turn_starts) {
+      if (t.messages <= common) h.base = t;
+    }
+  } else {
+    h.all = state.messages;
+    h.all.insert(h.all.end(), std::make_move_iterator(messages.begin()), std::make_move_iterator(messages.end()));
+    h.base = whole;
+  }
+  return h;
+}
+
 asio::awaitable<void> run_turn(const TurnServices& svc, ConversationState& state, TurnId turn,
                                std::vector<model::ChatMessage> messages,
                                model::SamplingParams sampling, TurnEventChannel& out,
-                               const model::ChatExtras& chat) {
+                               const model::ChatExtras& chat, bool compare_history) {
   if (auto problem = model::validate(sampling); !problem.empty()) {
     send_error(out, TurnErrorKind::invalid_request, problem);
     co_return;
   }
-  if (messages.empty()) {
-    send_error(out, TurnErrorKind::invalid_request, "a turn needs at least one new message");
+  auto history = turn_history(state, std::move(messages), compare_history);
+  if (!history) {
+    send_error(out, TurnErrorKind::invalid_request, history.error().message);
     co_return;
   }
-  std::vector<model::ChatMessage> all = state.messages;
-  all.insert(all.end(), messages.begin(), messages.end());
-  auto next = svc.chat->continuation(all, state.messages.size(), state.rendered, true, chat);
-  if (!next) {
-    send_error(out, TurnErrorKind::invalid_request, next.error().message);
+  std::vector<model::ChatMessage> all = std::move(history->all);
+  TurnStart base = history->base;
+  auto prompt = encode_prompt(svc, state, all, base, chat);
+  if (!prompt) {
+    send_error(out, TurnErrorKind::invalid_request, prompt.error().message);
     co_return;
   }
-  // A restart (the template renders the earlier messages differently now)
-  // encodes the whole conversation again; the scheduler keeps the KV of
-  // the longest token prefix it shares with what the conversation held.
-  std::vector<std::int32_t> tokens = next->restart ? std::vector<std::int32_t>{} : state.tokens;
-  const bool bos = tokens.empty() && svc.tokenizer->adds_bos_by_default();
-  const auto pieces = pieces_of(next->segments);
-  const auto fresh = svc.replies && state.cache_namespace
-                         ? svc.replies->encode(*svc.tokenizer, *state.cache_namespace, all, pieces, bos)
-                         : svc.tokenizer->encode_pieces(pieces, bos);
-  tokens.insert(tokens.end(), fresh.begin(), fresh.end());
-  const std::uint32_t tokens_kept = next->restart ? 0 : std::uint32_t(state.tokens.size());
+  const std::size_t asked_tokens = prompt->tokens.size();
+  if (state.keep_kv && svc.context_overflow == ContextOverflow::truncate) {
+    auto cut = truncate_to_fit(svc, state, all, base, *prompt, sampling.max_tokens, chat);
+    if (!cut) {
+      send_error(out, TurnErrorKind::invalid_request, cut.error().message);
+      co_return;
+    }
+  }
+  const auto truncated = std::int32_t(asked_tokens - prompt->tokens.size());
+  std::vector<std::int32_t> tokens = std::move(prompt->tokens);
   // The done event goes out before the history grows: the conversation's
   // next turn waits in this actor's mailbox until this handler returns.
   auto reply = co_await generate(svc, state, turn, tokens, std::move(sampling), out);
@@ -266,19 +373,20 @@ asio::awaitable<void> run_turn(const TurnServices& svc, ConversationState& state
   if (svc.replies && state.cache_namespace) {
     svc.replies->remember(*svc.tokenizer, *state.cache_namespace, reply->text, reply->tokens);
   }
+  if (auto* done = std::get_if<TurnDone>(&reply->done)) done->truncated_tokens = truncated;
   // The history grows by the turn as the model saw it, and its reply.
   tokens.insert(tokens.end(), reply->tokens.begin(), reply->tokens.end());
   const auto closing = closing_tokens(svc, reply->tokens);
   tokens.insert(tokens.end(), closing.begin(), closing.end());
   std::string rendered;
-  if (svc.chat->is_jinja()) rendered = next->text + reply->text + svc.chat->assistant_suffix();
+  if (svc.chat->is_jinja()) rendered = prompt->text + reply->text + svc.chat->assistant_suffix();
   all.push_back({"assistant", std::move(reply->text)});
   const std::int64_t now = unix_now_s();
   // Invariant 4: a turn is acknowledged (done) only once its history is
   // durable. If the journal fails, the client gets an error instead; the
   // turn stays in memory (its reply was streamed and its KV kept).
   if (svc.journal != nullptr && state.journal_uid != 0) {
-    const JournalRecord record = turn_record(state, all, tokens, tokens_kept, now);
+    const JournalRecord record = turn_record(state, all, tokens, base.messages, prompt->tokens_kept, now);
     const Result<void> durable = co_await svc.journal->commit(record);
     if (!durable) {
       reply->done =
@@ -287,6 +395,14 @@ asio::awaitable<void> run_turn(const TurnServices& svc, ConversationState& state
     }
   }
   (void)send(out, std::move(reply->done));
+  // The turn starts past this turn's base are gone with the history they
+  // pointed into; one encoded anew keeps none.
+  std::erase_if(state.turn_starts, [&](const TurnStart& t) { return t.messages >= base.messages; });
+  if (prompt->restart) {
+    state.turn_starts.clear();
+  } else if (base.messages > 0) {
+    state.turn_starts.push_back(base);
+  }
   state.tokens = std::move(tokens);
   state.rendered = std::move(rendered);
   state.messages = std::move(all);
@@ -318,7 +434,7 @@ asio::awaitable<void> ConversationActor::operator()(StartTurn m) {
                             *m.out);
   } else {
     co_await run_turn(*services_, state_, m.turn, std::move(m.messages), std::move(m.sampling),
-                      *m.out, m.chat);
+                      *m.out, m.chat, m.compare_history);
   }
 }
 

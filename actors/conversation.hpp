@@ -13,11 +13,13 @@
 // state keeps no KV and that ends after that turn.
 //
 // Runs on the control executor; the services it is given outlive it.
+#include "actors/context_overflow.hpp"
 #include "actors/conversation_protocol.hpp"
 #include "actors/ids.hpp"
 #include "gpu/text/chat_template.hpp"
 #include "gpu/text/tokenizer.hpp"
 #include "runtime/actor.hpp"
+#include "runtime/error.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -37,10 +39,21 @@ struct TurnServices {
   const model::ChatTemplate* chat = nullptr;
   rt::ActorRef<SchedulerMsg> scheduler;
   std::int32_t max_context = 0;
+  ContextOverflow context_overflow = ContextOverflow::truncate;
   // Where acknowledged turns become durable (invariant 4); null: nowhere.
   HistoryJournal* journal = nullptr;
   // Stateless requests' generated ids (see ReplyMemo); null: none kept.
   ReplyMemo* replies = nullptr;
+};
+
+// Where a turn began: the history's messages, tokens and rendered text
+// before it. An edited history falls back to the latest such point before
+// its first difference, so the tokens before it (the replies as generated)
+// are kept as they are, not re-encoded from their text.
+struct TurnStart {
+  std::uint32_t messages = 0;
+  std::uint32_t tokens = 0;
+  std::size_t rendered = 0;
 };
 
 struct ConversationState {
@@ -54,6 +67,9 @@ struct ConversationState {
   std::int64_t created_unix_s = 0;
   std::int64_t last_active_unix_s = 0;
   std::int32_t turns = 0;
+  // The turn starts after the first, oldest first; cleared when the history
+  // is encoded anew (a template restart, a truncation, a journal restore).
+  std::vector<TurnStart> turn_starts;
   std::uint64_t journal_uid = 0;  // its name in the history journal; 0: not journaled
   bool keep_kv = true;            // false: an anonymous conversation (its KV ends with its turn)
   // An anonymous conversation's cache namespace: its turn's KV stays cached
@@ -61,14 +77,37 @@ struct ConversationState {
   std::optional<std::string> cache_namespace;
 };
 
-// Runs one turn on `state`: `messages` are appended to the conversation.
-// Every outcome goes to `out` (TurnStarted, deltas, then TurnDone or
-// TurnFailed); `state` changes only when the turn produced a reply
-// (finished, stopped or cancelled).
+// Runs one turn on `state`: `messages` are appended to the conversation,
+// or, with `compare_history`, may be the client's whole version of it
+// (turn_history() below says how they are read). Every outcome goes to
+// `out` (TurnStarted, deltas, then TurnDone or TurnFailed); `state` changes
+// only when the turn produced a reply (finished, stopped or cancelled).
 boost::asio::awaitable<void> run_turn(const TurnServices& services, ConversationState& state,
                                       TurnId turn, std::vector<model::ChatMessage> messages,
                                       model::SamplingParams sampling, TurnEventChannel& out,
-                                      const model::ChatExtras& chat = {});
+                                      const model::ChatExtras& chat = {}, bool compare_history = false);
+
+// A turn's messages read against the stored history: the conversation as the
+// turn sees it, and the part of the stored history it keeps.
+struct TurnHistory {
+  std::vector<model::ChatMessage> all;
+  TurnStart base;  // `all`'s first base.messages are the stored ones, whose tokens are kept
+};
+
+// Without `compare_history`, or on an empty conversation, `messages` are new
+// ones, appended. With it (an OpenAI client, which resends the history):
+//   - messages that begin with the whole stored history resend it: only the
+//     rest is new (and there must be some);
+//   - messages that hold an assistant reply, or that begin with the stored
+//     system prompt, are the client's edited history (a regenerated reply,
+//     an edited message, dropped turns): they replace the stored history
+//     from their first difference, falling back to the turn start before it;
+//   - anything else is new messages, appended (so a client that sends only
+//     its new user message may repeat an earlier one: regenerating the
+//     first reply of a conversation without a system prompt, [user], reads
+//     as that).
+Result<TurnHistory> turn_history(const ConversationState& state, std::vector<model::ChatMessage> messages,
+                                 bool compare_history);
 
 // A plain text completion (no chat template, no history kept): the prompt
 // is encoded as client text.

@@ -25,6 +25,7 @@ struct StartTurn {
   model::SamplingParams sampling;
   std::shared_ptr<TurnEventChannel> out;
   model::ChatExtras chat;  // tools for the template
+  bool compare_history = false;  // `messages` may resend the history (run_turn)
 };
 
 struct ConversationSnapshot {

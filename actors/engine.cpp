@@ -3,6 +3,7 @@
 #include "actors/disk_tier.hpp"
 #include "actors/gpu_worker.hpp"
 #include "actors/history_journal.hpp"
+#include "actors/model_identity.hpp"
 #include "actors/reply_memo.hpp"
 #include "actors/swap_engine.hpp"
 #include "gpu/backend/paged_forward.hpp"
@@ -80,6 +81,7 @@ struct Engine::Impl {
   model::Tokenizer tokenizer;
   model::ChatTemplate chat;
   std::string chat_note;  // why the model's own template is not the one in use
+  std::string history_note;  // what the journal's restore set aside, for the start-up log
   std::string name;
   EngineOptions options;
   std::int32_t max_context = 0;
@@ -239,6 +241,8 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   std::string chat_note;
   auto chat = model::chat_template_for(*tokenizer, options.chat_template, &chat_note);
   if (!chat) return chat.error();
+  // Before the weights go to the backend (which may shard or repack them).
+  const JournalModel identity = model_identity(weights, options.chat_template, *chat);
   std::string name = weights.config.name.empty() ? "pensieve" : weights.config.name;
   const std::int32_t max_context = weights.config.max_context;
   // The device tier: as many blocks as the budget holds (on every rank:
@@ -273,8 +277,12 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   if (!m.options.history_dir.empty()) {
     auto ring = rt::IoRing::create(m.control.executor());
     if (!ring) return ring.error();
-    auto journal = HistoryJournal::open(*ring, {.dir = m.options.history_dir});
+    auto journal = HistoryJournal::open(*ring, {.dir = m.options.history_dir,
+                                                .model = identity,
+                                                .reset_on_model_change = m.options.history_reset_on_model_change});
     if (!journal) return journal.error();
+    const JournalOpenReport& report = (*journal)->open_report();
+    if (report.model_reset) m.history_note = *report.model_reset;
     m.journal_ring = std::move(*ring);
     m.journal = std::move(*journal);
   }
@@ -299,7 +307,7 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   sc.on_iteration = m.options.on_iteration;
   sc.mailbox_messages = std::size_t(m.options.scheduler_mailbox_messages);
   m.scheduler.emplace(m.group, m.control.executor(), std::move(sc), m.worker);
-  m.services = TurnServices{&m.tokenizer, &m.chat, m.scheduler->ref(), m.max_context};
+  m.services = TurnServices{&m.tokenizer, &m.chat, m.scheduler->ref(), m.max_context, m.options.context_overflow};
   m.canceller =
       std::make_shared<const TurnCanceller>(m.scheduler->ref(), m.group, m.control.executor());
   m.services.journal = m.journal.get();
@@ -316,6 +324,7 @@ std::string Engine::chat_template_description() const {
   if (!impl_->chat_note.empty()) d += "; " + impl_->chat_note;
   return d;
 }
+const std::string& Engine::history_note() const { return impl_->history_note; }
 std::int32_t Engine::max_context() const { return impl_->max_context; }
 std::string Engine::token_text(std::int32_t token) const { return impl_->tokenizer.token_to_piece(token); }
 const EngineOptions& Engine::options() const { return impl_->options; }
@@ -488,8 +497,9 @@ EngineResult<TurnStream> Engine::start(const asio::any_io_executor& executor, Tu
   const TurnId turn{m.next_turn.fetch_add(1) + 1};
   auto channel = std::make_shared<TurnEventChannel>(
       executor, turn_channel_capacity(request.sampling.max_tokens));
-  ConversationMsg message = StartTurn{turn,    std::move(request.messages), std::move(request.prompt),
-                                      std::move(request.sampling), channel, std::move(request.chat)};
+  ConversationMsg message =
+      StartTurn{turn,    std::move(request.messages), std::move(request.prompt), std::move(request.sampling),
+                channel, std::move(request.chat),     request.compare_history};
   const rt::SendStatus sent = actor.try_tell(message);
   if (anonymous) actor.request_stop(rt::StopMode::drain);  // after its one turn
   switch (sent) {

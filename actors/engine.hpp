@@ -75,6 +75,8 @@ struct EngineOptions {
   // Stored conversations one tenant may have (--max-conversations-per-tenant);
   // creating one more is refused (rate_limited). 0: no limit.
   std::int32_t max_conversations_per_tenant = 0;
+  // A stored conversation that outgrows the context (--context-overflow).
+  ContextOverflow context_overflow = ContextOverflow::truncate;
   // The scheduler's inbox (admissions, deletes, stats, transfer reports);
   // a full one makes senders wait. Small only in tests of that back-pressure.
   std::int32_t scheduler_mailbox_messages = 1024;
@@ -106,6 +108,11 @@ struct EngineOptions {
   // on the same folder (conversations come back; their KV is recomputed).
   // Empty: off.
   std::string history_dir;
+  // The journal records the model it was written for (architecture, tensor
+  // table, tokenizer, chat template); another model's journal fails create()
+  // naming both, unless this is set: then it is moved aside and the engine
+  // starts without its conversations (history_note() says so).
+  bool history_reset_on_model_change = false;
   rt::Tracer* tracer = nullptr;
   // After every scheduler iteration, on the scheduler's thread.
   std::function<void(const IterationRecord&)> on_iteration;
@@ -135,6 +142,9 @@ class Engine {
   // why, when the model's own could not be used.
   std::string chat_template_description() const;
   std::int32_t max_context() const;
+  // What restoring the history journal set aside (another model's journal,
+  // with history_reset_on_model_change), for the start-up log; empty: nothing.
+  const std::string& history_note() const;
   // A token's text for logprobs reports (may be part of a UTF-8 character).
   std::string token_text(std::int32_t token) const;
   const EngineOptions& options() const;

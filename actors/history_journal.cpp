@@ -70,12 +70,6 @@ Result<void> replace_durably(const std::filesystem::path& path, const std::vecto
   return fsync_path(path.parent_path(), O_RDONLY | O_DIRECTORY);
 }
 
-std::vector<std::byte> encode_all(const ConversationsByUid& conversations) {
-  std::vector<std::byte> out = encode_file_header();
-  for (const auto& [uid, c] : conversations) encode_conversation(c, out);
-  return out;
-}
-
 }  // namespace
 
 Result<std::shared_ptr<HistoryJournal>> HistoryJournal::open(std::shared_ptr<rt::IoRing> ring,
@@ -103,11 +97,31 @@ Result<std::shared_ptr<HistoryJournal>> HistoryJournal::open(std::shared_ptr<rt:
     if (ec) return fail(where + "; moving it aside failed: " + ec.message());
     report.corruption = *replay.corruption;
   }
-  // A new, torn, damaged or oversized file is rewritten from what replayed.
+  // Token ids mean nothing under another model: its histories are not restored.
+  const bool model_differs = options.model && replay.model && !same_model(*replay.model, *options.model);
+  if (model_differs) {
+    const std::string both = "history journal " + path.string() + " holds the conversations of model " +
+                             describe(*replay.model) + "; the loaded model is " + describe(*options.model);
+    if (!options.reset_on_model_change) {
+      return fail(both + " (--history-reset-on-model-change starts without that history)");
+    }
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    const std::filesystem::path aside =
+        path.string() + ".model-" + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now).count());
+    if (!replay.corruption) std::filesystem::rename(path, aside, ec);  // a damaged one is aside already
+    if (ec) return fail(both + "; moving it aside failed: " + ec.message());
+    report.model_reset = both + "; it was moved to " +
+                         (replay.corruption ? report.moved_aside : aside).string() + " and the history starts empty";
+    replay.conversations.clear();
+  }
+  const bool record_model = options.model && (!replay.model || model_differs);
+  std::optional<JournalModel> model = options.model ? options.model : replay.model;
+  // A new, torn, damaged or oversized file is rewritten from what replayed;
+  // so is one that lacks the model's record.
   std::uint64_t size = bytes->size();
   if (replay.corruption || replay.torn_tail_bytes > 0 || bytes->empty() ||
-      bytes->size() > options.compact_threshold_bytes) {
-    const auto fresh = encode_all(replay.conversations);
+      bytes->size() > options.compact_threshold_bytes || record_model) {
+    const auto fresh = encode_journal(replay.conversations, model);
     if (auto r = replace_durably(path, fresh); !r) return r.error();
     size = fresh.size();
     report.rewritten = true;
@@ -115,20 +129,22 @@ Result<std::shared_ptr<HistoryJournal>> HistoryJournal::open(std::shared_ptr<rt:
   auto file = rt::UringFile::open(ring, path.string(), {.writable = true, .direct = rt::DirectIo::never});
   if (!file) return file.error();
   auto journal = std::shared_ptr<HistoryJournal>(new HistoryJournal(
-      std::move(ring), std::move(options), path, std::move(*file), std::move(replay.conversations), report));
+      std::move(ring), std::move(options), path, std::move(*file), std::move(replay.conversations),
+      std::move(model), report));
   journal->file_bytes_ = journal->compacted_bytes_ = size;
   return journal;
 }
 
 HistoryJournal::HistoryJournal(std::shared_ptr<rt::IoRing> ring, HistoryJournalOptions options,
                                std::filesystem::path path, rt::UringFile file, ConversationsByUid live,
-                               JournalOpenReport report)
+                               std::optional<JournalModel> model, JournalOpenReport report)
     : ring_(std::move(ring)),
       options_(std::move(options)),
       path_(std::move(path)),
       report_(std::move(report)),
       file_(std::move(file)),
       live_(std::move(live)),
+      model_(std::move(model)),
       changed_(ring_->get_executor(), asio::steady_timer::time_point::max()) {}
 
 std::uint64_t HistoryJournal::append(JournalRecord record) {
@@ -225,7 +241,7 @@ asio::awaitable<Result<void>> HistoryJournal::write_batch(const std::vector<Pend
 }
 
 asio::awaitable<Result<void>> HistoryJournal::compact() {
-  const std::vector<std::byte> bytes = encode_all(live_);
+  const std::vector<std::byte> bytes = encode_journal(live_, model_);
   const std::string tmp = path_.string() + ".tmp";
   auto fresh = rt::UringFile::open(ring_, tmp,
                                    {.writable = true, .create = true, .truncate = true, .direct = rt::DirectIo::never,

@@ -50,6 +50,13 @@ struct HistoryJournalOptions {
   std::filesystem::path dir;
   std::uint64_t compact_threshold_bytes = std::uint64_t{64} << 20;
   CorruptJournalPolicy on_corrupt = CorruptJournalPolicy::fail;
+  // The model the histories are for. A journal recorded for another one
+  // fails open(), naming both, unless `reset_on_model_change`: then its file
+  // is moved aside as history.journal.model-<unix time> and the journal
+  // starts empty. A journal without a model record (older ones) is taken as
+  // this model's and gets the record. Absent: no check (tests of the format).
+  std::optional<JournalModel> model;
+  bool reset_on_model_change = false;
 };
 
 // What open() found.
@@ -59,6 +66,8 @@ struct JournalOpenReport {
   std::optional<std::string> corruption;  // keep_prefix only: why replay stopped early
   std::filesystem::path moved_aside;      // keep_prefix only: where the damaged file went
   bool rewritten = false;           // the file was rewritten from the replayed conversations
+  // reset_on_model_change only: the journal was another model's; what it held and where it went.
+  std::optional<std::string> model_reset;
 };
 
 class HistoryJournal : public std::enable_shared_from_this<HistoryJournal> {
@@ -102,7 +111,8 @@ class HistoryJournal : public std::enable_shared_from_this<HistoryJournal> {
   };
 
   HistoryJournal(std::shared_ptr<rt::IoRing> ring, HistoryJournalOptions options, std::filesystem::path path,
-                 rt::UringFile file, ConversationsByUid live, JournalOpenReport report);
+                 rt::UringFile file, ConversationsByUid live, std::optional<JournalModel> model,
+                 JournalOpenReport report);
   // On the ring's executor.
   boost::asio::awaitable<Result<void>> wait_durable(std::shared_ptr<HistoryJournal> keep_alive, std::uint64_t seq);
   boost::asio::awaitable<void> flush_all();
@@ -121,6 +131,7 @@ class HistoryJournal : public std::enable_shared_from_this<HistoryJournal> {
   // On the ring's executor.
   rt::UringFile file_;
   ConversationsByUid live_;  // as written to the file
+  std::optional<JournalModel> model_;  // the file's model record, rewritten by compaction
   std::uint64_t file_bytes_ = 0;
   std::uint64_t compacted_bytes_ = 0;
   std::uint64_t durable_seq_ = 0;

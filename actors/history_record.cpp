@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdio>
 #include <cstring>
 
 namespace pensieve::actors {
@@ -13,7 +14,7 @@ constexpr char file_magic[8] = {'P', 'S', 'V', 'H', 'J', 'R', 'N', '1'};
 constexpr std::uint32_t file_version = 1;
 
 // turn_v1: what journals before tool messages hold (read, never written).
-enum class RecordType : std::uint8_t { create = 1, turn_v1 = 2, remove = 3, turn = 4 };
+enum class RecordType : std::uint8_t { create = 1, turn_v1 = 2, remove = 3, turn = 4, model = 5 };
 
 std::uint32_t crc_of(const std::byte* data, std::size_t n) {
   return static_cast<std::uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(data), n));
@@ -94,7 +95,7 @@ void encode_payload(const JournalRecord& record, Writer& w) {
     w.put(t->turns);
     w.put(t->messages_before);
     w.put(t->tokens_before);
-    w.put(std::uint8_t(t->retokenized ? 1 : 0));
+    w.put(std::uint8_t((t->retokenized ? 1 : 0) | (t->messages_replaced ? 2 : 0)));
     w.put(std::uint32_t(t->messages.size()));
     for (const auto& m : t->messages) {
       w.put_string(m.role);
@@ -104,6 +105,13 @@ void encode_payload(const JournalRecord& record, Writer& w) {
       w.put_string(m.name);
     }
     w.put_tokens(t->tokens);
+  } else if (const auto* m = std::get_if<JournalModel>(&record)) {
+    w.put(RecordType::model);
+    w.put_string(m->architecture);
+    w.put_string(m->name);
+    w.put(m->tensors);
+    w.put(m->tokenizer);
+    w.put(m->chat_template);
   } else {
     w.put(RecordType::remove);
     w.put(std::get<JournalRemove>(record).uid);
@@ -128,10 +136,11 @@ std::optional<JournalRecord> decode_payload(std::span<const std::byte> payload) 
       std::uint32_t n = 0;
       std::uint8_t flags = 0;
       if (!r.get(t.uid) || !r.get(t.last_active_unix_s) || !r.get(t.turns) || !r.get(t.messages_before) ||
-          !r.get(t.tokens_before) || (!v1 && !r.get(flags)) || flags > 1 || !r.get(n)) {
+          !r.get(t.tokens_before) || (!v1 && !r.get(flags)) || flags > 3 || !r.get(n)) {
         break;
       }
-      t.retokenized = flags == 1;
+      t.retokenized = (flags & 1) != 0;
+      t.messages_replaced = (flags & 2) != 0;
       bool ok = true;
       for (std::uint32_t i = 0; ok && i < n; ++i) {
         model::ChatMessage m;
@@ -145,6 +154,14 @@ std::optional<JournalRecord> decode_payload(std::span<const std::byte> payload) 
     case RecordType::remove: {
       JournalRemove d;
       if (r.get(d.uid) && r.done()) return d;
+      break;
+    }
+    case RecordType::model: {
+      JournalModel m;
+      if (r.get_string(m.architecture) && r.get_string(m.name) && r.get(m.tensors) && r.get(m.tokenizer) &&
+          r.get(m.chat_template) && r.done()) {
+        return m;
+      }
       break;
     }
   }
@@ -178,6 +195,28 @@ void encode_record(const JournalRecord& record, std::vector<std::byte>& out) {
   std::memcpy(out.data() + start + 4, &crc, 4);
 }
 
+bool same_model(const JournalModel& a, const JournalModel& b) {
+  return a.architecture == b.architecture && a.tensors == b.tensors && a.tokenizer == b.tokenizer &&
+         a.chat_template == b.chat_template;
+}
+
+std::string describe(const JournalModel& m) {
+  auto hex = [](std::uint64_t v) {
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+    return std::string(buf);
+  };
+  return "'" + m.name + "' (architecture " + m.architecture + ", tensors " + hex(m.tensors) + ", tokenizer " +
+         hex(m.tokenizer) + ", chat template " + hex(m.chat_template) + ")";
+}
+
+std::vector<std::byte> encode_journal(const ConversationsByUid& conversations, const std::optional<JournalModel>& model) {
+  std::vector<std::byte> out = encode_file_header();
+  if (model) encode_record(*model, out);
+  for (const auto& [uid, c] : conversations) encode_conversation(c, out);
+  return out;
+}
+
 void encode_conversation(const JournaledConversation& c, std::vector<std::byte>& out) {
   encode_record(JournalCreate{c.uid, c.tenant, c.id, c.created_unix_s}, out);
   const bool untouched = c.turns == 0 && c.messages.empty() && c.tokens.empty() &&
@@ -199,19 +238,24 @@ std::optional<std::string> apply_record(ConversationsByUid& conversations, const
     JournaledConversation& c = it->second;
     const bool tokens_fit =
         t->retokenized ? t->tokens_before <= c.tokens.size() : t->tokens_before == c.tokens.size();
-    if (t->messages_before != c.messages.size() || !tokens_fit) {
+    const bool messages_fit = t->messages_replaced ? t->messages_before <= c.messages.size()
+                                                   : t->messages_before == c.messages.size();
+    if (!messages_fit || !tokens_fit) {
       return "a turn of '" + c.id + "' extends " + std::to_string(t->tokens_before) + " tokens, the history has " +
              std::to_string(c.tokens.size());
     }
     c.tokens.resize(t->tokens_before);  // a re-rendered history replaces the rest
+    c.messages.resize(t->messages_before);  // so does an edited one
     c.messages.insert(c.messages.end(), t->messages.begin(), t->messages.end());
     c.tokens.insert(c.tokens.end(), t->tokens.begin(), t->tokens.end());
     c.turns = t->turns;
     c.last_active_unix_s = t->last_active_unix_s;
     return std::nullopt;
   }
-  conversations.erase(std::get<JournalRemove>(record).uid);  // removing twice is harmless
-  return std::nullopt;
+  if (const auto* d = std::get_if<JournalRemove>(&record)) {
+    conversations.erase(d->uid);  // removing twice is harmless
+  }
+  return std::nullopt;  // a model record names the model; it changes no conversation
 }
 
 ReplayOutcome replay_journal(std::span<const std::byte> file) {
@@ -259,6 +303,7 @@ ReplayOutcome replay_journal(std::span<const std::byte> file) {
       out.corruption = "a record that passed its checksum but does not decode";
       return out;
     }
+    if (const auto* model = std::get_if<JournalModel>(&*record)) out.model = *model;
     if (auto problem = apply_record(out.conversations, *record)) {
       out.corruption = *problem;
       return out;

@@ -10,13 +10,18 @@
 //   payload. A payload starts with a u8 type:
 //     1 create: u64 uid, str tenant, str id, i64 created_unix_s
 //     4 turn:   u64 uid, i64 last_active_unix_s, i32 turns (after it),
-//               u32 messages before, u32 tokens before, u8 flags (1: the
-//               history's tokens from "tokens before" on are replaced),
+//               u32 messages before, u32 tokens before, u8 flags (bit 0:
+//               the history's tokens from "tokens before" on are replaced;
+//               bit 1: its messages from "messages before" on are),
 //               u32 n + n x (str role, str content, str tool_calls,
 //               str tool_call_id, str name), u32 n + n x i32 token
 //     2 turn (older journals, read only): as 4 without the flags and with
 //               (str role, str content) messages
 //     3 remove: u64 uid (a tombstone)
+//     5 model:  str architecture, str name, u64 tensor table hash, u64
+//               tokenizer hash, u64 chat template hash: the model whose token
+//               ids the records after it hold (first in a file that has it;
+//               journals written before it existed have none)
 //   str: u32 length + bytes. A conversation is named by its uid (random per
 //   incarnation), so a turn that finishes after its conversation was deleted
 //   and re-created under the same id can never be applied to the new one.
@@ -61,13 +66,29 @@ struct JournalTurn {
   // The template rendered the conversation anew: the history's tokens from
   // tokens_before on are replaced (not extended) by `tokens`.
   bool retokenized = false;
+  // The client edited or cut the history, or it was truncated to fit the
+  // context: its messages from messages_before on are replaced by `messages`.
+  bool messages_replaced = false;
 };
 
 struct JournalRemove {
   std::uint64_t uid = 0;
 };
 
-using JournalRecord = std::variant<JournalCreate, JournalTurn, JournalRemove>;
+// The model a journal's histories belong to (actors/model_identity.hpp).
+struct JournalModel {
+  std::string architecture;
+  std::string name;  // for messages only: not part of the identity
+  std::uint64_t tensors = 0;
+  std::uint64_t tokenizer = 0;
+  std::uint64_t chat_template = 0;
+};
+
+bool same_model(const JournalModel& a, const JournalModel& b);
+// "'name' (architecture llama, tensors 0x..., tokenizer 0x..., chat template 0x...)"
+std::string describe(const JournalModel& m);
+
+using JournalRecord = std::variant<JournalCreate, JournalTurn, JournalRemove, JournalModel>;
 
 // A conversation as replayed.
 struct JournaledConversation {
@@ -90,6 +111,9 @@ inline constexpr std::uint32_t journal_max_record_bytes = std::uint32_t{1} << 30
 std::vector<std::byte> encode_file_header();
 // Appends `record`, framed (length, checksum), to `out`.
 void encode_record(const JournalRecord& record, std::vector<std::byte>& out);
+// A whole journal file: the header, the model record when there is one,
+// and the records of every conversation.
+std::vector<std::byte> encode_journal(const ConversationsByUid& conversations, const std::optional<JournalModel>& model);
 // The records that rebuild `conversation` from nothing: a create and, when
 // it has turns, one turn holding its whole history.
 void encode_conversation(const JournaledConversation& conversation, std::vector<std::byte>& out);
@@ -103,6 +127,7 @@ struct ReplayOutcome {
   std::size_t valid_bytes = 0;       // the prefix that replayed (file header included)
   std::size_t torn_tail_bytes = 0;   // ignored after it (torn tail), 0 when none
   std::optional<std::string> corruption;  // set: replay stopped at valid_bytes for this reason
+  std::optional<JournalModel> model;      // the file's model record; none in older journals
 };
 
 // Replays a whole journal file. An empty file replays as empty; a bad file

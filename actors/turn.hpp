@@ -32,6 +32,12 @@ struct TurnRequest {
   // The new messages (a stored conversation) or the whole history (an
   // anonymous one). Ignored when `prompt` is set.
   std::vector<model::ChatMessage> messages;
+  // A stored conversation's `messages` may be the client's whole history,
+  // resent, edited or cut (an OpenAI client resends it every turn): the
+  // conversation keeps what they share with its own and continues from the
+  // first difference (actors/conversation.hpp, turn_history). False: they
+  // are only the new ones (the WebSocket and RPC front ends).
+  bool compare_history = false;
   // A raw text completion: no chat template, an anonymous conversation only.
   std::optional<std::string> prompt;
   // The request's tools and tool_choice, for the model's template.
@@ -85,6 +91,8 @@ struct TurnDone {
   std::int32_t prompt_tokens = 0;
   std::int32_t completion_tokens = 0;
   std::int32_t cached_tokens = 0;
+  // History tokens the turn dropped to fit the context (ContextOverflow::truncate).
+  std::int32_t truncated_tokens = 0;
   bool cancelled = false;
   TurnTimings timings;
   // From the scheduler only: the end token the sampler stopped at (EOS, a

@@ -34,6 +34,7 @@ struct GenerationResult {
   std::int32_t prompt_tokens = 0;
   std::int32_t completion_tokens = 0;
   std::int32_t cached_tokens = 0;  // prompt tokens served from the KV cache
+  std::int32_t truncated_tokens = 0;  // history tokens a conversation dropped to fit the context
 };
 
 // Called with the deltas ready to go out, in order: one, or several when the

@@ -41,6 +41,7 @@ asio::awaitable<ApiResult<GenerationResult>> EngineBackend::generate(const ChatR
   g.prompt_tokens = result->prompt_tokens;
   g.completion_tokens = result->completion_tokens;
   g.cached_tokens = result->cached_tokens;
+  g.truncated_tokens = result->truncated_tokens;
   co_return g;
 }
 

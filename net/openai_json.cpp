@@ -17,6 +17,13 @@ json::object usage_json(const GenerationResult& r) {
 
 namespace {
 
+// Pensieve's own fields, beside OpenAI's: what the conversation dropped to
+// fit the context (only when it dropped something, so responses stay
+// OpenAI's otherwise).
+void add_pensieve_fields(json::object& o, const GenerationResult& r) {
+  if (r.truncated_tokens > 0) o["pensieve"] = json::object{{"truncated_tokens", r.truncated_tokens}};
+}
+
 // A token may be part of a UTF-8 character; JSON strings must be valid
 // UTF-8, so the text shows U+FFFD there and `bytes` keeps the real bytes.
 std::string token_text(const std::string& bytes) {
@@ -79,6 +86,7 @@ std::string completion_json(const CompletionIds& ids, const std::string& text,
     json::object o{{"id", ids.id},         {"object", "text_completion"},
                    {"created", ids.created_s}, {"model", ids.model},
                    {"choices", json::array{std::move(choice)}}, {"usage", usage_json(result)}};
+    add_pensieve_fields(o, result);
     return json::serialize(o);
   }
   json::object choice{{"index", 0},
@@ -88,6 +96,7 @@ std::string completion_json(const CompletionIds& ids, const std::string& text,
   json::object o{{"id", ids.id},         {"object", "chat.completion"},
                  {"created", ids.created_s}, {"model", ids.model},
                  {"choices", json::array{std::move(choice)}}, {"usage", usage_json(result)}};
+  add_pensieve_fields(o, result);
   return json::serialize(o);
 }
 
@@ -115,6 +124,7 @@ std::string usage_event(const CompletionIds& ids, const GenerationResult& result
   json::object o{{"id", ids.id},         {"object", object_name(ids.shape, true)},
                  {"created", ids.created_s}, {"model", ids.model},
                  {"choices", json::array{}}, {"usage", usage_json(result)}};
+  add_pensieve_fields(o, result);
   return "data: " + json::serialize(o) + "\n\n";
 }
 

@@ -78,6 +78,7 @@ actors::TurnRequest turn_request(const ChatRequest& r, std::uint64_t seed) {
   actors::TurnRequest t;
   t.tenant = r.tenant;
   t.conversation = r.conversation_id;
+  t.compare_history = true;  // OpenAI clients resend the history every turn
   t.prompt = r.prompt;
   t.messages = r.messages;
   t.chat = r.chat;

@@ -117,6 +117,7 @@ std::string ws_done_json(const actors::TurnDone& summary, const WsTurnTiming& ti
   json::object usage{{"prompt_tokens", summary.prompt_tokens},
                      {"completion_tokens", summary.completion_tokens},
                      {"cached_tokens", summary.cached_tokens}};
+  if (summary.truncated_tokens > 0) usage["truncated_tokens"] = summary.truncated_tokens;
   json::object done{{"type", "done"}, {"finish_reason", finish}, {"cancelled", summary.cancelled},
                     {"usage", std::move(usage)}};
   done["tokens_per_s"] = timing.elapsed_s > 0 ? summary.completion_tokens / timing.elapsed_s : 0.0;

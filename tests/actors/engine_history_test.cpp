@@ -4,6 +4,7 @@
 // engine that never stopped. Deleted conversations stay deleted.
 #include "actors/history_journal.hpp"
 #include "tests/actors/engine_fixture.hpp"
+#include "tests/tiny_model.hpp"
 
 using namespace pensieve;
 using namespace pensieve::testing;
@@ -117,4 +118,34 @@ TEST_CASE("a history folder holding a damaged journal stops the engine from star
   auto refused = actors::Engine::create(stories_model(), o);
   REQUIRE_FALSE(refused.has_value());
   CHECK_THAT(refused.error().message, Catch::Contains("corrupt at byte 16"));
+}
+
+TEST_CASE("a history folder of another model is refused, naming both, or set aside with the reset option",
+          "[engine][history]") {
+  asio::io_context io;
+  TempDir dir("engine-history");
+  const std::string history = (dir / "history").string();
+  {
+    auto e = make_engine(history);
+    REQUIRE(e->create_conversation("t", "c0").has_value());
+    (void)run(io, turn(*e, "c0", user_texts[0]));
+    CHECK(e->history_note().empty());
+  }
+  actors::EngineOptions o;
+  o.n_threads = 1;
+  o.kv_cache_mb = 16;
+  o.history_dir = history;
+  auto refused = actors::Engine::create(tiny_model(), o);
+  REQUIRE_FALSE(refused.has_value());
+  CHECK_THAT(refused.error().message, Catch::Contains("stories260K.bin' (architecture llama, tensors "));
+  CHECK_THAT(refused.error().message, Catch::Contains("; the loaded model is 'tiny' (architecture llama, "));
+  CHECK_THAT(refused.error().message, Catch::EndsWith("(--history-reset-on-model-change starts without that history)"));
+  // The same model on the same folder still finds its conversation.
+  CHECK(make_engine(history)->find_conversation("t", "c0").has_value());
+
+  o.history_reset_on_model_change = true;
+  auto reset = actors::Engine::create(tiny_model(), o);
+  REQUIRE(reset.has_value());
+  CHECK_FALSE((*reset)->find_conversation("t", "c0").has_value());
+  CHECK_THAT((*reset)->history_note(), Catch::EndsWith(" and the history starts empty"));
 }

@@ -11,7 +11,10 @@
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <fcntl.h>
+#include <fstream>
+#include <iterator>
 #include <unistd.h>
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -396,4 +399,156 @@ TEST_CASE("tool messages and a re-rendered history replay exactly", "[journal]")
   over.tokens = {5};
   encode_record(over, bad);
   CHECK(replay_journal(bad).corruption.has_value());
+}
+
+TEST_CASE("an edited history's turn replaces the messages and tokens past its kept prefix", "[journal]") {
+  std::vector<std::byte> file = encode_file_header();
+  encode_record(JournalCreate{9, "t", "edited", 1}, file);
+  JournalTurn first;
+  first.uid = 9;
+  first.turns = 2;
+  first.messages = {{"user", "a"}, {"assistant", "b"}, {"user", "c"}, {"assistant", "d"}};
+  first.tokens = {1, 2, 3, 4, 5, 6};
+  encode_record(first, file);
+  JournalTurn edit;  // the client edited "c": kept 2 messages and 3 tokens
+  edit.uid = 9;
+  edit.turns = 3;
+  edit.messages_before = 2;
+  edit.tokens_before = 3;
+  edit.retokenized = true;
+  edit.messages_replaced = true;
+  edit.messages = {{"user", "C"}, {"assistant", "D"}};
+  edit.tokens = {7, 8};
+  encode_record(edit, file);
+  const ReplayOutcome out = replay_journal(file);
+  REQUIRE_FALSE(out.corruption.has_value());
+  const JournaledConversation& c = out.conversations.at(9);
+  CHECK(c.tokens == std::vector<std::int32_t>{1, 2, 3, 7, 8});
+  REQUIRE(c.messages.size() == 4);
+  CHECK(c.messages[1].content == "b");
+  CHECK(c.messages[2].content == "C");
+  CHECK(c.turns == 3);
+  // Without the flag, a turn must extend the whole history.
+  std::vector<std::byte> bad = encode_file_header();
+  encode_record(JournalCreate{9, "t", "edited", 1}, bad);
+  encode_record(first, bad);
+  edit.messages_replaced = false;
+  encode_record(edit, bad);
+  CHECK(replay_journal(bad).corruption.has_value());
+}
+
+namespace {
+
+JournalModel model_named(std::string name, std::uint64_t tensors) {
+  return JournalModel{"llama", std::move(name), tensors, 0x22, 0x33};
+}
+
+Result<std::shared_ptr<HistoryJournal>> open_for(Harness& h, const std::filesystem::path& dir, const JournalModel& m,
+                                                 bool reset = false) {
+  return HistoryJournal::open(h.ring, {.dir = dir, .model = m, .reset_on_model_change = reset});
+}
+
+std::vector<std::byte> file_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> out(chars.size());
+  std::memcpy(out.data(), chars.data(), chars.size());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a journal records its model and refuses another one, naming both, unless told to reset",
+          "[journal][model]") {
+  Harness h;
+  pensieve::testing::TempDir dir("journal-model");
+  const JournalModel a = model_named("a", 0x11);
+  const JournalModel b = model_named("b", 0x12);
+  {
+    auto j = open_for(h, dir.path(), a);
+    REQUIRE(j.has_value());
+    const JournalRecord create = JournalCreate{0xabc, "t", "c", 5};
+    h.run([&]() -> asio::awaitable<void> {
+      const Result<void> r = co_await (*j)->commit(create);
+      CHECK(r.has_value());
+    }());
+  }
+  const auto path = dir.path() / HistoryJournal::file_name;
+  const ReplayOutcome written = replay_journal(file_bytes(path));
+  REQUIRE(written.model.has_value());
+  CHECK(same_model(*written.model, a));
+  CHECK(written.model->name == "a");
+  {
+    auto same = open_for(h, dir.path(), a);
+    REQUIRE(same.has_value());
+    CHECK((*same)->recovered().size() == 1);
+    // The name is for messages: the same model under another name is the same.
+    auto renamed = open_for(h, dir.path(), model_named("a2", 0x11));
+    REQUIRE(renamed.has_value());
+  }
+  auto refused = open_for(h, dir.path(), b);
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().message ==
+        "history journal " + path.string() +
+            " holds the conversations of model 'a' (architecture llama, tensors 0000000000000011, tokenizer "
+            "0000000000000022, chat template 0000000000000033); the loaded model is 'b' (architecture llama, "
+            "tensors 0000000000000012, tokenizer 0000000000000022, chat template 0000000000000033) "
+            "(--history-reset-on-model-change starts without that history)");
+  // Refusing changed nothing: the first model still finds its history.
+  {
+    auto again = open_for(h, dir.path(), a);
+    REQUIRE(again.has_value());
+    CHECK((*again)->recovered().size() == 1);
+  }
+  {
+    auto reset = open_for(h, dir.path(), b, true);
+    REQUIRE(reset.has_value());
+    CHECK((*reset)->recovered().empty());
+    REQUIRE((*reset)->open_report().model_reset.has_value());
+    CHECK_THAT(*(*reset)->open_report().model_reset, Catch::Contains("the loaded model is 'b'"));
+    CHECK_THAT(*(*reset)->open_report().model_reset, Catch::EndsWith(" and the history starts empty"));
+  }
+  // The old history was moved aside, not deleted; the journal is now b's.
+  std::size_t aside = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    if (entry.path().filename().string().starts_with("history.journal.model-")) {
+      ++aside;
+      CHECK(replay_journal(file_bytes(entry.path())).conversations.size() == 1);
+    }
+  }
+  CHECK(aside == 1);
+  CHECK(open_for(h, dir.path(), b).has_value());
+  CHECK_FALSE(open_for(h, dir.path(), a).has_value());
+}
+
+TEST_CASE("a journal written before model records loads for any model and gets the record", "[journal][model]") {
+  Harness h;
+  pensieve::testing::TempDir dir("journal-model");
+  std::vector<std::byte> old = encode_file_header();
+  encode_record(JournalCreate{0x77, "t", "old", 3}, old);
+  JournalTurn t;
+  t.uid = 0x77;
+  t.turns = 1;
+  t.messages = {{"user", "hi"}, {"assistant", "hello"}};
+  t.tokens = {1, 2, 3};
+  encode_record(t, old);
+  const auto path = dir.path() / HistoryJournal::file_name;
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(old.data()), std::streamsize(old.size()));
+  }
+  REQUIRE_FALSE(replay_journal(old).model.has_value());
+  const JournalModel a = model_named("a", 0x11);
+  {
+    auto j = open_for(h, dir.path(), a);
+    REQUIRE(j.has_value());
+    REQUIRE((*j)->recovered().size() == 1);
+    CHECK((*j)->recovered().at(0x77).tokens == std::vector<std::int32_t>{1, 2, 3});
+    CHECK((*j)->open_report().rewritten);
+  }
+  const ReplayOutcome now = replay_journal(file_bytes(path));
+  REQUIRE(now.model.has_value());
+  CHECK(same_model(*now.model, a));
+  CHECK(now.conversations.at(0x77).messages.size() == 2);
+  CHECK_FALSE(open_for(h, dir.path(), model_named("b", 0x12)).has_value());
 }

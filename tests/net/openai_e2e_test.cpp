@@ -164,6 +164,83 @@ TEST_CASE("a conversation id makes requests turns of one stored conversation tha
   CHECK(json::parse(bad.body).at("error").at("type").as_string() == "invalid_request_error");
 }
 
+namespace {
+
+// A chat body with these messages (JSON array text) for conversation `id`.
+std::string history_body(const std::string& id, const std::string& messages, int max_tokens) {
+  return R"({"model":"tiny","conversation":")" + id + R"(","messages":)" + messages +
+         R"(,"temperature":0,"ignore_eos":true,"max_tokens":)" + std::to_string(max_tokens) + "}";
+}
+
+std::string message_json(const std::string& role, const std::string& content) {
+  return json::serialize(json::object{{"role", role}, {"content", content}});
+}
+
+std::string reply_text(const testing::HttpReply& r) {
+  return std::string(json::parse(r.body).at("choices").at(0).at("message").at("content").as_string());
+}
+
+}  // namespace
+
+TEST_CASE("an OpenAI client that resends the history with a conversation id gets no duplicate history",
+          "[net][e2e][stateful]") {
+  Server s;
+  const std::string u1 = message_json("user", "Hello there");
+  const std::string u2 = message_json("user", "Tell me more");
+  auto first = s.post(history_body("h", "[" + u1 + "]", 12));
+  REQUIRE(first.status == 200);
+  const std::string a1 = message_json("assistant", reply_text(first));
+  auto second = s.post(history_body("h", "[" + u1 + "," + a1 + "," + u2 + "]", 12));
+  REQUIRE(second.status == 200);
+  // The same turn from a client that sends only its new message.
+  REQUIRE(s.post(history_body("n", "[" + u1 + "]", 12)).status == 200);
+  auto native = s.post(history_body("n", "[" + u2 + "]", 12));
+  REQUIRE(native.status == 200);
+  const auto resent_usage = json::parse(second.body).at("usage");
+  const auto native_usage = json::parse(native.body).at("usage");
+  CHECK(reply_text(second) == reply_text(native));
+  CHECK(resent_usage.at("prompt_tokens") == native_usage.at("prompt_tokens"));
+  CHECK(resent_usage.at("prompt_tokens_details").at("cached_tokens") ==
+        native_usage.at("prompt_tokens_details").at("cached_tokens"));
+  CHECK(resent_usage.at("prompt_tokens_details").at("cached_tokens").as_int64() > 0);
+  CHECK_FALSE(json::parse(second.body).as_object().contains("pensieve"));
+  auto stored = http_call(s.http->port(), http::verb::get, "/v1/conversations/h");
+  REQUIRE(stored.status == 200);
+  CHECK(json::parse(stored.body).at("messages").as_array().size() == 4);
+
+  // The history resent with nothing new is a 400.
+  const std::string a2 = message_json("assistant", reply_text(second));
+  auto nothing = s.post(history_body("h", "[" + u1 + "," + a1 + "," + u2 + "," + a2 + "]", 12));
+  CHECK(nothing.status == 400);
+  CHECK(json::parse(nothing.body).at("error").at("message").as_string() ==
+        "a turn needs at least one new message: the request resends the conversation's 4 messages and adds none");
+}
+
+TEST_CASE("a conversation past the context drops its oldest turn and says how many tokens in pensieve.truncated_tokens",
+          "[net][e2e][stateful]") {
+  Server s;
+  const std::string u1 = message_json("user", "Hello there, tell me a long story about the sea");
+  const std::string u2 = message_json("user", "And then?");
+  REQUIRE(s.post(history_body("a", "[" + u1 + "]", 40)).status == 200);
+  REQUIRE(s.post(history_body("b", "[" + u1 + "]", 40)).status == 200);
+  auto fits = s.post(history_body("b", "[" + u2 + "]", 1));
+  REQUIRE(fits.status == 200);
+  const std::int64_t asked = json::parse(fits.body).at("usage").at("prompt_tokens").as_int64();
+  const std::int64_t max_tokens = 256 - asked + 5;  // 5 tokens past the context
+  auto cut = s.post(history_body("a", "[" + u2 + "]", int(max_tokens)));
+  REQUIRE(cut.status == 200);
+  const auto body = json::parse(cut.body);
+  const std::int64_t prompt = body.at("usage").at("prompt_tokens").as_int64();
+  CHECK(body.at("pensieve").at("truncated_tokens").as_int64() == asked - prompt);
+  CHECK(prompt + max_tokens <= 256);
+  auto stored = http_call(s.http->port(), http::verb::get, "/v1/conversations/a");
+  REQUIRE(stored.status == 200);
+  const json::value conversation = json::parse(stored.body);
+  const auto& messages = conversation.at("messages").as_array();
+  REQUIRE(messages.size() == 2);
+  CHECK(messages[0].at("content").as_string() == "And then?");
+}
+
 TEST_CASE("out-of-bounds requests are invalid_request errors over HTTP, as on every front end",
           "[net][e2e][bounds]") {
   Server s;

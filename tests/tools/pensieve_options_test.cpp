@@ -64,3 +64,17 @@ TEST_CASE("the built-in default model is generated once and loads with a tokeniz
   CHECK(weights->tokenizer->chat_template.find("<|im_start|>") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("--context-overflow and --history-reset-on-model-change parse; a bad policy is named", "[tools]") {
+  auto defaults = parse_options({});
+  REQUIRE(defaults.has_value());
+  CHECK(defaults->context_overflow == pensieve::actors::ContextOverflow::truncate);
+  CHECK_FALSE(defaults->history_reset_on_model_change);
+  auto o = parse_options({"--context-overflow", "error", "--history-reset-on-model-change"});
+  REQUIRE(o.has_value());
+  CHECK(o->context_overflow == pensieve::actors::ContextOverflow::error);
+  CHECK(o->history_reset_on_model_change);
+  auto bad = parse_options({"--context-overflow=drop"});
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.error().message == "--context-overflow: 'drop' is not truncate or error");
+}

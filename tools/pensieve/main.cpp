@@ -116,6 +116,8 @@ int serve(const server::Options& o) {
                  kernels::describe(table->thresholds).c_str());
   }
   engine_options.history_dir = o.history_dir.value_or("");
+  engine_options.history_reset_on_model_change = o.history_reset_on_model_change;
+  engine_options.context_overflow = o.context_overflow;
   net::ServerMetrics metrics;  // outlives the engine, whose scheduler records into it
   rt::Tracer tracer;           // likewise: the engine's threads record into it
   // Always wired, enabled only while recording (--trace, or POST
@@ -189,6 +191,9 @@ int serve(const server::Options& o) {
     return 1;
   }
   std::fprintf(stderr, "pensieve: chat template: %s\n", (*engine)->chat_template_description().c_str());
+  if (!(*engine)->history_note().empty()) {
+    std::fprintf(stderr, "pensieve: --history-reset-on-model-change: %s\n", (*engine)->history_note().c_str());
+  }
   std::fprintf(stderr, "pensieve: serving '%s' on http://%s:%u (OpenAI API under /v1; %d I/O threads), %s\n",
                backend.model_name().c_str(), o.host.c_str(), unsigned(http.port()), http_threads,
                !o.scheduler.keep_kv ? "stateless (--no-state: every turn recomputes its history)"

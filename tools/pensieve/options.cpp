@@ -37,7 +37,15 @@ conversation's KV cache between turns.
   --no-gather            one transfer per chunk and layer instead of gathering adjacent chunks
   --history-dir DIR      keep every conversation's history in a journal in DIR, fsynced before
                          a turn is acknowledged; a restart on the same DIR brings the
-                         conversations back (their KV is recomputed) (default: off)
+                         conversations back (their KV is recomputed) (default: off); a
+                         journal records its model and is refused by another one
+  --history-reset-on-model-change
+                         a --history-dir journal of another model is moved aside and the
+                         server starts without its conversations (logged) instead of refusing
+  --context-overflow P   a conversation whose history plus max_tokens passes the context:
+                         truncate (drop its oldest whole turns, never the system prompt, and
+                         report pensieve.truncated_tokens; default) or error (a 400 with the
+                         numbers); stateless requests always get the 400
   --max-batch-tokens N   tokens per scheduler iteration (default 512)
   --request-timeout-s N  cancel a turn still running after N seconds: HTTP 504, a WebSocket
                          timeout error frame, an RPC exception (default 600)
@@ -129,6 +137,11 @@ std::map<std::string, Setter> value_flags() {
       {"--kv-host-mb", [](Options& o, const std::string& v) { return parse_int("--kv-host-mb", v, o.kv_host_mb, 0, 1 << 24); }},
       {"--kv-disk-dir", text(&Options::kv_disk_dir)},
       {"--history-dir", text(&Options::history_dir)},
+      {"--context-overflow", [](Options& o, const std::string& v) -> Result<void> {
+         if (v != "truncate" && v != "error") return fail("--context-overflow: '" + v + "' is not truncate or error");
+         o.context_overflow = v == "error" ? actors::ContextOverflow::error : actors::ContextOverflow::truncate;
+         return {};
+       }},
       {"--eviction-policy", [](Options& o, const std::string& v) -> Result<void> {
          if (v != "lru" && v != "cost") return fail("--eviction-policy: '" + v + "' is not lru or cost");
          o.kv_cache.eviction_policy = v == "lru" ? actors::EvictionPolicyKind::lru : actors::EvictionPolicyKind::cost_aware;
@@ -199,6 +212,10 @@ Result<Options> parse_options(const std::vector<std::string>& args) {
     }
     if (arg == "--no-gather") {
       o.gather_copies = false;
+      continue;
+    }
+    if (arg == "--history-reset-on-model-change") {
+      o.history_reset_on_model_change = true;
       continue;
     }
     auto it = flags.find(arg);

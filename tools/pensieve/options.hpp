@@ -3,6 +3,7 @@
 // usage(); a bad flag or value is a one-line Error. The scheduler's and the
 // KV cache's flags land in their own options structs, which main() hands to
 // the engine whole.
+#include "actors/context_overflow.hpp"
 #include "actors/kv_cache_options.hpp"
 #include "actors/scheduler_options.hpp"
 #include "runtime/error.hpp"
@@ -31,6 +32,9 @@ struct Options {
   actors::KvCacheOptions kv_cache;
   bool gather_copies = true;             // --no-gather: one transfer per chunk and layer
   std::optional<std::string> history_dir;  // durable conversation history; absent: off
+  bool history_reset_on_model_change = false;  // a journal of another model is set aside, not refused
+  // What a conversation past the context does (--context-overflow).
+  actors::ContextOverflow context_overflow = actors::ContextOverflow::truncate;
   std::int32_t request_timeout_s = 600;
   std::int32_t max_turns_per_tenant = 0;  // turns one API key may have in the engine; 0: no limit
   std::int32_t max_conversations_per_tenant = 0;  // stored conversations per API key; 0: no limit
