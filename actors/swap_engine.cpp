@@ -26,7 +26,7 @@ kv::KvPoolConfig host_config(const kv::KvPoolConfig& device, std::int32_t slots)
 }
 
 std::size_t slice_bytes(const kv::KvPool& pool) {
-  return std::size_t(pool.layer(0).block_stride()) * kv::kv_dtype_bytes(pool.config().dtype);
+  return pool.layer(0).block_bytes();
 }
 
 std::byte* slice(const kv::KvPool& pool, std::int32_t layer, std::uint32_t slot) {
