@@ -102,6 +102,7 @@ int serve(const server::Options& o) {
   engine_options.kv_host_mb = o.kv_host_mb;
   engine_options.kv_disk_dir = o.kv_disk_dir.value_or("");
   engine_options.kv_disk_gb = o.kv_disk_gb;
+  engine_options.kv_dtype = o.kv_dtype;
   engine_options.gather_copies = o.gather_copies;
   engine_options.history_dir = o.history_dir.value_or("");
   net::ServerMetrics metrics;  // outlives the engine, whose scheduler records into it
