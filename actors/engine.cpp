@@ -176,6 +176,24 @@ TierSizes tier_sizes(const EngineOptions& o, std::size_t block_bytes, bool host_
   return t;
 }
 
+// Chunks reach the disk tier only through the host tier (the swap engine
+// spills host slots to it), so a disk budget without a host tier would be
+// silently unused: refuse it at start-up, naming what is missing.
+Result<void> check_disk_tier(const EngineOptions& o, bool host_pool, std::int32_t host_slots) {
+  if (o.kv_disk_bytes <= 0 && o.kv_disk_gb <= 0) return {};
+  if (!o.scheduler.keep_kv) return fail("--kv-disk-gb: --no-state keeps no KV, so a disk KV tier would be unused");
+  if (!host_pool) {
+    return fail(std::string("--kv-disk-gb: the disk KV tier is fed by the host tier, which works with one rank "
+                            "only for now (this is --backend ") +
+                std::string(backend::backend_name(o.backend)) + " --tp " + std::to_string(o.tp) + ")");
+  }
+  if (host_slots <= 0) {
+    return fail("--kv-disk-gb: the disk KV tier is fed by the host tier, and --kv-host-mb " +
+                std::to_string(o.kv_host_mb) + " leaves it no block (give the host tier a budget, or drop --kv-disk-gb)");
+  }
+  return {};
+}
+
 // Starts the swap engine on the control thread, beside the scheduler, over
 // the worker's device pool and stream pool. Returns the disk tier's chunks.
 Result<std::int64_t> start_swap_engine(Engine::Impl& m, GpuWorker& gpu, const TierSizes& tiers) {
@@ -262,6 +280,9 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   const kv::KvPoolConfig pool = (*forward)->pool_config();
   const std::size_t block_bytes = kv::kv_bytes_per_token(pool) * std::size_t(options.kv_block_tokens);
   const TierSizes tiers = tier_sizes(options, block_bytes, (*forward)->supports_host_tier());
+  if (auto ok = check_disk_tier(options, (*forward)->supports_host_tier(), tiers.host_slots); !ok) {
+    return ok.error();
+  }
   if (tiers.host_slots > 0 && !(*forward)->supports_host_tier()) {
     return fail("the host KV tier (--kv-host-mb) works with one rank only for now (--tp 1)");
   }

@@ -8,6 +8,7 @@
 #include "bench/common/machine_info.hpp"
 #include "bench/engine-bench/replay.hpp"
 #include "bench/engine-bench/tiers.hpp"
+#include "gpu/kv/kv_pool.hpp"
 #include "gpu/model/model_loader.hpp"
 #include "gpu/model/test_model.hpp"
 
@@ -37,6 +38,7 @@ struct Args {
   std::size_t threads = 2;
   std::int32_t batch_tokens = 512;
   std::int64_t kv_mb = 1024;
+  kv::KvDType kv_dtype = kv::KvDType::f16;
   pb::ReplayOptions replay;
   std::optional<std::string> out;
   bool tiers = false;  // the KV-tier comparison instead of stateful vs --no-state
@@ -53,6 +55,7 @@ const char* usage =
     "engine-bench [--model FILE.gguf | --model-dir DIR --vocab-from VOCAB.gguf --dtype f32|f16|q8_0]\n"
     "             [--data FILE.jsonl] [--conversations N] [--turns T] [--max-bytes B] [--max-tokens N]\n"
     "             [--think-time-s S] [--stagger-s S] [--threads N] [--batch-tokens N] [--kv-mb MB]\n"
+    "             [--kv-dtype f16|bf16|f32|q8_0]\n"
     "             [--seed S] [--note TEXT] [--out FILE.json]\n"
     "             [--tiers [--repetitions N] [--scratch-dir DIR] [--disk-over-total X]\n"
     "                      [--swap-out-watermark F] [--decode-reserve F] [--modes abcd]]\n"
@@ -93,6 +96,14 @@ std::optional<Args> parse(int argc, char** argv) {
     else if (f == "--threads") a.threads = std::stoul(*v);
     else if (f == "--batch-tokens") a.batch_tokens = std::stoi(*v);
     else if (f == "--kv-mb") a.kv_mb = std::stoll(*v);
+    else if (f == "--kv-dtype") {
+      const auto t = kv::kv_dtype_from_name(*v);
+      if (!t) {
+        std::fprintf(stderr, "engine-bench: --kv-dtype takes f32, f16, bf16 or q8_0, not \"%s\"\n", v->c_str());
+        return std::nullopt;
+      }
+      a.kv_dtype = *t;
+    }
     else if (f == "--seed") a.replay.seed = std::stoull(*v);
     else if (f == "--note") a.note = *v;
     else if (f == "--repetitions") a.repetitions = std::stoi(*v);
@@ -219,6 +230,7 @@ int run_tiers(const Args& a, const std::vector<std::vector<std::string>>& convs,
   o.modes = a.modes;
   o.threads = a.threads;
   o.batch_tokens = a.batch_tokens;
+  o.kv_dtype = a.kv_dtype;
   auto r = pb::run_tier_comparison(convs, a.replay, o);
   if (!r) {
     std::fprintf(stderr, "engine-bench: %s\n", r.error().message.c_str());
@@ -309,6 +321,7 @@ int main(int argc, char** argv) {
   report["conversations"] = args->conversations;
   report["think_time_s"] = args->replay.think_time_s;
   report["max_tokens"] = args->replay.max_tokens;
+  report["kv_dtype"] = kv::kv_dtype_name(args->kv_dtype);
   if (args->tiers) return run_tiers(*args, *convs, std::move(report));
   std::printf("%-10s %6s %12s %10s %10s %12s %14s %10s\n", "mode", "turns", "out tok/s", "TTFT p50", "TTFT p99",
               "norm lat", "prefill tokens", "reused");
@@ -331,6 +344,7 @@ int main(int argc, char** argv) {
     eo.scheduler.keep_kv = stateful;
     eo.scheduler.max_batch_tokens = args->batch_tokens;
     eo.kv_cache_mb = args->kv_mb;
+    eo.kv_dtype = args->kv_dtype;
     auto engine = actors::Engine::create(std::move(*weights), eo);
     if (!engine) {
       std::fprintf(stderr, "engine-bench: %s\n", engine.error().message.c_str());

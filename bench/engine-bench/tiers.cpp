@@ -30,7 +30,7 @@ struct TierSizing {
   std::int32_t device_blocks = 0;
   std::int32_t host_blocks = 0;
   std::int64_t disk_bytes = 0;
-  std::size_t kv_bytes_per_token = 0;  // f32 KV of the measured model
+  std::size_t kv_bytes_per_token = 0;  // the measured model's, in the run's KV dtype
 };
 
 struct Mode {
@@ -112,7 +112,8 @@ Result<TierSizing> size_tiers(const std::vector<std::vector<std::string>>& conve
   if (!weights) return weights.error();
   const auto& c = weights->config;
   s.kv_bytes_per_token = kv::kv_bytes_per_token(
-      {.block_tokens = o.block_tokens, .n_layers = c.n_layers, .n_kv_heads = c.n_kv_heads, .head_dim = c.head_dim});
+      {.block_tokens = o.block_tokens, .n_layers = c.n_layers, .n_kv_heads = c.n_kv_heads, .head_dim = c.head_dim,
+       .dtype = o.kv_dtype});
   // A quarter of the total, but always room for the largest conversation
   // beside the decode reserve (the scheduler refuses a turn that never fits).
   const auto quarter = std::int64_t(std::ceil(double(s.total_blocks) / o.total_over_device));
@@ -136,6 +137,7 @@ actors::EngineOptions mode_options(const Mode& m, const TierSizing& s, const Tie
   eo.scheduler.keep_kv = m.stateful;
   eo.scheduler.max_batch_tokens = o.batch_tokens;
   eo.kv_block_tokens = o.block_tokens;
+  eo.kv_dtype = o.kv_dtype;
   eo.kv_device_blocks = s.device_blocks;
   eo.kv_cache.eviction_policy = m.policy;
   eo.kv_cache.swap_out_watermark = o.swap_out_watermark;

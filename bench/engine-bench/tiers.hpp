@@ -7,6 +7,7 @@
 // so a noisy, shared machine slows each of them alike. Runs on the calling
 // thread; each engine brings its own threads.
 #include "bench/engine-bench/replay.hpp"
+#include "gpu/kv/paged_kv_view.hpp"
 #include "runtime/error.hpp"
 
 #include <boost/json/object.hpp>
@@ -37,6 +38,7 @@ struct TierBenchOptions {
   std::size_t threads = 2;
   std::int32_t batch_tokens = 512;
   std::int32_t block_tokens = 32;
+  kv::KvDType kv_dtype = kv::KvDType::f16;  // every mode's (the engine's default)
 };
 
 // The JSON report: sizing, per mode the repetitions and their medians, the

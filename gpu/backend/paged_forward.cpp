@@ -26,11 +26,21 @@ std::size_t block_bytes(const kv::KvPoolConfig& pool) {
   return kv::kv_bytes_per_token(pool) * std::size_t(pool.block_tokens);
 }
 
+// Q8_0 KV quantises each token's K and V row (one rank's KV heads) in blocks
+// of 32 values.
+Result<void> check_kv_rows(const kv::KvPoolConfig& pool) {
+  const std::int64_t row = std::int64_t(pool.n_kv_heads) * pool.head_dim;
+  if (pool.dtype != kv::KvDType::q8_0 || row % kv::kQ8KvBlockValues == 0) return {};
+  return fail("--kv-dtype q8_0: a token's KV row on one rank has " + std::to_string(row) +
+              " values (KV heads x head_dim), not a multiple of 32; use --kv-dtype f16");
+}
+
 Result<std::unique_ptr<PagedForward>> make_cpu(model::ModelWeights weights, const PagedForwardOptions& o) {
   if (o.tp == 1) {
     auto forward = model::CpuForward::create(std::move(weights), {.n_threads = o.n_threads});
     if (!forward) return forward.error();
     kv::KvPoolConfig pool = forward->kv_pool_config(1, o.block_tokens, o.kv_dtype);
+    if (auto ok = check_kv_rows(pool); !ok) return ok.error();
     auto blocks = pool_blocks(o, block_bytes(pool));
     if (!blocks) return blocks.error();
     pool.num_blocks = *blocks;
@@ -43,6 +53,7 @@ Result<std::unique_ptr<PagedForward>> make_cpu(model::ModelWeights weights, cons
   auto forward = model::TpForward::create(weights, o.tp, {.n_threads = per_rank});
   if (!forward) return forward.error();
   kv::KvPoolConfig pool = forward->kv_pool_config(1, o.block_tokens, o.kv_dtype);
+  if (auto ok = check_kv_rows(pool); !ok) return ok.error();
   auto blocks = pool_blocks(o, block_bytes(pool));
   if (!blocks) return blocks.error();
   pool.num_blocks = *blocks;

@@ -98,7 +98,9 @@ struct PagedForwardOptions {
   std::int32_t tp = 1;             // tensor-parallel ranks
   std::size_t n_threads = 0;       // CPU threads in all (split between ranks); 0: every core
   std::int32_t block_tokens = 32;
-  kv::KvDType kv_dtype = kv::KvDType::f32;  // CUDA: f16 or bf16 (f32 asks for bf16)
+  // CPU: f32, f16, bf16 or q8_0 (a rank's KV row a multiple of 32 values);
+  // CUDA: f16 or bf16 (f32 asks for bf16; q8_0 is an error).
+  kv::KvDType kv_dtype = kv::KvDType::f32;
   std::size_t kv_budget_bytes = std::size_t(512) << 20;  // per rank
   std::int32_t num_blocks = 0;     // > 0: exactly this many blocks instead of the budget
   std::int32_t max_batch_tokens = 512;  // CUDA: activation buffers' size

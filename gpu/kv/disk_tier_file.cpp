@@ -41,8 +41,8 @@ Result<void> make_file(const std::filesystem::path& path, std::uint64_t bytes) {
 DiskTierFileConfig disk_layout_of(const KvPoolConfig& pool) {
   DiskTierFileConfig c;
   c.n_layers = pool.n_layers;
-  c.layer_bytes = 2 * std::size_t(pool.block_tokens) * std::size_t(pool.n_kv_heads) * std::size_t(pool.head_dim) *
-                  kv_dtype_bytes(pool.dtype);
+  c.layer_bytes = 2 * std::size_t(pool.block_tokens) *
+                  kv_values_bytes(pool.dtype, std::int64_t(pool.n_kv_heads) * pool.head_dim);
   return c;
 }
 
@@ -53,7 +53,7 @@ std::vector<std::span<std::byte>> chunk_layers(const KvPool& pool, BlockId block
   layers.reserve(std::size_t(c.n_layers));
   for (std::int32_t l = 0; l < c.n_layers; ++l) {
     const PagedKvView view = pool.layer(l);
-    const std::size_t block_bytes = std::size_t(view.block_stride()) * kv_dtype_bytes(view.dtype);
+    const std::size_t block_bytes = view.block_bytes();
     layers.emplace_back(static_cast<std::byte*>(view.data) + block.value * block_bytes, block_bytes);
   }
   return layers;

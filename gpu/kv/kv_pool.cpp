@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <optional>
+#include <string_view>
 #include <stdexcept>
 
 namespace pensieve::kv {
@@ -17,13 +19,21 @@ const char* kv_dtype_name(KvDType t) {
       return "f16";
     case KvDType::bf16:
       return "bf16";
+    case KvDType::q8_0:
+      return "q8_0";
   }
   return "?";
 }
 
+std::optional<KvDType> kv_dtype_from_name(std::string_view name) {
+  for (KvDType t : {KvDType::f32, KvDType::f16, KvDType::bf16, KvDType::q8_0}) {
+    if (name == kv_dtype_name(t)) return t;
+  }
+  return std::nullopt;
+}
+
 std::size_t kv_bytes_per_token(const KvPoolConfig& c) {
-  return std::size_t(c.n_layers) * 2 * std::size_t(c.n_kv_heads) * std::size_t(c.head_dim) *
-         kv_dtype_bytes(c.dtype);
+  return std::size_t(c.n_layers) * 2 * kv_values_bytes(c.dtype, std::int64_t(c.n_kv_heads) * c.head_dim);
 }
 
 void KvPool::LayerFree::operator()(std::byte* p) const {
@@ -40,6 +50,9 @@ KvPool::KvPool(const KvPoolConfig& config, KvPoolMemory memory) : config_(config
   if (config.num_blocks < 0 || config.block_tokens <= 0 || config.n_layers <= 0 ||
       config.n_kv_heads <= 0 || config.head_dim <= 0) {
     throw std::invalid_argument("KvPool: every dimension must be positive");
+  }
+  if (config.dtype == KvDType::q8_0 && (std::int64_t(config.n_kv_heads) * config.head_dim) % kQ8KvBlockValues != 0) {
+    throw std::invalid_argument("KvPool: q8_0 KV needs rows of a multiple of 32 values");
   }
   if (bool(memory.allocate) != bool(memory.release)) {
     throw std::invalid_argument("KvPool: an allocator needs both allocate and release");
@@ -58,7 +71,7 @@ KvPool::KvPool(const KvPoolConfig& config, KvPoolMemory memory) : config_(config
 }
 
 std::size_t KvPool::layer_bytes() const {
-  return std::size_t(layer(0).numel()) * kv_dtype_bytes(config_.dtype);
+  return layer(0).bytes();
 }
 
 PagedKvView KvPool::layer(std::int32_t layer) const {
@@ -78,14 +91,13 @@ void KvPool::copy_prefix(BlockId src, BlockId dst, std::int32_t tokens) {
       tokens > config_.block_tokens) {
     throw std::out_of_range("KvPool::copy_prefix: bad block or token count");
   }
-  const std::size_t elem = kv_dtype_bytes(config_.dtype);
   for (std::int32_t l = 0; l < config_.n_layers; ++l) {
     const PagedKvView v = layer(l);
     auto* base = static_cast<std::byte*>(v.data);
     for (int which = 0; which < 2; ++which) {
-      std::memcpy(base + std::size_t(v.offset(std::int32_t(dst.value), which, 0, 0)) * elem,
-                  base + std::size_t(v.offset(std::int32_t(src.value), which, 0, 0)) * elem,
-                  std::size_t(tokens * v.token_stride()) * elem);
+      std::memcpy(base + v.row_byte_offset(std::int32_t(dst.value), which, 0),
+                  base + v.row_byte_offset(std::int32_t(src.value), which, 0),
+                  std::size_t(tokens) * v.token_bytes());
     }
   }
 }
@@ -96,7 +108,11 @@ void KvPool::poison(BlockId id) {
   for (std::int32_t l = 0; l < config_.n_layers; ++l) {
     const PagedKvView v = layer(l);
     const std::int64_t begin = v.offset(std::int32_t(id.value), 0, 0, 0);
-    if (config_.dtype == KvDType::f32) {
+    if (config_.dtype == KvDType::q8_0) {
+      // 0x7e7e is an F16 NaN: every block's scale, so every dequantised value.
+      std::memset(static_cast<std::byte*>(v.data) + v.row_byte_offset(std::int32_t(id.value), 0, 0), 0x7e,
+                  v.block_bytes());
+    } else if (config_.dtype == KvDType::f32) {
       float* p = static_cast<float*>(v.data) + begin;
       std::fill(p, p + v.block_stride(), std::numeric_limits<float>::quiet_NaN());
     } else {

@@ -1,7 +1,7 @@
 #pragma once
 // KvPool: the KV storage of one tier in host memory: one tensor per layer,
-// each [num_blocks][2][block_tokens][n_kv_heads][head_dim] in F32, F16 or
-// BF16. Owns that memory (64-byte aligned); block ids come from a
+// each [num_blocks][2][block_tokens][n_kv_heads][head_dim] in F32, F16,
+// BF16 or Q8_0 (paged_kv_view.hpp). Owns that memory (64-byte aligned); block ids come from a
 // BlockAllocator kept beside it. Used on its owner's thread (the worker that
 // runs the forward pass); kernels read it through PagedKvView.
 #include "gpu/kv/block_id.hpp"
@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 namespace pensieve::kv {
@@ -34,6 +36,9 @@ struct KvPoolConfig {
   // Fill freed blocks with NaN so a read through a stale block table shows.
   bool poison_freed = kPoisonFreedBlocksByDefault;
 };
+
+// "f32", "f16", "bf16", "q8_0" (kv_dtype_name's names); anything else: none.
+std::optional<KvDType> kv_dtype_from_name(std::string_view name);
 
 // Bytes one token takes across all layers, K and V.
 std::size_t kv_bytes_per_token(const KvPoolConfig& config);

@@ -3,7 +3,7 @@
 namespace pensieve::kv {
 
 std::size_t block_slice_bytes(const PagedKvView& view) {
-  return std::size_t(view.block_stride()) * kv_dtype_bytes(view.dtype);
+  return std::size_t(view.block_bytes());
 }
 
 KvTierMemory tier_memory(const KvPool& pool) {

@@ -3,15 +3,32 @@
 // [num_blocks][2][block_tokens][n_kv_heads][head_dim] (index 0 of the "2" is
 // K, 1 is V), so one block of one layer is contiguous. Plain data: the CUDA
 // kernels take it by value, so its helpers are constexpr (usable on device).
+//
+// Q8_0 KV stores each token's row (n_kv_heads * head_dim values) as ggml's
+// block_q8_0 blocks (an F16 scale, then 32 int8 quants: 34 bytes per 32
+// values), so a row is 17/32 of its F16 size and the block layout above holds
+// with rows of kv_values_bytes() bytes. With head_dim a multiple of 32 each
+// head's row is whole blocks; with smaller heads (tiny test models) a block
+// spans 32 / head_dim heads, as llama.cpp's quantised K rows do.
 #include <cstddef>
 #include <cstdint>
 
 namespace pensieve::kv {
 
-enum class KvDType : std::uint8_t { f32, f16, bf16 };
+enum class KvDType : std::uint8_t { f32, f16, bf16, q8_0 };
 
+inline constexpr std::int32_t kQ8KvBlockValues = 32;
+inline constexpr std::size_t kQ8KvBlockBytes = 34;  // F16 scale + 32 int8
+
+// Bytes of one element of an element type (f32, f16, bf16); 0 for q8_0,
+// whose size is per block: take kv_values_bytes() for any KV byte count.
 constexpr std::size_t kv_dtype_bytes(KvDType t) {
-  return t == KvDType::f32 ? 4 : 2;
+  return t == KvDType::f32 ? 4 : t == KvDType::q8_0 ? 0 : 2;
+}
+// Bytes of n consecutive values of a token's row (q8_0: n a multiple of 32).
+constexpr std::size_t kv_values_bytes(KvDType t, std::int64_t n) {
+  return t == KvDType::q8_0 ? std::size_t(n / kQ8KvBlockValues) * kQ8KvBlockBytes
+                            : std::size_t(n) * kv_dtype_bytes(t);
 }
 const char* kv_dtype_name(KvDType t);
 
@@ -23,7 +40,7 @@ struct PagedKvView {
   std::int32_t n_kv_heads = 0;
   std::int32_t head_dim = 0;
 
-  // Strides in elements.
+  // Strides in elements (element types only; q8_0 addresses bytes below).
   constexpr std::int64_t token_stride() const { return std::int64_t(n_kv_heads) * head_dim; }
   constexpr std::int64_t kv_stride() const { return block_tokens * token_stride(); }
   constexpr std::int64_t block_stride() const { return 2 * kv_stride(); }
@@ -34,6 +51,18 @@ struct PagedKvView {
                                 std::int32_t head) const {
     return block * block_stride() + which * kv_stride() + slot_in_block * token_stride() +
            std::int64_t(head) * head_dim;
+  }
+
+  // Sizes in bytes, right for every dtype.
+  constexpr std::size_t token_bytes() const { return kv_values_bytes(dtype, token_stride()); }
+  constexpr std::size_t block_bytes() const { return 2 * std::size_t(block_tokens) * token_bytes(); }
+  constexpr std::size_t bytes() const { return std::size_t(num_blocks) * block_bytes(); }
+  // Byte offset of the row (every head) of token `slot_in_block` of block
+  // `block`, K (`which` 0) or V (1).
+  constexpr std::size_t row_byte_offset(std::int32_t block, int which, std::int32_t slot_in_block) const {
+    return ((std::size_t(block) * 2 + std::size_t(which)) * std::size_t(block_tokens) +
+            std::size_t(slot_in_block)) *
+           token_bytes();
   }
 };
 

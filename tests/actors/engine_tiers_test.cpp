@@ -6,6 +6,7 @@
 // A chunk file corrupted on disk is detected when read back and its chunks
 // are recomputed, with the same tokens.
 #include "tests/actors/engine_fixture.hpp"
+#include "tests/temp_dir.hpp"
 #include "tests/tiny_model.hpp"
 
 #include <filesystem>
@@ -217,8 +218,9 @@ TEST_CASE("a stateful engine on the CPU backend has a host tier by default; --no
   const std::int64_t want_mb = actors::default_kv_host_mb();
   CHECK(want_mb > 0);
   CHECK(want_mb <= 4096);
-  // The tiny model's chunk: 2 layers x K and V x 2 KV heads x 16 dims x 32 tokens of f32.
-  const std::int64_t chunk_bytes = 2 * 2 * 2 * 16 * 32 * 4;
+  // The tiny model's chunk: 2 layers x K and V x 2 KV heads x 16 dims x 32 tokens of f16 (the default).
+  REQUIRE(o.kv_dtype == kv::KvDType::f16);
+  const std::int64_t chunk_bytes = 2 * 2 * 2 * 16 * 32 * 2;
   CHECK(host_slots(o) == (want_mb << 20) / chunk_bytes);
   actors::EngineOptions off = o;
   off.kv_host_mb = 0;
@@ -226,4 +228,35 @@ TEST_CASE("a stateful engine on the CPU backend has a host tier by default; --no
   actors::EngineOptions stateless = o;
   stateless.scheduler.keep_kv = false;
   CHECK(host_slots(stateless) == 0);
+}
+
+TEST_CASE("a disk KV tier without a host tier, or with --no-state, is refused at start-up, not ignored",
+          "[engine][tiers][errors][disk]") {
+  TempDir dir("engine-disk-refused");
+  actors::EngineOptions o;
+  o.n_threads = 1;
+  o.kv_cache_mb = 16;
+  o.kv_disk_dir = dir.path().string();
+  o.kv_disk_bytes = 1 << 20;  // what --kv-disk-gb sets, at a test's size
+  auto error_of = [](actors::EngineOptions options) {
+    auto engine = actors::Engine::create(tiny_model(), std::move(options));
+    REQUIRE_FALSE(engine.has_value());
+    return engine.error().message;
+  };
+  actors::EngineOptions no_host = o;
+  no_host.kv_host_mb = 0;
+  const std::string host_message = error_of(no_host);
+  INFO(host_message);
+  CHECK(host_message.starts_with("--kv-disk-gb: the disk KV tier is fed by the host tier, and --kv-host-mb 0"));
+  actors::EngineOptions stateless = o;
+  stateless.scheduler.keep_kv = false;
+  CHECK(error_of(stateless) == "--kv-disk-gb: --no-state keeps no KV, so a disk KV tier would be unused");
+  // With the host tier (automatic here) the same disk budget starts.
+  asio::io_context io;
+  auto engine = actors::Engine::create(tiny_model(), o);
+  INFO((engine ? std::string() : engine.error().message));
+  REQUIRE(engine.has_value());
+  auto f = asio::co_spawn(io, (*engine)->swap_stats(), asio::use_future);
+  io.run();
+  CHECK(f.get().disk_slots > 0);
 }

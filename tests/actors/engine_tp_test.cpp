@@ -101,7 +101,12 @@ TEST_CASE("the engine on 1, 2 and 4 tensor-parallel ranks gives stories260K's go
     auto weights = model::load_llama2c(shared_file("models/stories260K.bin"));
     REQUIRE(weights.has_value());
     weights->tokenizer = vocab;
-    auto engine = actors::Engine::create(std::move(*weights), tp_options(tp));
+    // F32 KV: the golden tokens are llama2.c's F32 run, token for token
+    // (with F16 KV line 0 leaves them at one near-tie step, as the F16 row
+    // of gpu/README.md's KV dtype table shows).
+    actors::EngineOptions o = tp_options(tp);
+    o.kv_dtype = kv::KvDType::f32;
+    auto engine = actors::Engine::create(std::move(*weights), o);
     INFO((engine ? std::string() : engine.error().message));
     REQUIRE(engine.has_value());
     const auto out = complete_all(**engine, io, prompts, steps);
@@ -165,6 +170,29 @@ TEST_CASE("the host KV tier with --tp 2 is refused with a clear error", "[engine
   INFO(engine.error().message);
   CHECK(engine.error().message.find("--kv-host-mb") != std::string::npos);
   CHECK(engine.error().message.find("--tp 1") != std::string::npos);
+}
+
+TEST_CASE("a disk KV tier with --tp 2 is refused at start-up, not ignored", "[engine][tp][errors][disk]") {
+  actors::EngineOptions o = tp_options(2);
+  o.kv_disk_dir = "/nonexistent-never-opened";
+  o.kv_disk_gb = 1;
+  auto engine = stories_engine(o);
+  REQUIRE_FALSE(engine.has_value());
+  const std::string& message = engine.error().message;
+  INFO(message);
+  CHECK(message.starts_with("--kv-disk-gb: "));
+  CHECK(message.find("--tp 2") != std::string::npos);
+  CHECK(message.find('\n') == std::string::npos);
+}
+
+TEST_CASE("Q8_0 KV on 2 ranks refuses a KV row that is not whole blocks of 32", "[engine][tp][errors][q8_0]") {
+  // stories260K: 4 KV heads of 8 dims, so 2 heads (16 values) per rank.
+  actors::EngineOptions o = tp_options(2);
+  o.kv_dtype = kv::KvDType::q8_0;
+  auto engine = stories_engine(o);
+  REQUIRE_FALSE(engine.has_value());
+  INFO(engine.error().message);
+  CHECK(engine.error().message.starts_with("--kv-dtype q8_0: a token's KV row on one rank has 16 values"));
 }
 
 TEST_CASE("the CUDA backend without a CUDA device is a one-line error", "[engine][errors]") {

@@ -19,6 +19,8 @@ std::unique_ptr<actors::Engine> make_engine(bool stateful, std::int32_t max_queu
   o.scheduler.keep_kv = stateful;
   o.scheduler.max_admitted = max_queued;
   o.kv_cache_mb = 16;
+  // F32 KV: the oracle below is the contiguous F32 pass, matched bit for bit.
+  o.kv_dtype = kv::KvDType::f32;
   auto e = actors::Engine::create(stories_model(), o);
   REQUIRE(e.has_value());
   return std::move(*e);

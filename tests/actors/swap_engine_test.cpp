@@ -4,6 +4,7 @@
 // signals one event per layer in layer order, and reports what finished.
 #include "actors/disk_tier.hpp"
 #include "actors/kv_copy_plan.hpp"
+#include "gpu/kernels/cpu/reshape_and_cache.hpp"
 #include "tests/actors/swap_rig.hpp"
 #include "tests/temp_dir.hpp"
 
@@ -224,6 +225,51 @@ TEST_CASE("spill and restore move chunks through the disk store; a corrupted chu
   CHECK(stats.spill_chunks == 2);
   CHECK(stats.restore_chunks == 2);
   CHECK(stats.restore_corrupt == 2);
+}
+
+TEST_CASE("a Q8_0 chunk goes device, host, disk, host, device byte for byte", "[swap][disk][q8_0]") {
+  TempDir dir("swap-q8");
+  SwapRig rig(8, 6, {}, dir.path().string(), 1 << 20, kv::KvDType::q8_0);
+  REQUIRE(rig.device->config().dtype == kv::KvDType::q8_0);
+  REQUIRE(rig.host->config().dtype == kv::KvDType::q8_0);
+  // Real quantised K/V in device block 2 (slots 8..11), every layer.
+  std::vector<float> k(4 * 32), v(4 * 32);
+  for (std::size_t i = 0; i < k.size(); ++i) {
+    k[i] = float(int(i * 37 % 101) - 50) * 0.031f;
+    v[i] = float(int(i * 53 % 89) - 44) * 0.7f;
+  }
+  const std::vector<std::int64_t> slots{8, 9, 10, 11};
+  for (std::int32_t l = 0; l < 3; ++l) {
+    kernels::cpu::reshape_and_cache({k.data(), v.data(), kv::KvDType::f32, slots.data(), 4, rig.device->layer(l)});
+  }
+  std::vector<std::vector<std::byte>> original;
+  for (std::int32_t l = 0; l < 3; ++l) {
+    original.push_back(copy_of(*rig.device, l, 2));
+    CHECK(original.back().size() == 2 * 4 * 34);  // K and V of 4 tokens, one 34-byte block each
+  }
+  KvTransfers out;
+  out.swap_out = {dh(2, 1)};
+  rig.submit(out);
+  rig.wait_report(1);
+  for (std::int32_t l = 0; l < 3; ++l) CHECK(copy_of(*rig.host, l, 1) == original[std::size_t(l)]);
+  const std::vector<std::int32_t> tokens{1, 2, 3, 4};
+  KvTransfers spill;
+  spill.spill = {{HostSlot{1}, actors::DiskSlot{2}, tokens}};
+  rig.submit(spill);
+  CHECK(rig.wait_report(2).spill.size() == 1);
+  KvTransfers restore;
+  restore.restore = {{HostSlot{4}, actors::DiskSlot{2}, tokens}};
+  rig.submit(restore);
+  const auto restored = rig.wait_report(3);
+  CHECK(restored.restored.size() == 1);
+  CHECK(restored.corrupt.empty());
+  KvTransfers in;
+  in.swap_in = {dh(6, 4)};
+  rig.submit(in).layer_ready.back().wait_blocking();
+  for (std::int32_t l = 0; l < 3; ++l) {
+    CHECK(copy_of(*rig.host, l, 4) == original[std::size_t(l)]);
+    CHECK(copy_of(*rig.device, l, 6) == original[std::size_t(l)]);
+  }
 }
 
 TEST_CASE("a swap-out still copying does not delay a later iteration's swap-in", "[swap]") {

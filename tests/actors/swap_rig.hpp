@@ -21,14 +21,15 @@ namespace pensieve::testing {
 
 namespace asio = boost::asio;
 
-inline kv::KvPoolConfig small_pool(std::int32_t blocks) {
+// Q8_0 rows are whole blocks of 32 values: 2 heads of 16 then.
+inline kv::KvPoolConfig small_pool(std::int32_t blocks, kv::KvDType dtype = kv::KvDType::f32) {
   kv::KvPoolConfig c;
   c.num_blocks = blocks;
   c.block_tokens = 4;
   c.n_layers = 3;
   c.n_kv_heads = 2;
-  c.head_dim = 8;
-  c.dtype = kv::KvDType::f32;
+  c.head_dim = dtype == kv::KvDType::q8_0 ? 16 : 8;
+  c.dtype = dtype;
   c.tier = kv::Tier::device;
   c.poison_freed = false;
   return c;
@@ -37,7 +38,7 @@ inline kv::KvPoolConfig small_pool(std::int32_t blocks) {
 // The bytes of block `b`'s slice of layer `l`.
 inline std::span<std::byte> slice_of(const kv::KvPool& pool, std::int32_t l, std::uint32_t b) {
   const kv::PagedKvView v = pool.layer(l);
-  const std::size_t bytes = std::size_t(v.block_stride()) * kv::kv_dtype_bytes(v.dtype);
+  const std::size_t bytes = v.block_bytes();
   return {static_cast<std::byte*>(v.data) + std::size_t(b) * bytes, bytes};
 }
 
@@ -60,12 +61,13 @@ inline void fill_pattern(kv::KvPool& pool, float tag) {
 struct SwapRig {
   // `disk_dir` non-empty: a disk tier of `disk_bytes` there.
   explicit SwapRig(std::int32_t device_blocks, std::int32_t host_slots, actors::SwapEngineConfig config = {},
-                   const std::string& disk_dir = {}, std::uint64_t disk_bytes = 0)
-      : device(std::make_shared<kv::KvPool>(small_pool(device_blocks))),
+                   const std::string& disk_dir = {}, std::uint64_t disk_bytes = 0,
+                   kv::KvDType dtype = kv::KvDType::f32)
+      : device(std::make_shared<kv::KvPool>(small_pool(device_blocks, dtype))),
         streams(std::make_shared<rt::CpuStreamPool>(2)) {
     config.host_slots = host_slots;
     if (!disk_dir.empty()) {
-      kv::KvPoolConfig layout = small_pool(host_slots);
+      kv::KvPoolConfig layout = small_pool(host_slots, dtype);
       auto store = actors::open_disk_tier(loop.executor(), disk_dir, disk_bytes, layout);
       REQUIRE(store.has_value());
       config.disk = std::move(*store);

@@ -49,7 +49,7 @@ TEST_CASE("the tier comparison reports every mode and all modes write the same g
 
   const auto& sizing = r.at("sizing").as_object();
   CHECK(sizing.at("kv_device_blocks").as_int64() < sizing.at("total_kv_blocks").as_int64());
-  CHECK(sizing.at("kv_bytes_per_token").to_number<std::int64_t>() == 2 * 2 * 2 * 16 * 4);  // layers*K,V*heads*dim*f32
+  CHECK(sizing.at("kv_bytes_per_token").to_number<std::int64_t>() == 2 * 2 * 2 * 16 * 2);  // layers*K,V*heads*dim*f16
   const auto& modes = r.at("modes").as_object();
   REQUIRE(modes.size() == 4);
   for (const char* name : {"a_cost_aware_tiers", "b_lru_tiers", "c_device_only_recompute", "d_no_state"}) {

@@ -51,4 +51,26 @@ TEST_CASE("a stateful two-turn conversation on the CUDA backend gives the CPU ba
   }
   report_metric("engine_cuda_tokens_equal_share", total ? double(same) / double(total) : 0.0);
 }
+
+TEST_CASE("the CUDA backend refuses Q8_0 KV, and a disk tier without a host tier, at start-up with one line each", "[gpu][engine][errors]") {
+  require_cuda_device();
+  actors::EngineOptions o;
+  o.n_threads = 2;
+  o.backend = backend::BackendKind::cuda;
+  o.kv_cache_mb = 16;
+  o.kv_dtype = kv::KvDType::q8_0;
+  auto q8 = actors::Engine::create(stories_model(), o);
+  REQUIRE_FALSE(q8.has_value());
+  INFO(q8.error().message);
+  CHECK(q8.error().message.starts_with("--backend cuda: --kv-dtype q8_0 runs on the CPU backend only"));
+  o.kv_dtype = kv::KvDType::f16;
+  o.kv_disk_dir = "/nonexistent-never-opened";
+  o.kv_disk_gb = 1;
+  o.kv_host_mb = 0;  // the pinned host tier works on CUDA (cuda_swap_test.cpp); without it the disk is unfed
+  auto disk = actors::Engine::create(stories_model(), o);
+  REQUIRE_FALSE(disk.has_value());
+  INFO(disk.error().message);
+  CHECK(disk.error().message.find("--kv-host-mb 0 leaves it no block") != std::string::npos);
+  CHECK(disk.error().message.find('\n') == std::string::npos);
+}
 #endif

@@ -36,13 +36,28 @@ TEST_CASE("a bad flag or value is a one-line reason", "[tools]") {
   CHECK(message({"--model"}) == "--model needs a value");
   CHECK(message({"--api-key", "a", "--api-keys", "f"}).find("exclusive") != std::string::npos);
   CHECK(message({"--kv-disk-gb", "2"}).find("--kv-disk-dir") != std::string::npos);
+  CHECK(message({"--kv-dtype", "q4_0"}) == "--kv-dtype: 'q4_0' is not f32, f16, bf16 or q8_0");
+}
+
+TEST_CASE("--kv-dtype is f16 by default and takes f32, f16, bf16 and q8_0", "[tools]") {
+  using pensieve::kv::KvDType;
+  auto dtype = [](std::vector<std::string> args) {
+    auto o = parse_options(args);
+    REQUIRE(o.has_value());
+    return o->kv_dtype;
+  };
+  CHECK(dtype({}) == KvDType::f16);
+  CHECK(dtype({"--kv-dtype", "f32"}) == KvDType::f32);
+  CHECK(dtype({"--kv-dtype=bf16"}) == KvDType::bf16);
+  CHECK(dtype({"--kv-dtype", "f16"}) == KvDType::f16);
+  CHECK(dtype({"--kv-dtype", "q8_0"}) == KvDType::q8_0);
 }
 
 TEST_CASE("--help documents every flag", "[tools]") {
   const std::string text = pensieve::server::usage();
   for (const char* flag : {"--model", "--host", "--port", "--rpc-port", "--no-state", "--api-key",
                            "--api-keys", "--kv-device-mb", "--kv-host-mb", "--kv-disk-dir",
-                           "--kv-disk-gb", "--max-batch-tokens", "--threads", "--trace", "--history-dir"}) {
+                           "--kv-disk-gb", "--kv-dtype", "--max-batch-tokens", "--threads", "--trace", "--history-dir"}) {
     CHECK(text.find(flag) != std::string::npos);
   }
 }

@@ -103,6 +103,7 @@ int serve(const server::Options& o) {
   engine_options.kv_host_mb = o.kv_host_mb;
   engine_options.kv_disk_dir = o.kv_disk_dir.value_or("");
   engine_options.kv_disk_gb = o.kv_disk_gb;
+  engine_options.kv_dtype = o.kv_dtype;
   engine_options.gather_copies = o.gather_copies;
   if (o.decode_plan) {
     auto table = kernels::load_decode_plan_table(*o.decode_plan);

@@ -1,5 +1,6 @@
 #include "tools/pensieve/options.hpp"
 
+#include "gpu/kv/kv_pool.hpp"
 #include "runtime/thread_priority.hpp"
 
 #include <charconv>
@@ -28,7 +29,10 @@ conversation's KV cache between turns.
                          --backend cuda it is pinned memory, allocated at start-up; on the
                          CPU backend it is touched only as KV lands in it)
   --kv-disk-dir DIR      folder for the disk KV tier (with --kv-disk-gb)
-  --kv-disk-gb N         disk KV tier budget (default 0: no disk tier)
+  --kv-disk-gb N         disk KV tier budget (default 0: no disk tier; needs the host tier, so
+                         --backend cpu, --tp 1 and --kv-host-mb > 0)
+  --kv-dtype T           KV cache dtype: f16 (default, as llama.cpp), bf16, f32, or q8_0 (ggml's
+                         Q8_0 blocks: 1.88x the tokens of f16 in the same memory; CPU backend)
   --eviction-policy P    which cached KV chunks leave a tier first: cost (recompute cost over
                          idle time, default) or lru
   --swap-out-watermark F copy idle KV to the host ahead of time while less than this share of
@@ -136,6 +140,12 @@ std::map<std::string, Setter> value_flags() {
       {"--kv-device-mb", [](Options& o, const std::string& v) { return parse_int("--kv-device-mb", v, o.kv_device_mb, 1, 1 << 24); }},
       {"--kv-host-mb", [](Options& o, const std::string& v) { return parse_int("--kv-host-mb", v, o.kv_host_mb, 0, 1 << 24); }},
       {"--kv-disk-dir", text(&Options::kv_disk_dir)},
+      {"--kv-dtype", [](Options& o, const std::string& v) -> Result<void> {
+         const auto t = kv::kv_dtype_from_name(v);
+         if (!t) return fail("--kv-dtype: '" + v + "' is not f32, f16, bf16 or q8_0");
+         o.kv_dtype = *t;
+         return {};
+       }},
       {"--history-dir", text(&Options::history_dir)},
       {"--context-overflow", [](Options& o, const std::string& v) -> Result<void> {
          if (v != "truncate" && v != "error") return fail("--context-overflow: '" + v + "' is not truncate or error");

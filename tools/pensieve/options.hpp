@@ -6,6 +6,7 @@
 #include "actors/context_overflow.hpp"
 #include "actors/kv_cache_options.hpp"
 #include "actors/scheduler_options.hpp"
+#include "gpu/kv/paged_kv_view.hpp"
 #include "runtime/error.hpp"
 
 #include <cstdint>
@@ -26,6 +27,7 @@ struct Options {
   std::int64_t kv_host_mb = -1;  // -1: automatic (actors::default_kv_host_mb()); 0: no host tier
   std::optional<std::string> kv_disk_dir;
   std::int64_t kv_disk_gb = 0;
+  kv::KvDType kv_dtype = kv::KvDType::f16;  // --kv-dtype
   // --no-state (keep_kv), --max-batch-tokens, --decode-reserve.
   actors::SchedulerOptions scheduler;
   // --eviction-policy, --swap-out-watermark.

@@ -30,8 +30,8 @@ Result<CudaKvPool> CudaKvPool::create(const kv::KvPoolConfig& config) {
 }
 
 std::size_t CudaKvPool::block_bytes_per_layer() const {
-  return std::size_t(2) * std::size_t(config_.block_tokens) * std::size_t(config_.n_kv_heads) *
-         std::size_t(config_.head_dim) * kv::kv_dtype_bytes(config_.dtype);
+  return std::size_t(2) * std::size_t(config_.block_tokens) *
+         kv::kv_values_bytes(config_.dtype, std::int64_t(config_.n_kv_heads) * config_.head_dim);
 }
 
 std::size_t CudaKvPool::layer_bytes() const {

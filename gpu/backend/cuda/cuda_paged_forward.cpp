@@ -84,6 +84,10 @@ Result<std::unique_ptr<PagedForward>> make_cuda_paged_forward(const model::Model
     return fail("--backend cuda: --tp " + std::to_string(options.tp) +
                 " is not supported yet (tensor parallelism runs on the CPU backend only)");
   }
+  if (options.kv_dtype == kv::KvDType::q8_0) {
+    return fail("--backend cuda: --kv-dtype q8_0 runs on the CPU backend only for now (the CUDA pass keeps "
+                "its KV in its compute dtype: use --kv-dtype f16 or bf16)");
+  }
   CudaForwardOptions o;
   o.compute_dtype = options.kv_dtype == kv::KvDType::f16 ? kv::KvDType::f16 : kv::KvDType::bf16;
   o.max_batch_tokens = std::max(options.max_batch_tokens, 1);

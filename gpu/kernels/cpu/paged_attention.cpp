@@ -2,6 +2,7 @@
 
 #include "gpu/kernels/cpu/attention_core.hpp"
 #include "gpu/kernels/cpu/attention_widen.hpp"
+#include "gpu/kernels/cpu/attention_widen_q8.hpp"
 
 #include <cassert>
 #include <stdexcept>
@@ -14,6 +15,7 @@ struct PagedSource {
   kv::PagedKvView kv;
   const std::int32_t* block_table;
   std::int32_t max_blocks_per_seq;
+  WidenQ8Fn widen_q8;  // q8_0 pools: dequantises a head's row
 
   void rows(std::int32_t seq, std::int32_t kv_head, std::int32_t begin, std::int32_t end,
             const float** keys, const float** values, float* converted) const {
@@ -28,7 +30,14 @@ struct PagedSource {
                          v_off = kv.offset(block, 1, in_block, kv_head);
       for (std::int32_t i = 0; i < run; ++i) {
         const std::int32_t j = pos - begin + i;
-        if (kv.dtype == kv::KvDType::f32) {
+        if (kv.dtype == kv::KvDType::q8_0) {
+          const auto* base = static_cast<const std::byte*>(kv.data);
+          const std::int64_t first = std::int64_t(kv_head) * hd;
+          widen_q8(base + kv.row_byte_offset(block, 0, in_block + i), first, hd, converted + std::int64_t(j) * hd);
+          widen_q8(base + kv.row_byte_offset(block, 1, in_block + i), first, hd, widened_v + std::int64_t(j) * hd);
+          keys[j] = converted + std::int64_t(j) * hd;
+          values[j] = widened_v + std::int64_t(j) * hd;
+        } else if (kv.dtype == kv::KvDType::f32) {
           keys[j] = static_cast<const float*>(kv.data) + k_off + i * stride;
           values[j] = static_cast<const float*>(kv.data) + v_off + i * stride;
         } else {
@@ -65,7 +74,7 @@ void paged_attention(const PagedAttentionParams& p, const AttentionPlan& plan,
   args.scale = p.softmax_scale;
   args.window = p.sliding_window;
   args.softcap = p.logit_softcap;
-  run_attention_plan(args, plan, PagedSource{p.kv, p.block_table, p.max_blocks_per_seq}, workspace,
+  run_attention_plan(args, plan, PagedSource{p.kv, p.block_table, p.max_blocks_per_seq, widen_q8_0_fn()}, workspace,
                      runner);
 }
 

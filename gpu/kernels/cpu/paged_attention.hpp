@@ -10,7 +10,9 @@
 //
 // Usage: plan = plan_paged_attention(shape, n_kv_heads, options) once per
 // batch (shared by every layer), then paged_attention(params, plan, ...) per
-// layer. Q and out are F32; the cache may be F32, F16 or BF16.
+// layer. Q and out are F32; the cache may be F32, F16, BF16 or Q8_0, each
+// kv tile widened to F32 first (Q8_0: attention_widen_q8.hpp, dispatched at
+// run time), so the arithmetic and its batch invariance are the same for all.
 #include "gpu/kernels/cpu/attention_work_runner.hpp"
 #include "gpu/kernels/cpu/attention_workspace.hpp"
 #include "gpu/kernels/cpu/paged_attention_params.hpp"

@@ -1,6 +1,7 @@
 #include "gpu/kernels/cpu/reshape_and_cache.hpp"
 
 #include "gpu/formats/half.hpp"
+#include "gpu/kernels/cpu/reshape_and_cache_q8.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -21,6 +22,10 @@ void reshape_and_cache(const ReshapeAndCacheParams& p) {
     const auto in_block = static_cast<std::int32_t>(slot % c.block_tokens);
     for (int which = 0; which < 2; ++which) {
       const float* src = static_cast<const float*>(which == 0 ? p.k : p.v) + t * row;
+      if (c.dtype == kv::KvDType::q8_0) {
+        quantize_kv_row_q8_0(src, row, static_cast<std::byte*>(c.data) + c.row_byte_offset(block, which, in_block));
+        continue;
+      }
       const std::int64_t dst = c.offset(block, which, in_block, 0);
       switch (c.dtype) {
         case kv::KvDType::f32:
@@ -32,6 +37,8 @@ void reshape_and_cache(const ReshapeAndCacheParams& p) {
         case kv::KvDType::bf16:
           std::transform(src, src + row, static_cast<std::uint16_t*>(c.data) + dst, f32_to_bf16);
           break;
+        case kv::KvDType::q8_0:
+          break;  // quantised above
       }
     }
   }

@@ -2,7 +2,9 @@
 // reshape_and_cache: writes the K and V of a ragged batch's new tokens into
 // their slots of one layer's paged cache (slot = block * block_tokens +
 // offset, from BlockTable::slot / KvCache::append). Converts F32 to the
-// cache's dtype (round to nearest even). The CUDA twin takes the same params.
+// cache's dtype (round to nearest even; q8_0: each token row quantised to
+// ggml's Q8_0 blocks, reshape_and_cache_q8.hpp). The CUDA twin takes the same
+// params (F32, F16, BF16 caches).
 #include "gpu/kv/paged_kv_view.hpp"
 
 #include <cstdint>

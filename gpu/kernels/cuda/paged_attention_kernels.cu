@@ -238,6 +238,8 @@ cudaError_t launch_paged_attention_items(const PagedAttentionParams& p,
       return launch_items<__half>(p, items, num_items, partial, stream);
     case kv::KvDType::bf16:
       return launch_items<__nv_bfloat16>(p, items, num_items, partial, stream);
+    case kv::KvDType::q8_0:
+      break;  // the CUDA pass refuses q8_0 KV at start-up (cuda_paged_forward.cpp)
   }
   return cudaErrorInvalidValue;
 }
@@ -257,6 +259,8 @@ cudaError_t launch_paged_attention_merge(const PagedAttentionParams& p,
     case kv::KvDType::bf16:
       paged_attention_merge_kernel<__nv_bfloat16><<<grid, 128, 0, stream>>>(p, merges, partial);
       break;
+    case kv::KvDType::q8_0:
+      return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }
@@ -274,6 +278,8 @@ cudaError_t launch_reshape_and_cache(const ReshapeAndCacheParams& p, cudaStream_
     case kv::KvDType::bf16:
       reshape_and_cache_kernel<__nv_bfloat16><<<unsigned(p.num_tokens), 128, 0, stream>>>(p);
       break;
+    case kv::KvDType::q8_0:
+      return cudaErrorInvalidValue;  // refused at start-up (cuda_paged_forward.cpp)
   }
   return cudaGetLastError();
 }
