@@ -148,7 +148,7 @@ TEST_CASE("an idle scheduler sleeps until a message comes: no periodic wake-up",
   CHECK(run(io, engine->stats()).loop_passes > after);
 }
 
-TEST_CASE("a tenant's conversations are capped; deleting one makes room, other tenants have their own",
+TEST_CASE("a tenant's conversations are capped, deleting one makes room, other tenants have their own",
           "[engine][limits]") {
   actors::EngineOptions o;
   o.n_threads = 1;

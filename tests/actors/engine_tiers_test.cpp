@@ -201,7 +201,7 @@ TEST_CASE("KV copied out to a roomy host tier comes back as host hits, with the 
   CHECK(tiered.swap.spill_chunks == 0);
 }
 
-TEST_CASE("a stateful engine on the CPU backend has a host tier by default; --no-state and 0 MiB have none",
+TEST_CASE("a stateful engine on the CPU backend has a host tier by default, --no-state and 0 MiB have none",
           "[engine][tiers]") {
   auto host_slots = [](actors::EngineOptions o) {
     asio::io_context io;

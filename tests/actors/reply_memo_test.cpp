@@ -55,7 +55,7 @@ TEST_CASE("a remembered reply is encoded as the ids the model wrote, in its name
   CHECK(memo.encode(tok, "t", asked, pieces, false) == tok.encode_pieces(pieces, false));
 }
 
-TEST_CASE("ids that are not the reply's whole text are not remembered; the oldest leave first", "[reply_memo]") {
+TEST_CASE("ids that are not the reply's whole text are not remembered, the oldest leave first", "[reply_memo]") {
   const model::Tokenizer tok = vocab();
   ReplyMemo memo(2);
   const auto ids = tok.encode("the cat", false, false);

@@ -83,7 +83,7 @@ TEST_CASE("gathered runs are cut at the largest transfer", "[swap][device_order]
   CHECK(actors::plan_chunk_runs(copies, true) == std::vector<actors::ChunkRun>{{0, 10, 5}, {8, 20, 1}});
 }
 
-TEST_CASE("the swap engine's device streams see each layer's copies, then its event; D2H waits for the last H2D",
+TEST_CASE("the swap engine's device streams see each layer's copies, then its event, D2H waits for the last H2D",
           "[swap][device_order]") {
   auto log = std::make_shared<DeviceLog>();
   auto device = std::make_shared<kv::KvPool>(small_pool(8));
@@ -144,7 +144,7 @@ TEST_CASE("the swap engine's device streams see each layer's copies, then its ev
   CHECK(reports[0].swap_out[1].host.value == 4);
 }
 
-TEST_CASE("a backend that waits on the device gets layer l's swap-in event just before layer l; the worker never blocks",
+TEST_CASE("a backend that waits on the device gets layer l's swap-in event just before layer l, the worker never blocks",
           "[swap][device_order]") {
   auto log = std::make_shared<DeviceLog>();
   const kv::KvPoolConfig pool = small_pool(8);

@@ -159,7 +159,7 @@ TEST_CASE("within one iteration host-to-device copies run before device-to-host 
   CHECK(copy_of(*rig.host, 1, 4) == arriving);
 }
 
-TEST_CASE("spill and restore move chunks through the disk store; a corrupted chunk is reported, not restored",
+TEST_CASE("spill and restore move chunks through the disk store, a corrupted chunk is reported, not restored",
           "[swap][disk]") {
   TempDir dir("swap-disk");
   SwapRig rig(8, 6, {}, dir.path().string(), 1 << 20);

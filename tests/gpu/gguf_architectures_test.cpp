@@ -78,7 +78,7 @@ bool views_rows(const Tensor& view, const GgufFile& f, const std::string& name, 
 
 }  // namespace
 
-TEST_CASE("a Llama 3.1 file loads its rope_freqs divisors and stays untied; Llama 3.2 is tied", "[gguf]") {
+TEST_CASE("a Llama 3.1 file loads its rope_freqs divisors and stays untied, Llama 3.2 is tied", "[gguf]") {
   TempDir dir("arch");
   auto o = arch_options("llama3");
   o.rope_theta = 500000.0f;

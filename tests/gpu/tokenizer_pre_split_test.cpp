@@ -199,7 +199,7 @@ TEST_CASE("an unknown pre-tokenizer name is an error that names it", "[pre_token
   CHECK_THAT(result.error().message, Catch::Contains("llama-bpe"));
 }
 
-TEST_CASE("a family is found from its regexes, with \\r and \\n written either way",
+TEST_CASE("a family is found from its regexes, with CR and LF written either way",
           "[pre_tokenizer]") {
   for (PreTokenizer kind :
        {PreTokenizer::gpt2, PreTokenizer::llama_default, PreTokenizer::llama3, PreTokenizer::qwen2,

@@ -39,7 +39,7 @@ TEST_CASE("a bad flag or value is a one-line reason", "[tools]") {
   CHECK(message({"--kv-dtype", "q4_0"}) == "--kv-dtype: 'q4_0' is not f32, f16, bf16 or q8_0");
 }
 
-TEST_CASE("--kv-dtype is f16 by default and takes f32, f16, bf16 and q8_0", "[tools]") {
+TEST_CASE("the server's --kv-dtype is f16 by default and takes f32, f16, bf16 and q8_0", "[tools]") {
   using pensieve::kv::KvDType;
   auto dtype = [](std::vector<std::string> args) {
     auto o = parse_options(args);
@@ -53,7 +53,7 @@ TEST_CASE("--kv-dtype is f16 by default and takes f32, f16, bf16 and q8_0", "[to
   CHECK(dtype({"--kv-dtype", "q8_0"}) == KvDType::q8_0);
 }
 
-TEST_CASE("--help documents every flag", "[tools]") {
+TEST_CASE("the server's --help documents every flag", "[tools]") {
   const std::string text = pensieve::server::usage();
   for (const char* flag : {"--model", "--host", "--port", "--rpc-port", "--no-state", "--api-key",
                            "--api-keys", "--kv-device-mb", "--kv-host-mb", "--kv-disk-dir",
@@ -80,7 +80,7 @@ TEST_CASE("the built-in default model is generated once and loads with a tokeniz
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("--context-overflow and --history-reset-on-model-change parse; a bad policy is named", "[tools]") {
+TEST_CASE("the server's --context-overflow and --history-reset-on-model-change parse, and a bad policy is named", "[tools]") {
   auto defaults = parse_options({});
   REQUIRE(defaults.has_value());
   CHECK(defaults->context_overflow == pensieve::actors::ContextOverflow::truncate);
