@@ -77,7 +77,20 @@ function done(m) {
     ` · prompt ${u.prompt_tokens} tokens, ${u.cached_tokens} from the cache` +
     (m.ttft_ms !== undefined ? ` · first token after ${m.ttft_ms.toFixed(0)} ms` : "");
   $("stats").dataset.cachedTokens = String(u.cached_tokens);
-  if (state.reply) state.reply.dataset.finish = m.finish_reason;
+  if (state.reply) {
+    // Under each reply, what its prompt cost: tokens taken from the KV
+    // cache, tokens computed, and the time to its first token.
+    const meta = document.createElement("div");
+    meta.className = "reply-meta";
+    const computed = u.prompt_tokens - u.cached_tokens;
+    meta.dataset.cachedTokens = String(u.cached_tokens);
+    meta.dataset.computedTokens = String(computed);
+    if (m.ttft_ms !== undefined) meta.dataset.ttftMs = m.ttft_ms.toFixed(0);
+    meta.textContent = `prompt: ${u.cached_tokens} cached, ${computed} computed` +
+      (m.ttft_ms !== undefined ? ` · first token ${m.ttft_ms.toFixed(0)} ms` : "");
+    state.reply.after(meta);
+    state.reply.dataset.finish = m.finish_reason;
+  }
   endReply();
 }
 

@@ -112,6 +112,15 @@ async function main() {
   const second = await chat(page, "And then?");
   console.log(`second reply: ${JSON.stringify(second.text)} (${second.stats})`);
   check(second.cached > 0, `the resumed turn took ${second.cached} tokens from the cache`);
+  const meta = page.locator(".reply-meta").last();
+  const metaCached = Number(await meta.getAttribute("data-cached-tokens"));
+  const metaComputed = Number(await meta.getAttribute("data-computed-tokens"));
+  const metaText = await meta.textContent();
+  console.log(`second reply's caption: ${JSON.stringify(metaText)}`);
+  check(metaCached === second.cached && metaComputed > 0 && /cached/.test(metaText) && /computed/.test(metaText),
+        `the reply's caption shows its cached (${metaCached}) and computed (${metaComputed}) prompt tokens`);
+  check((await meta.getAttribute("data-ttft-ms")) !== null && /first token/.test(metaText),
+        "the reply's caption shows its time to first token");
   await page.screenshot({ path: `${work}/web-chat-resumed.png` });
 
   // The stop button ends a long reply early.
