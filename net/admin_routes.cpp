@@ -36,6 +36,16 @@ asio::awaitable<void> trace_route(const AdminRouteOptions& o, const HttpRequest&
   co_await w.send(200, "application/json", std::move(*trace));
 }
 
+asio::awaitable<void> prefix_cache_route(const AdminRouteOptions& o, const HttpRequest& req, ResponseWriter& w) {
+  if (req.method() != http::verb::post) {
+    ApiError e{405, "invalid_request_error",
+               "method " + std::string(req.method_string()) + " not allowed on /admin/prefix-cache/clear", {}, {}};
+    co_return co_await send_error(w, std::move(e));
+  }
+  o.clear_prefix_cache();
+  co_await w.send(200, "application/json", R"({"cleared":true})");
+}
+
 asio::awaitable<void> route(std::shared_ptr<const AdminRouteOptions> o, std::shared_ptr<const HttpHandler> next,
                             const HttpRequest& req, ResponseWriter& w) {
   std::string_view path = req.target();
@@ -52,6 +62,7 @@ asio::awaitable<void> route(std::shared_ptr<const AdminRouteOptions> o, std::sha
     co_return co_await send_error(w, std::move(e));
   }
   if (path == "/admin/trace") co_return co_await trace_route(*o, req, w);
+  if (path == "/admin/prefix-cache/clear" && o->clear_prefix_cache) co_return co_await prefix_cache_route(*o, req, w);
   co_await send_error(w, not_found("no route for " + std::string(path)));
 }
 

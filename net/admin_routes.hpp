@@ -1,7 +1,10 @@
 #pragma once
 // The operator's routes, in front of the public ones: POST /admin/trace?seconds=N
 // records the engine's spans for N seconds (1..60) and answers them as Chrome
-// trace-event JSON (what ui.perfetto.dev and chrome://tracing open). They
+// trace-event JSON (what ui.perfetto.dev and chrome://tracing open); POST
+// /admin/prefix-cache/clear drops every cached KV path that no conversation
+// names (stateless requests' prefixes; conversations keep theirs) and answers
+// {"cleared": true}. They
 // need "Authorization: Bearer ADMIN_KEY"; without an admin key configured
 // they do not exist (404, like any unknown route), and a missing or wrong
 // key answers 401. Every other request goes to `next`.
@@ -25,6 +28,7 @@ struct AdminRouteOptions {
   std::string admin_key;  // empty: no /admin routes (404)
   TraceCapture capture_trace;
   int max_trace_seconds = 60;
+  std::function<void()> clear_prefix_cache;  // null: no /admin/prefix-cache/clear (404)
 };
 
 HttpHandler with_admin_routes(HttpHandler next, AdminRouteOptions options);

@@ -52,6 +52,7 @@ struct Server {
     net::AdminRouteOptions admin;
     admin.admin_key = "root";
     admin.capture_trace = [c = capturer.get()](std::chrono::seconds d) { return c->capture(d); };
+    admin.clear_prefix_cache = [e = engine.get()] { e->clear_prefix_cache(); };
     http = std::make_unique<net::HttpServer>(
         io.get_executor(), net::with_admin_routes(net::make_openai_routes(*backend, {}), std::move(admin)),
         net::HttpServerOptions{});
@@ -120,4 +121,26 @@ TEST_CASE("a second admin trace while one records, or one while recording to a f
   auto second = http_call(s.http->port(), http::verb::post, "/admin/trace?seconds=1", {}, "Bearer root");
   CHECK(second.status == 409);
   CHECK(first.get().status == 200);
+}
+
+TEST_CASE("POST /admin/prefix-cache/clear drops what stateless requests left cached", "[tools][admin]") {
+  Server s;
+  const std::string body = R"({"model":"tiny","messages":[{"role":"system","content":"You are a careful assistant )"
+                           R"(who answers in one short sentence."},{"role":"user","content":"Hello there"}],)"
+                           R"("max_tokens":4,"temperature":0})";
+  auto cached_of = [&] {
+    auto r = http_call(s.http->port(), http::verb::post, "/v1/chat/completions", body);
+    REQUIRE(r.status == 200);
+    return json::parse(r.body).at("usage").at("prompt_tokens_details").at("cached_tokens").as_int64();
+  };
+  CHECK(cached_of() == 0);
+  CHECK(cached_of() > 0);  // the same prompt again: its cached path
+  auto get = http_call(s.http->port(), http::verb::get, "/admin/prefix-cache/clear", {}, "Bearer root");
+  CHECK(get.status == 405);
+  auto no_key = http_call(s.http->port(), http::verb::post, "/admin/prefix-cache/clear");
+  CHECK(no_key.status == 401);
+  auto cleared = http_call(s.http->port(), http::verb::post, "/admin/prefix-cache/clear", {}, "Bearer root");
+  CHECK(cleared.status == 200);
+  CHECK(cleared.body == R"({"cleared":true})");
+  CHECK(cached_of() == 0);  // nothing left to reuse
 }

@@ -180,6 +180,7 @@ int serve(const server::Options& o) {
     auto captured = co_await asio::co_spawn(io, trace_capturer.capture(d), asio::use_awaitable);
     co_return captured;
   };
+  admin.clear_prefix_cache = [&engine] { (*engine)->clear_prefix_cache(); };
   const net::HttpHandler handler =
       net::with_admin_routes(net::with_web_page(net::make_openai_routes(backend, routes)), std::move(admin));
   // Caught from the moment clients can connect: a SIGTERM before the RPC
