@@ -566,6 +566,40 @@ void Engine::clear_prefix_cache() {
   impl_->group.spawn(impl_->control.executor(), tell(ref, std::move(clear)));
 }
 
+asio::awaitable<EngineResult<KvPlacement>> Engine::kv_placement(const std::string& tenant, const std::string& id) {
+  ConversationId cid;
+  {
+    std::lock_guard lock(impl_->store_mutex);
+    auto it = impl_->store.find(store_key(tenant, id));
+    if (it == impl_->store.end()) co_return TurnError{TurnErrorKind::not_found, "no conversation '" + id + "'"};
+    cid = it->second.cid;
+  }
+  GetConversationChunks get{cid, {}};
+  auto chunks = co_await impl_->scheduler->ref().ask(std::move(get));
+  if (!chunks) co_return TurnError{TurnErrorKind::internal, "the scheduler did not answer"};
+  KvPlacement p;
+  p.block_tokens = impl_->options.kv_block_tokens;
+  for (const ChunkView& c : *chunks) {
+    switch (c.tier) {
+      case ChunkTier::device:
+        ++p.device;
+        break;
+      case ChunkTier::host:
+        ++p.host;
+        break;
+      case ChunkTier::disk:
+      case ChunkTier::restoring:
+        ++p.disk;
+        break;
+      case ChunkTier::dropped:
+        ++p.dropped;
+        break;
+    }
+    if (c.moving) ++p.moving;
+  }
+  co_return p;
+}
+
 asio::awaitable<SchedulerStats> Engine::stats() {
   GetSchedulerStats get;
   auto r = co_await impl_->scheduler->ref().ask(std::move(get));

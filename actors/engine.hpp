@@ -130,6 +130,12 @@ struct ConversationInfo {
 template <class T>
 using EngineResult = boost::system::result<T, TurnError>;
 
+struct KvPlacement {
+  std::int32_t block_tokens = 0;
+  std::int32_t device = 0, host = 0, disk = 0, dropped = 0;  // chunks
+  std::int32_t moving = 0;                                   // with a transfer in flight
+};
+
 // Called with each delta of a turn; returning false cancels the turn.
 using TurnSink = std::function<boost::asio::awaitable<bool>(const TurnDelta&)>;
 
@@ -157,6 +163,9 @@ class Engine {
   EngineResult<ConversationInfo> create_conversation(const std::string& tenant,
                                                      std::optional<std::string> id = {});
   std::optional<ConversationInfo> find_conversation(const std::string& tenant, const std::string& id) const;
+  // Where a stored conversation's cached KV lives: chunks per tier (a
+  // chunk restoring from disk counts as disk) and the tokens they cover.
+  boost::asio::awaitable<EngineResult<KvPlacement>> kv_placement(const std::string& tenant, const std::string& id);
   std::vector<ConversationInfo> list_conversations(const std::string& tenant) const;
   boost::asio::awaitable<EngineResult<ConversationSnapshot>> snapshot(const std::string& tenant,
                                                                       const std::string& id);

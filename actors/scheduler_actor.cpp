@@ -240,6 +240,7 @@ struct SchedulerHandler {
     stats.loop_passes = state->loop_passes;
     m.reply.send(stats);
   }
+  void operator()(GetConversationChunks m) { m.reply.send(state->core.cached_chunks(m.conversation)); }
   void operator()(TransfersFinished m) {
     state->core.transfers_done(m.done);
     state->notify();  // a turn waiting for its restores may run now

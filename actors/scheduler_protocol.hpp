@@ -47,6 +47,12 @@ struct GetSchedulerStats {
   rt::Reply<SchedulerStats> reply;
 };
 
+// Where a conversation's cached KV lives, chunk by chunk (empty: nothing cached).
+struct GetConversationChunks {
+  ConversationId conversation;
+  rt::Reply<std::vector<ChunkView>> reply;
+};
+
 // From the swap engine: tier moves of earlier iterations that have finished.
 struct TransfersFinished {
   TransfersDone done;
@@ -54,6 +60,6 @@ struct TransfersFinished {
 
 using SchedulerMsg =
     std::variant<AdmitTurn, CancelTurn, DropConversation, ClearUnnamedPaths, GetSchedulerStats,
-                 TransfersFinished>;
+                 GetConversationChunks, TransfersFinished>;
 
 }  // namespace pensieve::actors

@@ -59,10 +59,17 @@ class DeltaSink {
 };
 
 // A stored conversation as the API shows it.
+// Where a conversation's cached KV lives: chunks of block_tokens tokens per tier.
+struct ConversationKv {
+  std::int32_t block_tokens = 0;
+  std::int32_t device = 0, host = 0, disk = 0, dropped = 0, moving = 0;
+};
+
 struct ConversationView {
   std::string id;
   std::int64_t created_s = 0;
   std::vector<ChatMessage> messages;
+  std::optional<ConversationKv> kv;  // with the messages (GET /v1/conversations/{id})
 };
 
 class ChatBackend {

@@ -66,6 +66,9 @@ asio::awaitable<ApiResult<ConversationView>> EngineBackend::get_conversation(con
   if (!snapshot) co_return api_error(snapshot.error());
   ConversationView v = view_of(*info);
   for (const auto& m : snapshot->messages) v.messages.push_back({m.role, m.content});
+  auto kv = co_await engine_.kv_placement(tenant, id);
+  if (!kv) co_return api_error(kv.error());
+  v.kv = ConversationKv{kv->block_tokens, kv->device, kv->host, kv->disk, kv->dropped, kv->moving};
   co_return v;
 }
 

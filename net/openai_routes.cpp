@@ -214,6 +214,14 @@ json::object conversation_json(const ConversationView& c, bool with_messages) {
     for (const auto& m : c.messages) messages.push_back(json::object{{"role", m.role}, {"content", m.content}});
     o["messages"] = std::move(messages);
   }
+  if (c.kv) {
+    o["kv"] = json::object{{"block_tokens", c.kv->block_tokens},
+                           {"chunks", json::object{{"device", c.kv->device},
+                                                   {"host", c.kv->host},
+                                                   {"disk", c.kv->disk},
+                                                   {"dropped", c.kv->dropped}}},
+                           {"moving", c.kv->moving}};
+  }
   return o;
 }
 

@@ -142,6 +142,13 @@ TEST_CASE("conversations can be created, read, listed and deleted over HTTP", "[
   CHECK(messages[0].at("content").as_string() == "first");
   CHECK(messages[1].at("role").as_string() == "assistant");
   CHECK(messages[2].at("content").as_string() == "second");
+  // Where its KV lives: every chunk of its history on the device (no
+  // pressure here), none moving between tiers once the turn is done.
+  const auto& kv = view.at("kv").as_object();
+  CHECK(kv.at("block_tokens").as_int64() > 0);
+  CHECK(kv.at("chunks").at("device").as_int64() > 0);
+  CHECK(kv.at("chunks").at("host").as_int64() == 0);
+  CHECK(kv.at("chunks").at("dropped").as_int64() == 0);
   auto list = json::parse(s.call(http::verb::get, "/v1/conversations").body);
   CHECK(list.at("data").as_array().size() == 1);
   // A chosen id, a duplicate, a bad one.
