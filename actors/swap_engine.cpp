@@ -18,12 +18,6 @@ namespace asio = boost::asio;
 
 namespace {
 
-std::size_t slice_bytes(const kv::KvPool& pool) { return kv::block_slice_bytes(pool.layer(0)); }
-
-std::byte* slice(const kv::KvPool& pool, std::int32_t layer, std::uint32_t slot) {
-  return static_cast<std::byte*>(pool.layer(layer).data) + std::size_t(slot) * slice_bytes(pool);
-}
-
 void check_slot(std::int64_t slots, std::uint32_t slot, const char* what) {
   // A slot outside its pool is the core's bookkeeping gone wrong: a fault.
   if (std::int64_t(slot) >= slots) throw std::out_of_range(what);
@@ -47,20 +41,20 @@ backend::KvTierLinks cpu_links(std::shared_ptr<kv::KvPool> device, std::shared_p
 }  // namespace
 
 void pack_chunk(const kv::KvPool& pool, std::uint32_t slot, std::span<std::byte> out) {
-  const std::size_t bytes = slice_bytes(pool);
-  check_slot(pool.config().num_blocks, slot, "pack_chunk: bad slot");
-  if (out.size() != bytes * std::size_t(pool.config().n_layers)) throw std::invalid_argument("pack_chunk: size");
-  for (std::int32_t l = 0; l < pool.config().n_layers; ++l) {
-    std::memcpy(out.data() + std::size_t(l) * bytes, slice(pool, l, slot), bytes);
+  const kv::KvTierMemory m = kv::tier_memory(pool);
+  check_slot(m.num_blocks, slot, "pack_chunk: bad slot");
+  if (out.size() != m.chunk_bytes()) throw std::invalid_argument("pack_chunk: size");
+  for (std::int32_t l = 0; l < m.n_layers(); ++l) {
+    std::memcpy(out.data() + std::size_t(l) * m.slice_bytes, m.slice(l, slot), m.slice_bytes);
   }
 }
 
 void unpack_chunk(kv::KvPool& pool, std::uint32_t slot, std::span<const std::byte> in) {
-  const std::size_t bytes = slice_bytes(pool);
-  check_slot(pool.config().num_blocks, slot, "unpack_chunk: bad slot");
-  if (in.size() != bytes * std::size_t(pool.config().n_layers)) throw std::invalid_argument("unpack_chunk: size");
-  for (std::int32_t l = 0; l < pool.config().n_layers; ++l) {
-    std::memcpy(slice(pool, l, slot), in.data() + std::size_t(l) * bytes, bytes);
+  const kv::KvTierMemory m = kv::tier_memory(pool);
+  check_slot(m.num_blocks, slot, "unpack_chunk: bad slot");
+  if (in.size() != m.chunk_bytes()) throw std::invalid_argument("unpack_chunk: size");
+  for (std::int32_t l = 0; l < m.n_layers(); ++l) {
+    std::memcpy(m.slice(l, slot), in.data() + std::size_t(l) * m.slice_bytes, m.slice_bytes);
   }
 }
 

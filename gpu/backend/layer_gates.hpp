@@ -35,16 +35,6 @@ class LayerGates {
     return 1;
   }
 
-  // Every layer's event at once (a copy-on-write before the pass reads
-  // every layer of its source): waits for the last, which follows the others
-  // on the copy stream.
-  template <class Wait>
-  int before_all(Wait&& wait) {
-    if (ready_.empty() || ready_.back().is_complete()) return 0;
-    wait(ready_.back());
-    return 1;
-  }
-
  private:
   std::vector<rt::Event> ready_;
 };

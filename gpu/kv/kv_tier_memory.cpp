@@ -2,16 +2,19 @@
 
 namespace pensieve::kv {
 
-std::size_t block_slice_bytes(const PagedKvView& view) {
-  return std::size_t(view.block_bytes());
+KvTierMemory tier_memory(std::span<const PagedKvView> layers) {
+  KvTierMemory m;
+  if (layers.empty()) return m;
+  m.num_blocks = layers.front().num_blocks;
+  m.slice_bytes = layers.front().block_bytes();
+  for (const PagedKvView& v : layers) m.layers.push_back(static_cast<std::byte*>(v.data));
+  return m;
 }
 
 KvTierMemory tier_memory(const KvPool& pool) {
-  KvTierMemory m;
-  m.num_blocks = pool.config().num_blocks;
-  m.slice_bytes = block_slice_bytes(pool.layer(0));
-  for (std::int32_t l = 0; l < pool.config().n_layers; ++l) m.layers.push_back(static_cast<std::byte*>(pool.layer(l).data));
-  return m;
+  std::vector<PagedKvView> views;
+  for (std::int32_t l = 0; l < pool.config().n_layers; ++l) views.push_back(pool.layer(l));
+  return tier_memory(views);
 }
 
 }  // namespace pensieve::kv

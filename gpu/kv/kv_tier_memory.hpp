@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace pensieve::kv {
@@ -26,10 +27,9 @@ struct KvTierMemory {
   }
 };
 
-// Bytes of one block of one layer of a view, K and V.
-std::size_t block_slice_bytes(const PagedKvView& view);
-
-// The memory of a host pool's layers.
+// The memory of a pool's layers, one view per layer (any tier: a host
+// KvPool's, or a CUDA pool's device or pinned memory).
+KvTierMemory tier_memory(std::span<const PagedKvView> layers);
 KvTierMemory tier_memory(const KvPool& pool);
 
 }  // namespace pensieve::kv

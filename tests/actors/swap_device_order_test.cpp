@@ -96,7 +96,7 @@ TEST_CASE("the swap engine's device streams see each layer's copies, then its ev
   links.owners.push_back(device);
   fill_pattern(*device, 1);
   fill_pattern(host, 2);
-  const std::size_t slice = kv::block_slice_bytes(device->layer(0));
+  const std::size_t slice = device->layer(0).block_bytes();
   REQUIRE(slice == 512);  // 4 tokens x 2 heads x 8 dims x K,V x 4 bytes
 
   asio::io_context io;

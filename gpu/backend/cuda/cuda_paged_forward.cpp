@@ -1,6 +1,7 @@
 #include "gpu/backend/cuda/cuda_paged_forward.hpp"
 
 #include "gpu/backend/cuda/cuda_check.hpp"
+#include "gpu/kv/kv_tier_memory.hpp"
 #include "runtime/cuda/cuda_stream.hpp"
 
 #include <string>
@@ -29,11 +30,9 @@ Result<std::optional<KvTierLinks>> CudaPagedForward::device_tier_links(std::int3
   int device = 0;
   PENSIEVE_CUDA_TRY(cudaGetDevice(&device));
   KvTierLinks links;
-  std::vector<std::byte*> layers;
-  for (std::int32_t l = 0; l < pool_.config().n_layers; ++l) layers.push_back(static_cast<std::byte*>(pool_.layer(l).data));
-  links.device.num_blocks = pool_.config().num_blocks;
-  links.device.slice_bytes = pool_.block_bytes_per_layer();
-  links.device.layers = std::move(layers);
+  std::vector<kv::PagedKvView> layers;
+  for (std::int32_t l = 0; l < pool_.config().n_layers; ++l) layers.push_back(pool_.layer(l));
+  links.device = kv::tier_memory(layers);
   // Pinned: cudaMemcpyAsync from pageable memory is staged and synchronous.
   kv::KvPoolMemory pinned;
   pinned.allocate = [](std::size_t bytes) -> void* {
