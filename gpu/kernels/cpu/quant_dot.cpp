@@ -170,28 +170,11 @@ namespace {
 
 QuantDotFn scalar_fn(DType t) {
   switch (t) {
-    case DType::q8_0:
-      return quant_dot_q8_0;
-    case DType::q4_0:
-      return quant_dot_q4_0;
-    case DType::q4_1:
-      return quant_dot_q4_1;
-    case DType::q5_0:
-      return quant_dot_q5_0;
-    case DType::q5_1:
-      return quant_dot_q5_1;
-    case DType::iq4_nl:
-      return quant_dot_iq4_nl;
-    case DType::q2_k:
-      return quant_dot_q2_k;
-    case DType::q3_k:
-      return quant_dot_q3_k;
-    case DType::q4_k:
-      return quant_dot_q4_k;
-    case DType::q5_k:
-      return quant_dot_q5_k;
-    case DType::q6_k:
-      return quant_dot_q6_k;
+#define PENSIEVE_DOT_CASE(type) \
+  case DType::type:             \
+    return quant_dot_##type;
+    PENSIEVE_QUANT_DOT_TYPES(PENSIEVE_DOT_CASE)
+#undef PENSIEVE_DOT_CASE
     case DType::f32:
     case DType::f16:
     case DType::bf16:

@@ -546,28 +546,11 @@ PENSIEVE_AVX512_FN float dot_q3_k(const std::byte* w, const QuantActRow& x, std:
 
 QuantDotFn quant_dot_avx512_fn(DType t) {
   switch (t) {
-    case DType::q8_0:
-      return dot_q8_0;
-    case DType::q4_0:
-      return dot_q4_0;
-    case DType::q4_1:
-      return dot_q4_1;
-    case DType::q5_0:
-      return dot_q5_0;
-    case DType::q5_1:
-      return dot_q5_1;
-    case DType::iq4_nl:
-      return dot_iq4_nl;
-    case DType::q2_k:
-      return dot_q2_k;
-    case DType::q3_k:
-      return dot_q3_k;
-    case DType::q4_k:
-      return dot_q4_k;
-    case DType::q5_k:
-      return dot_q5_k;
-    case DType::q6_k:
-      return dot_q6_k;
+#define PENSIEVE_DOT_CASE(type) \
+  case DType::type:             \
+    return dot_##type;
+    PENSIEVE_QUANT_DOT_TYPES(PENSIEVE_DOT_CASE)
+#undef PENSIEVE_DOT_CASE
     default:
       return nullptr;
   }
