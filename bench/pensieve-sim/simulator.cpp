@@ -193,7 +193,7 @@ Result<SimResult> simulate(const Workload& w, const DeviceModel& d, const ModelS
     }
     evs.clear();
   };
-  auto start_turn = [&](std::size_t c) -> Result<void> {
+  auto start_turn = [&](std::size_t c) {
     const SimTurn& turn = w.conversations[c].turns[next_turn[c]];
     std::vector<std::int32_t>& h = history[c];
     for (std::int32_t i = 0; i < turn.user_tokens; ++i) h.push_back(token_at(c, h.size()));
@@ -210,10 +210,9 @@ Result<SimResult> simulate(const Workload& w, const DeviceModel& d, const ModelS
     const actors::AdmitStatus status = core.admit(std::move(spec), ns(now));
     if (status != actors::AdmitStatus::admitted) {
       end_turn(lt, false);  // too large for the device: the conversation stops here
-      return {};
+      return;
     }
     live.emplace(next_turn_id - 1, lt);
-    return {};
   };
   auto finish_moves = [&]() {
     while (!inflight.empty() && inflight.top().time <= now) {
@@ -229,7 +228,7 @@ Result<SimResult> simulate(const Workload& w, const DeviceModel& d, const ModelS
     while (!arrivals.empty() && arrivals.top().time <= now) {
       const std::size_t c = arrivals.top().conversation;
       arrivals.pop();
-      if (auto ok = start_turn(c); !ok) return ok.error();
+      start_turn(c);
     }
     finish_moves();
     const actors::IterationPlan plan = core.plan(ns(now), events);
