@@ -107,7 +107,7 @@ void Scheduler::State::dispatch(std::vector<TurnUpdate>& events, std::int64_t co
       }
     }
     if (auto* done = std::get_if<TurnDone>(&u.event))
-      done->timings = {r.admitted_ns, r.first_token_ns, now};
+      done->timings = {r.admitted_ns, r.planned_ns, r.first_token_ns, now};
     if (last) {
       trace_phase(rt::trace_names::phase_decode, u.turn, r.first_token_ns, now);
       trace_point(rt::trace_names::request_done, u.turn, r, now);

@@ -82,6 +82,7 @@ struct TurnDelta {
 // Steady-clock points of the turn as the scheduler saw it; 0: not reached.
 struct TurnTimings {
   std::int64_t admitted_ns = 0;
+  std::int64_t planned_ns = 0;  // its first chunk went into an iteration
   std::int64_t first_token_ns = 0;
   std::int64_t finished_ns = 0;
 };

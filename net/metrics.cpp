@@ -47,6 +47,9 @@ void Histogram::render(std::string_view name, std::string& out) const {
 ServerMetrics::ServerMetrics()
     : ttft_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
       inter_token_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}),
+      turn_queue_({0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
+      turn_prefill_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
+      turn_decode_({0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}),
       batch_sequences_({1, 2, 4, 8, 16, 32, 64, 128, 256}),
       batch_tokens_({1, 4, 16, 64, 128, 256, 512, 1024, 2048, 4096}),
       frontend_({0.00005, 0.0001, 0.00015, 0.0002, 0.0003, 0.0004, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.005, 0.01,
@@ -112,6 +115,15 @@ void ServerMetrics::inter_token(double seconds) {
   inter_token_.observe(seconds);
 }
 
+void ServerMetrics::turn_phases(const actors::TurnTimings& t) {
+  const auto seconds = [](std::int64_t from, std::int64_t to) { return double(to - from) * 1e-9; };
+  std::lock_guard lock(mutex_);
+  if (t.admitted_ns > 0 && t.planned_ns >= t.admitted_ns) turn_queue_.observe(seconds(t.admitted_ns, t.planned_ns));
+  if (t.planned_ns > 0 && t.first_token_ns >= t.planned_ns) turn_prefill_.observe(seconds(t.planned_ns, t.first_token_ns));
+  if (t.first_token_ns > 0 && t.finished_ns >= t.first_token_ns)
+    turn_decode_.observe(seconds(t.first_token_ns, t.finished_ns));
+}
+
 void ServerMetrics::tokens(std::int64_t prompt, std::int64_t completion, std::int64_t cached) {
   std::lock_guard lock(mutex_);
   prompt_tokens_ += prompt;
@@ -143,6 +155,15 @@ std::string ServerMetrics::render(const EngineGauges& e) const {
   out += "# HELP pensieve_inter_token_seconds Time between streamed tokens.\n"
          "# TYPE pensieve_inter_token_seconds histogram\n";
   inter_token_.render("pensieve_inter_token_seconds", out);
+  out += "# HELP pensieve_turn_queue_seconds A turn's wait from admission to its first planned iteration.\n"
+         "# TYPE pensieve_turn_queue_seconds histogram\n";
+  turn_queue_.render("pensieve_turn_queue_seconds", out);
+  out += "# HELP pensieve_turn_prefill_seconds A turn's first planned iteration to its first token.\n"
+         "# TYPE pensieve_turn_prefill_seconds histogram\n";
+  turn_prefill_.render("pensieve_turn_prefill_seconds", out);
+  out += "# HELP pensieve_turn_decode_seconds A turn's first token to its end.\n"
+         "# TYPE pensieve_turn_decode_seconds histogram\n";
+  turn_decode_.render("pensieve_turn_decode_seconds", out);
   out += "# HELP pensieve_batch_sequences Sequences per scheduler iteration.\n"
          "# TYPE pensieve_batch_sequences histogram\n";
   batch_sequences_.render("pensieve_batch_sequences", out);

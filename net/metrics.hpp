@@ -5,6 +5,8 @@
 // engine's gauges (queue depth, KV blocks) read at scrape time.
 //
 // Thread-safe: recorded from the front ends' and the scheduler's threads.
+#include "actors/turn.hpp"
+
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -58,6 +60,10 @@ class ServerMetrics {
   void request(std::string_view route, int status);
   void ttft(double seconds);
   void inter_token(double seconds);
+  // A finished turn's phases as the scheduler saw them: admitted to first
+  // planned (queue), to its first token (prefill), to its end (decode).
+  // Phases it did not reach (a turn cancelled while waiting) are skipped.
+  void turn_phases(const actors::TurnTimings& timings);
   void tokens(std::int64_t prompt, std::int64_t completion, std::int64_t cached);
   void batch(std::int32_t sequences, std::int32_t tokens);
   // From a token being sampled to its bytes written to the socket.
@@ -79,7 +85,7 @@ class ServerMetrics {
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, std::uint64_t> requests_;
   std::int64_t prompt_tokens_ = 0, completion_tokens_ = 0, cached_tokens_ = 0;
-  Histogram ttft_, inter_token_, batch_sequences_, batch_tokens_, frontend_;
+  Histogram ttft_, inter_token_, turn_queue_, turn_prefill_, turn_decode_, batch_sequences_, batch_tokens_, frontend_;
   bool keep_frontend_samples_ = false;
   std::vector<double> frontend_samples_;
   std::vector<double> frontend_taken_samples_;

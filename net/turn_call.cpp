@@ -104,8 +104,10 @@ asio::awaitable<actors::TurnResult> TurnCall::drain(TurnWrite write, TurnCallOpt
         TurnErrorKind::timeout,
         "the request timed out after " + std::to_string(options.timeout.count()) + " ms"};
   }
-  if (metrics)
+  if (metrics) {
     metrics->tokens(result->prompt_tokens, result->completion_tokens, result->cached_tokens);
+    metrics->turn_phases(result->timings);
+  }
   co_return *result;
 }
 

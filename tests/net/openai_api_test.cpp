@@ -210,6 +210,10 @@ TEST_CASE("GET /metrics reports requests, tokens, latencies, batches and KV bloc
   CHECK_THAT(t, Catch::Contains("pensieve_generated_tokens_total 8"));
   CHECK_THAT(t, Catch::Contains("pensieve_ttft_seconds_count 2"));
   CHECK_THAT(t, Catch::Contains("pensieve_inter_token_seconds_count"));
+  // Each turn's queue, prefill and decode phases (both ran all three).
+  CHECK_THAT(t, Catch::Contains("pensieve_turn_queue_seconds_count 2\n"));
+  CHECK_THAT(t, Catch::Contains("pensieve_turn_prefill_seconds_count 2\n"));
+  CHECK_THAT(t, Catch::Contains("pensieve_turn_decode_seconds_count 2\n"));
   CHECK_THAT(t, Catch::Contains("pensieve_batch_sequences_count"));
   CHECK_THAT(t, Catch::Contains("pensieve_kv_blocks{tier=\"device\",state=\"free\"}"));
   // Drops by reason; nothing was evicted by two short turns.

@@ -256,6 +256,7 @@ TEST_CASE("rpc turns record their tokens and first-token times in the server's m
   const std::string text = metrics.render({});
   CHECK_THAT(text, Contains("pensieve_generated_tokens_total 11\n"));
   CHECK_THAT(text, Contains("pensieve_ttft_seconds_count 2\n"));
+  CHECK_THAT(text, Contains("pensieve_turn_decode_seconds_count 2\n"));
   // The second turn reused the first's KV.
   CHECK(text.find("pensieve_cached_prompt_tokens_total 0\n") == std::string::npos);
 }

@@ -218,6 +218,7 @@ TEST_CASE("WebSocket turns record their tokens and first-token times in the serv
   const std::string text = metrics.render({});
   CHECK_THAT(text, Catch::Contains("pensieve_generated_tokens_total 12\n"));
   CHECK_THAT(text, Catch::Contains("pensieve_ttft_seconds_count 2\n"));
+  CHECK_THAT(text, Catch::Contains("pensieve_turn_decode_seconds_count 2\n"));
   CHECK(text.find("pensieve_cached_prompt_tokens_total 0\n") == std::string::npos);
 }
 
