@@ -70,6 +70,8 @@ const char* usage =
     "  [--commit HASH] [--note TEXT] (both copied into the JSON)\n"
     "  [--decode-batches 1,2,4,8,16 (decode iterations of that many sequences, each beside\n"
     "   its roofline)] [--decode-batch-steps 8]\n"
+    "  [--mixed D:S:C:H,... (mixed iterations: D decodes and S prefill chunks of C tokens after\n"
+    "   H cached tokens each, beside one prefill of as many tokens and the roofline)]\n"
     "  [--gguf MODEL:LABEL:FILE.gguf]... (rows for given files, after the generated ones;\n"
     "   --models '' for none of those)\n";
 
@@ -97,6 +99,15 @@ std::optional<Args> parse(int argc, char** argv) {
     else if (flag == "--decode-batches") {
       a.run.decode_batches.clear();
       for (const auto& b : split(*v)) a.run.decode_batches.push_back(std::stoi(b));
+    }
+    else if (flag == "--mixed") {
+      for (const auto& m : split(*v)) {
+        pb::MixedShape s;
+        if (std::sscanf(m.c_str(), "%d:%d:%d:%d", &s.decodes, &s.prefills, &s.chunk, &s.history) != 4 ||
+            s.decodes < 0 || s.prefills < 0 || s.chunk < 1 || s.history < 0 || s.tokens() < 1)
+          return std::nullopt;
+        a.run.mixed.push_back(s);
+      }
     }
     else if (flag == "--vocab-from") a.run.vocab_from = *v;
     else if (flag == "--model-dir") a.run.model_dir = *v;
@@ -213,7 +224,10 @@ int main(int argc, char** argv) {
   const pb::FmaPeakResult peak_end = pb::measure_fma_peak(threads, 3);
   if (peak_end.best_gflops > report.fma_peak.best_gflops) report.fma_peak = peak_end;
   for (auto& run : report.runs)
+  {
     for (auto& row : run.decode_batches) row.flops_seconds = row.flops / (report.fma_peak.best_gflops * 1e9);
+    for (auto& row : run.mixed) row.flops_seconds = row.flops / (report.fma_peak.best_gflops * 1e9);
+  }
   report.load_average_end = pb::load_average();
   std::fputs(pb::format_table(report).c_str(), stdout);
   if (args->out) {

@@ -236,6 +236,82 @@ Result<DecodeBatchRow> time_decode_batch(model::CpuForward& fwd, const ModelRunO
   return row;
 }
 
+// Attention FLOPs of `n` new tokens after `start` cached ones: QK^T and PV
+// over each new token's context, per layer.
+double attention_flops(const model::ModelConfig& c, double start, double n) {
+  const double pairs = n * start + n * (n + 1) / 2;
+  return c.n_layers * 4.0 * pairs * c.q_dim();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// One mixed iteration, timed `decode_batch_steps` times (each after
+// rewinding every cache to where it started), against one sequence
+// prefilling as many tokens, timed as often, alternated with it.
+Result<MixedIterationRow> time_mixed(model::CpuForward& fwd, const ModelRunOptions& o, const MixedShape& shape,
+                                     const ModelRunResult& r) {
+  const auto& c = fwd.config();
+  const std::int32_t n_seqs = shape.decodes + shape.prefills;
+  std::vector<model::ContiguousKvCache> kv;
+  std::vector<std::vector<std::int32_t>> history, fed;
+  std::vector<std::int32_t> base;
+  for (std::int32_t s = 0; s < n_seqs; ++s) {
+    const bool decoding = s < shape.decodes;
+    const std::int32_t h = decoding ? o.decode_context : shape.history;
+    const std::int32_t n = decoding ? 1 : shape.chunk;
+    kv.push_back(fwd.make_kv_cache(h + n));
+    auto ids = prompt_ids(h + n + s, c.vocab_size);
+    ids.erase(ids.begin(), ids.begin() + s);  // a different sequence each
+    history.emplace_back(ids.begin(), ids.begin() + h);
+    fed.emplace_back(ids.begin() + h, ids.end());
+    base.push_back(h);
+  }
+  // The histories, untimed (one pass each: a zero history has nothing to feed).
+  for (std::int32_t s = 0; s < n_seqs; ++s) {
+    if (history[std::size_t(s)].empty()) continue;
+    model::ForwardSequence seq{history[std::size_t(s)], 0, &kv[std::size_t(s)], false};
+    if (auto out = fwd.forward(std::span(&seq, 1)); !out) return out.error();
+  }
+  const auto single_ids = prompt_ids(shape.tokens(), c.vocab_size);
+  auto single_kv = fwd.make_kv_cache(shape.tokens());
+  std::vector<double> mixed_seconds, single_seconds;
+  for (std::int32_t step = 0; step <= o.decode_batch_steps; ++step) {  // step 0: warm-up
+    std::vector<model::ForwardSequence> seqs;
+    for (std::int32_t s = 0; s < n_seqs; ++s) {
+      kv[std::size_t(s)].truncate(base[std::size_t(s)]);
+      seqs.push_back({fed[std::size_t(s)], base[std::size_t(s)], &kv[std::size_t(s)], false});
+    }
+    auto start = Clock::now();
+    if (auto out = fwd.forward(seqs); !out) return out.error();
+    const double m = seconds_since(start);
+    single_kv.truncate(0);
+    model::ForwardSequence one{single_ids, 0, &single_kv, false};
+    start = Clock::now();
+    if (auto out = fwd.forward(std::span(&one, 1)); !out) return out.error();
+    const double p = seconds_since(start);
+    if (step > 0) {
+      mixed_seconds.push_back(m);
+      single_seconds.push_back(p);
+    }
+  }
+  MixedIterationRow row;
+  row.shape = shape;
+  row.median_seconds = median(mixed_seconds);
+  row.single_prefill_seconds = median(single_seconds);
+  const double per_layer_matrix = double(c.dim) * (2.0 * c.q_dim() + 2.0 * c.kv_dim()) +
+                                  3.0 * double(c.dim) * c.ff_dim;
+  row.flops = c.n_layers * 2.0 * shape.tokens() * per_layer_matrix +
+              2.0 * double(c.dim) * c.vocab_size * n_seqs +  // one logits row per sequence
+              shape.decodes * attention_flops(c, o.decode_context, 1) +
+              shape.prefills * attention_flops(c, shape.history, shape.chunk);
+  if (r.decode_bandwidth_median > 0)
+    row.bytes_seconds = r.weight_bytes_per_token / (r.decode_bandwidth_median * 1e9);
+  return row;
+}
+
 }  // namespace
 
 namespace {
@@ -262,6 +338,11 @@ Result<void> load_and_time(const std::filesystem::path& file, const ModelRunOpti
     auto row = time_decode_batch(*fwd, options, batch, r);
     if (!row) return row.error();
     r.decode_batches.push_back(*row);
+  }
+  for (const MixedShape& shape : options.mixed) {
+    auto row = time_mixed(*fwd, options, shape, r);
+    if (!row) return row.error();
+    r.mixed.push_back(*row);
   }
   return {};
 }

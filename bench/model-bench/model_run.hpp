@@ -21,6 +21,18 @@ struct ModelShape {
   std::int32_t layers, dim, heads, kv_heads, ff;
 };
 
+// A mixed iteration: `decodes` sequences decoding one token each at
+// `decode_context` tokens of context, and `prefills` sequences each feeding a
+// chunk of `chunk` tokens after `history` tokens of their own KV (a
+// conversation's new turn: its history is cached, its prompt is not).
+struct MixedShape {
+  std::int32_t decodes = 0;
+  std::int32_t prefills = 0;
+  std::int32_t chunk = 0;
+  std::int32_t history = 0;
+  std::int32_t tokens() const { return decodes + prefills * chunk; }
+};
+
 struct ModelRunOptions {
   std::size_t threads = 2;
   std::int32_t prompt_tokens = 512;   // prefill length
@@ -44,6 +56,19 @@ struct ModelRunOptions {
   // after 2 warm-up iterations.
   std::vector<std::int32_t> decode_batches;
   std::int32_t decode_batch_steps = 8;
+  // Mixed iterations (one forward pass of decodes and prefill chunks), each
+  // timed decode_batch_steps times after one warm-up, beside a single
+  // prefill of as many tokens and the roofline.
+  std::vector<MixedShape> mixed;
+};
+
+struct MixedIterationRow {
+  MixedShape shape;
+  double median_seconds = 0;         // the mixed iteration
+  double single_prefill_seconds = 0; // one sequence prefilling shape.tokens() from position 0, median
+  double flops = 0;                  // matrices + attention of the mixed iteration
+  double bytes_seconds = 0;          // weight bytes / the decode rows' median bandwidth
+  double flops_seconds = 0;          // flops / the FMA peak (set by the report)
 };
 
 // One decode batch size: its iteration time and the lower bound from the
@@ -85,6 +110,7 @@ struct ModelRunResult {
   double decode_fraction_between_probes = 0;
   double matrix_params = 0;             // the layer matrices and the output head
   std::vector<DecodeBatchRow> decode_batches;
+  std::vector<MixedIterationRow> mixed;
 };
 
 Result<ModelRunResult> run_model(const ModelShape& shape, model::DType dtype,

@@ -73,6 +73,50 @@ std::string decode_batch_table(const ModelBenchReport& r) {
   return out;
 }
 
+double roofline_seconds(const MixedIterationRow& m) { return std::max(m.bytes_seconds, m.flops_seconds); }
+
+// Each model's mixed iterations against one sequence prefilling as many
+// tokens in the same minutes, and against the roofline.
+std::string mixed_table(const ModelBenchReport& r) {
+  std::string out;
+  bool any = false;
+  for (const auto& m : r.runs) any = any || !m.mixed.empty();
+  if (!any) return out;
+  out += "\n| model | dtype | decodes + prefills x chunk @ history | tokens | iteration ms (median) | tok/s | "
+         "one prefill of as many tokens, tok/s | mixed / one prefill | roofline ms (bytes / FLOPs) | % of roofline "
+         "|\n|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& m : r.runs) {
+    for (const auto& x : m.mixed) {
+      const double tokens = x.shape.tokens();
+      out += line("| %s | %s | %d + %d x %d @ %d | %.0f | %.2f | %.1f | %.1f | %.2f | %.2f (%.2f / %.2f) | %.0f%% |\n",
+                  m.shape.c_str(), m.dtype.c_str(), x.shape.decodes, x.shape.prefills, x.shape.chunk,
+                  x.shape.history, tokens, 1e3 * x.median_seconds, tokens / x.median_seconds,
+                  tokens / x.single_prefill_seconds, x.single_prefill_seconds / x.median_seconds,
+                  1e3 * roofline_seconds(x), 1e3 * x.bytes_seconds, 1e3 * x.flops_seconds,
+                  percent(roofline_seconds(x), x.median_seconds));
+    }
+  }
+  return out;
+}
+
+json::array to_json(const std::vector<MixedIterationRow>& rows) {
+  json::array a;
+  for (const auto& x : rows)
+    a.push_back(json::object{{"decodes", x.shape.decodes},
+                             {"prefills", x.shape.prefills},
+                             {"chunk", x.shape.chunk},
+                             {"history", x.shape.history},
+                             {"tokens", x.shape.tokens()},
+                             {"median_seconds", x.median_seconds},
+                             {"single_prefill_median_seconds", x.single_prefill_seconds},
+                             {"mixed_over_single_prefill_rate", x.single_prefill_seconds / x.median_seconds},
+                             {"flops", x.flops},
+                             {"roofline_bytes_seconds", x.bytes_seconds},
+                             {"roofline_flops_seconds", x.flops_seconds},
+                             {"fraction_of_roofline", percent(roofline_seconds(x), x.median_seconds) / 100.0}});
+  return a;
+}
+
 json::array to_json(const std::vector<DecodeBatchRow>& rows) {
   json::array a;
   for (const auto& b : rows)
@@ -110,6 +154,7 @@ std::string format_table(const ModelBenchReport& r) {
                 100.0 * prefill_gflops(m) / r.sgemm_gflops());
   }
   out += decode_batch_table(r);
+  out += mixed_table(r);
   return out;
 }
 
@@ -156,7 +201,8 @@ json::object to_json(const ModelBenchReport& r, const ModelRunResult& m) {
           {"generate_seconds", m.generate_seconds},
           {"weight_huge_page_bytes", m.weight_huge_page_bytes},
           {"matrix_params", m.matrix_params},
-          {"decode_batches", to_json(m.decode_batches)}};
+          {"decode_batches", to_json(m.decode_batches)},
+          {"mixed_iterations", to_json(m.mixed)}};
 }
 
 }  // namespace
