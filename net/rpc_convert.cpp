@@ -42,6 +42,7 @@ void summary_to_rpc(const actors::TurnDone& summary, schema::TurnSummary::Builde
   out.setCompletionTokens(summary.completion_tokens);
   out.setCachedTokens(summary.cached_tokens);
   out.setCancelled(summary.cancelled);
+  out.setTruncatedTokens(summary.truncated_tokens);
 }
 
 void delta_to_rpc(const actors::TurnDelta& delta, bool logprobs, schema::Delta::Builder out) {

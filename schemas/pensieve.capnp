@@ -43,6 +43,7 @@ struct TurnSummary {
   completionTokens @2 :Int32;
   cachedTokens @3 :Int32;          # prompt tokens served from the KV cache
   cancelled @4 :Bool;
+  truncatedTokens @5 :Int32;       # history tokens dropped to fit the context (--context-overflow truncate)
 }
 
 struct Stats {

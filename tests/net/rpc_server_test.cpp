@@ -143,6 +143,32 @@ TEST_CASE("an rpc turn streams its reply in batches with usage and the next turn
   CHECK(h.getTokens() > s1.getPromptTokens() + 12);
 }
 
+TEST_CASE("an rpc conversation past the context drops its oldest turn and says how many tokens in truncatedTokens",
+          "[rpc][stateful]") {
+  RpcFixture f;
+  Client c(f.server->port());
+  const std::string story = "Once upon a time there was a little girl who loved the sea";
+  c.create("a");
+  c.create("b");
+  SinkLog log;
+  REQUIRE(c.turn("a", story, log, 40).getSummary().getCompletionTokens() == 40);
+  REQUIRE(c.turn("b", story, log, 40).getSummary().getCompletionTokens() == 40);
+  // "b" shows what "a"'s next turn asks for: the same history and prompt.
+  auto fits = c.turn("b", "And then?", log, 1);
+  const std::int32_t asked = fits.getSummary().getPromptTokens();
+  CHECK(fits.getSummary().getTruncatedTokens() == 0);
+  const std::int32_t context = f.engine->max_context();
+  const std::int32_t max_tokens = context - asked + 5;  // 5 tokens past the context
+  auto cut = c.turn("a", "And then?", log, max_tokens);
+  const auto summary = cut.getSummary();
+  CHECK(summary.getTruncatedTokens() == asked - summary.getPromptTokens());
+  CHECK(summary.getTruncatedTokens() > 0);
+  CHECK(summary.getPromptTokens() + max_tokens <= context);
+  auto h = c.history("a");
+  REQUIRE(h.getHistory().size() == 2);
+  CHECK(std::string(h.getHistory()[0].getContent().cStr()) == "And then?");
+}
+
 TEST_CASE("rpc conversations are listed and deleted and a deleted one is not found", "[rpc]") {
   RpcFixture f;
   Client c(f.server->port());
