@@ -1,5 +1,6 @@
 #include "bench/model-bench/model_run.hpp"
 
+#include "gpu/kv/kv_pool.hpp"
 #include "gpu/model/cpu_forward.hpp"
 #include "gpu/model/gguf_loader.hpp"
 #include "gpu/model/test_model.hpp"
@@ -275,9 +276,28 @@ Result<MixedIterationRow> time_mixed(model::CpuForward& fwd, const ModelRunOptio
     model::ForwardSequence seq{history[std::size_t(s)], 0, &kv[std::size_t(s)], false};
     if (auto out = fwd.forward(std::span(&seq, 1)); !out) return out.error();
   }
+  // The same sequences over a paged F16 pool, each on its own run of
+  // blocks; their histories fed once, untimed.
+  constexpr std::int32_t block_tokens = 16;
+  std::vector<std::vector<kv::BlockId>> blocks(static_cast<std::size_t>(n_seqs));
+  std::uint32_t next_block = 0;
+  for (std::int32_t s = 0; s < n_seqs; ++s) {
+    const auto len = std::int32_t(history[std::size_t(s)].size() + fed[std::size_t(s)].size());
+    for (std::int32_t b = 0; b < (len + block_tokens - 1) / block_tokens; ++b)
+      blocks[std::size_t(s)].push_back(kv::BlockId{next_block++});
+  }
+  kv::KvPool pool(fwd.kv_pool_config(std::int32_t(next_block), block_tokens, kv::KvDType::f16));
+  for (std::int32_t s = 0; s < n_seqs; ++s) {
+    if (history[std::size_t(s)].empty()) continue;
+    model::PagedSequence seq{history[std::size_t(s)], 0, blocks[std::size_t(s)], false};
+    if (auto out = fwd.forward_paged(std::span(&seq, 1), pool); !out) return out.error();
+  }
+  std::vector<model::PagedSequence> paged;
+  for (std::int32_t s = 0; s < n_seqs; ++s)
+    paged.push_back({fed[std::size_t(s)], base[std::size_t(s)], blocks[std::size_t(s)], false});
   const auto single_ids = prompt_ids(shape.tokens(), c.vocab_size);
   auto single_kv = fwd.make_kv_cache(shape.tokens());
-  std::vector<double> mixed_seconds, single_seconds;
+  std::vector<double> mixed_seconds, single_seconds, paged_seconds;
   for (std::int32_t step = 0; step <= o.decode_batch_steps; ++step) {  // step 0: warm-up
     std::vector<model::ForwardSequence> seqs;
     for (std::int32_t s = 0; s < n_seqs; ++s) {
@@ -292,15 +312,20 @@ Result<MixedIterationRow> time_mixed(model::CpuForward& fwd, const ModelRunOptio
     start = Clock::now();
     if (auto out = fwd.forward(std::span(&one, 1)); !out) return out.error();
     const double p = seconds_since(start);
+    start = Clock::now();  // rewriting the chunks' positions: nothing to rewind
+    if (auto out = fwd.forward_paged(paged, pool); !out) return out.error();
+    const double g = seconds_since(start);
     if (step > 0) {
       mixed_seconds.push_back(m);
       single_seconds.push_back(p);
+      paged_seconds.push_back(g);
     }
   }
   MixedIterationRow row;
   row.shape = shape;
   row.median_seconds = median(mixed_seconds);
   row.single_prefill_seconds = median(single_seconds);
+  row.paged_median_seconds = median(paged_seconds);
   const double per_layer_matrix = double(c.dim) * (2.0 * c.q_dim() + 2.0 * c.kv_dim()) +
                                   3.0 * double(c.dim) * c.ff_dim;
   row.flops = c.n_layers * 2.0 * shape.tokens() * per_layer_matrix +

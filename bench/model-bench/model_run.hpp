@@ -65,6 +65,7 @@ struct ModelRunOptions {
 struct MixedIterationRow {
   MixedShape shape;
   double median_seconds = 0;         // the mixed iteration
+  double paged_median_seconds = 0;   // the same over a paged F16 pool (16-token blocks), as the server runs it
   double single_prefill_seconds = 0; // one sequence prefilling shape.tokens() from position 0, median
   double flops = 0;                  // matrices + attention of the mixed iteration
   double bytes_seconds = 0;          // weight bytes / the decode rows' median bandwidth

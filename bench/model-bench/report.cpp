@@ -83,16 +83,17 @@ std::string mixed_table(const ModelBenchReport& r) {
   for (const auto& m : r.runs) any = any || !m.mixed.empty();
   if (!any) return out;
   out += "\n| model | dtype | decodes + prefills x chunk @ history | tokens | iteration ms (median) | tok/s | "
-         "one prefill of as many tokens, tok/s | mixed / one prefill | roofline ms (bytes / FLOPs) | % of roofline "
-         "|\n|---|---|---|---|---|---|---|---|---|---|\n";
+         "one prefill of as many tokens, tok/s | mixed / one prefill | paged F16 pool ms | paged / one prefill | "
+         "roofline ms (bytes / FLOPs) | % of roofline |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& m : r.runs) {
     for (const auto& x : m.mixed) {
       const double tokens = x.shape.tokens();
-      out += line("| %s | %s | %d + %d x %d @ %d | %.0f | %.2f | %.1f | %.1f | %.2f | %.2f (%.2f / %.2f) | %.0f%% |\n",
+      out += line("| %s | %s | %d + %d x %d @ %d | %.0f | %.2f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f (%.2f / %.2f) | "
+                  "%.0f%% |\n",
                   m.shape.c_str(), m.dtype.c_str(), x.shape.decodes, x.shape.prefills, x.shape.chunk,
                   x.shape.history, tokens, 1e3 * x.median_seconds, tokens / x.median_seconds,
                   tokens / x.single_prefill_seconds, x.single_prefill_seconds / x.median_seconds,
-                  1e3 * roofline_seconds(x), 1e3 * x.bytes_seconds, 1e3 * x.flops_seconds,
+                  1e3 * x.paged_median_seconds, x.single_prefill_seconds / x.paged_median_seconds, 1e3 * roofline_seconds(x), 1e3 * x.bytes_seconds, 1e3 * x.flops_seconds,
                   percent(roofline_seconds(x), x.median_seconds));
     }
   }
@@ -110,6 +111,8 @@ json::array to_json(const std::vector<MixedIterationRow>& rows) {
                              {"median_seconds", x.median_seconds},
                              {"single_prefill_median_seconds", x.single_prefill_seconds},
                              {"mixed_over_single_prefill_rate", x.single_prefill_seconds / x.median_seconds},
+                             {"paged_f16_median_seconds", x.paged_median_seconds},
+                             {"paged_over_single_prefill_rate", x.single_prefill_seconds / x.paged_median_seconds},
                              {"flops", x.flops},
                              {"roofline_bytes_seconds", x.bytes_seconds},
                              {"roofline_flops_seconds", x.flops_seconds},
