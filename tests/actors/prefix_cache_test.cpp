@@ -1,7 +1,8 @@
-// The prefix cache of stateless requests, below the engine: unnamed paths
-// in the KV cache manager's index, namespaced, looked up by the longest
-// full-block prefix, continued by a stateless turn in the scheduler, and
-// freed whole when the cache is cleared.
+// The prefix cache, below the engine: unnamed paths in the KV cache
+// manager's index, namespaced, looked up by the longest full-block prefix
+// (a hash chain: 10,000 paths), continued by a stateless turn in the
+// scheduler, and freed whole when the cache is cleared; conversations'
+// first turns sharing another path's blocks, freed when no path holds them.
 #include "actors/kv_cache_manager.hpp"
 #include "actors/scheduler_core.hpp"
 
