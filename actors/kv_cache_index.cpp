@@ -134,6 +134,17 @@ std::optional<PrefixMatch> KvCacheIndex::longest_prefix(std::string_view ns, std
   return std::nullopt;
 }
 
+void KvCacheIndex::pin(const CachedEntry& e, std::int64_t until_ns) {
+  for (std::uint64_t key : e.chain) {
+    std::int64_t& until = pins_[key];
+    until = std::max(until, until_ns);
+  }
+}
+
+void KvCacheIndex::expire_pins(std::int64_t now_ns) {
+  std::erase_if(pins_, [now_ns](const auto& kv) { return kv.second <= now_ns; });
+}
+
 std::int32_t KvCacheIndex::sharers(const CachedChunk& c) const {
   if (!c.device || !device_) return 1;
   // A swap-out in flight holds a reference of its own, no path's.

@@ -117,6 +117,16 @@ class KvCacheIndex {
   // How many paths and turns hold the chunk's device block (1 off the device).
   std::int32_t sharers(const CachedChunk& c) const;
 
+  // Pins: a prefix of a namespace whose chunks, in every path holding it,
+  // never leave their tier until `until_ns` (keyed by the prefix's chain
+  // keys, so a path cached again later with the same prefix is pinned too).
+  void pin(const CachedEntry& e, std::int64_t until_ns);
+  void expire_pins(std::int64_t now_ns);  // pins whose time has come go
+  bool pinned(const CachedEntry& e, std::size_t index) const {
+    return index < e.chain.size() && pins_.contains(e.chain[index]);
+  }
+  std::size_t pins() const { return pins_.size(); }
+
   ChunkCandidate candidate(ConversationId conversation, const CachedEntry& e, std::size_t index) const;
   std::span<const std::int32_t> chunk_tokens(const CachedEntry& e, std::size_t index) const;
 
@@ -146,6 +156,7 @@ class KvCacheIndex {
   Entries entries_;
   // Chain key -> the paths (conversation ids) holding that prefix.
   std::unordered_map<std::uint64_t, std::unordered_set<std::uint64_t>> chain_;
+  std::unordered_map<std::uint64_t, std::int64_t> pins_;  // chain key -> pinned until (ns)
   std::size_t unnamed_paths_ = 0;
   std::uint64_t next_chunk_id_ = 1;
 };
@@ -157,7 +168,7 @@ std::optional<ChunkPick> KvCacheIndex::coldest_where(const EvictionPolicy& polic
   for (auto& [conversation, e] : entries_) {
     if (!entry_pred(conversation, e)) continue;
     for (std::size_t i = 0; i < e.chunks.size(); ++i) {
-      if (!pred(e.chunks[i])) continue;
+      if (!pred(e.chunks[i]) || pinned(e, i)) continue;
       ChunkCandidate c = candidate(conversation, e, i);
       if (!best || policy.leaves_before(c, best->candidate, now_ns)) best = ChunkPick{&e, conversation, i, c};
     }

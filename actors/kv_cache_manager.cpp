@@ -135,6 +135,13 @@ std::optional<kv::BlockTable> KvCacheManager::share_prefix(ConversationId path, 
 
 void KvCacheManager::forget_unnamed(std::vector<kv::BlockId>& freed) { forget_unnamed_where(false, freed); }
 
+bool KvCacheManager::pin(ConversationId conversation, std::int64_t until_ns) {
+  const CachedEntry* e = index_.find(conversation);
+  if (!e || e->chain.empty()) return false;
+  index_.pin(*e, until_ns);
+  return true;
+}
+
 void KvCacheManager::forget_unnamed_where(bool all_dropped_only, std::vector<kv::BlockId>& freed) {
   auto& entries = index_.entries();
   for (auto it = entries.begin(); it != entries.end();) {
@@ -531,8 +538,9 @@ std::optional<ChunkPick> KvCacheManager::device_victim(std::int64_t now_ns, Copy
 // Without tiers: a whole conversation at a time, valued over its whole history.
 DeviceRoom KvCacheManager::evict_whole_conversation(std::int64_t now_ns, std::vector<kv::BlockId>& freed) {
   std::optional<std::pair<ConversationId, ChunkCandidate>> victim;
+  index_.expire_pins(now_ns);
   for (const auto& [conversation, e] : index_.entries()) {
-    if (e.attached || e.chunks.empty()) continue;
+    if (e.attached || e.chunks.empty() || index_.pinned(e, 0)) continue;
     ChunkCandidate c{conversation, 0, 0, std::int64_t(e.tokens.size()), e.last_active_ns, false};
     if (!victim || policy_.leaves_before(c, victim->second, now_ns)) victim.emplace(conversation, c);
   }
@@ -550,6 +558,7 @@ DeviceRoom KvCacheManager::evict_whole_conversation(std::int64_t now_ns, std::ve
 DeviceRoom KvCacheManager::make_device_room(std::int64_t now_ns, KvTransfers& out, std::vector<kv::BlockId>& freed,
                                             std::optional<ConversationId> spare) {
   if (!tiered()) return evict_whole_conversation(now_ns, freed);
+  index_.expire_pins(now_ns);
   const auto progress = [&](std::int32_t spills) {
     return DeviceRoom{DeviceRoom::Step::progress, pending_device_frees() + spills};
   };
@@ -611,13 +620,14 @@ std::int32_t KvCacheManager::reclaimable_device_blocks(std::optional<Conversatio
   std::int32_t n = 0;
   for (const auto& [conversation, e] : index_.entries()) {
     if (conversation == spare) continue;
-    for (const CachedChunk& c : e.chunks) n += c.device ? 1 : 0;
+    for (std::size_t i = 0; i < e.chunks.size(); ++i) n += e.chunks[i].device && !index_.pinned(e, i) ? 1 : 0;
   }
   return n;
 }
 
 void KvCacheManager::ahead_of_time(std::int64_t now_ns, KvTransfers& out) {
   if (!tiered()) return;
+  index_.expire_pins(now_ns);
   std::int32_t clean = 0, clean_host = 0;
   for (const auto& [conversation, e] : index_.entries()) {
     if (e.attached) continue;
@@ -660,6 +670,9 @@ TierStats KvCacheManager::stats() const {
   s.disk_slots = pools_.disk.slots();
   s.free_disk_slots = pools_.disk.free_slots();
   s.unnamed_paths = std::int64_t(index_.unnamed_paths());
+  for (const auto& [conversation, e] : index_.entries()) {
+    for (std::size_t i = 0; i < e.chunks.size(); ++i) s.pinned_chunks += index_.pinned(e, i) ? 1 : 0;
+  }
   const kv::BlockAllocator& device = pools_.device.allocator();
   for (std::int32_t b = 0; b < device.num_blocks(); ++b) {
     if (device.is_shared(kv::BlockId{std::uint32_t(b)})) ++s.shared_device_blocks;

@@ -121,6 +121,10 @@ class KvCacheManager {
   // edit. Nullopt: no such block.
   std::optional<kv::BlockTable> share_prefix(ConversationId path, std::span<const std::int32_t> want,
                                              std::int64_t now_ns);
+  // Pins the full blocks of `conversation`'s cached path (it needs a
+  // namespace) until `until_ns`: no eviction takes their chunks before then
+  // (make_device_room is exhausted rather). False: no such path.
+  bool pin(ConversationId conversation, std::int64_t until_ns);
   // Every idle unnamed path goes (clearing the stateless cache).
   void forget_unnamed(std::vector<kv::BlockId>& freed);
   std::optional<std::vector<std::int32_t>> tokens(ConversationId conversation) const;

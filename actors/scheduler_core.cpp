@@ -297,6 +297,8 @@ void SchedulerCore::finish(Sequence& seq, model::FinishReason reason, std::int64
   if (keeps_kv(seq) && seq.computed > 0) {
     kv_.put(seq.spec.conversation, std::span(seq.spec.tokens).first(std::size_t(seq.computed)),
             std::move(seq.table), now_ns, freed_since_plan_, seq.spec.cache_namespace, seq.spec.share_namespace);
+    // False only for a path without a namespace or a full block: nothing to pin.
+    if (seq.spec.pin_ttl_ns > 0) (void)kv_.pin(seq.spec.conversation, now_ns + seq.spec.pin_ttl_ns);
   } else {
     release(seq.table);
   }

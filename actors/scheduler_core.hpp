@@ -63,6 +63,9 @@ struct TurnSpec {
   // conversation's) with the longest common prefix (a system prompt), and
   // its own KV is found by later turns' lookups. Nullopt: none of that.
   std::optional<std::string> share_namespace;
+  // > 0: the KV the turn leaves cached (with a namespace) is pinned this
+  // long after it ends: no eviction takes its full blocks before then.
+  std::int64_t pin_ttl_ns = 0;
 };
 
 enum class AdmitStatus : std::uint8_t { admitted, overloaded, too_large };

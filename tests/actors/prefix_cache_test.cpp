@@ -379,3 +379,59 @@ TEST_CASE("a conversation with KV of its own attaches it and never takes over an
   core.drop_conversation(ConversationId{2});
   CHECK(core.allocator().free_blocks() == 32);
 }
+
+TEST_CASE("a pinned prefix stays where it is until its time, evicted whole or chunk by chunk",
+          "[kv_cache][prefix_cache]") {
+  std::vector<kv::BlockId> freed;
+  KvTransfers out;
+  SECTION("device only: whole paths go") {
+    KvCacheManager kv({.num_blocks = 8, .block_tokens = 4}, {});
+    cache(kv, 1, iota_tokens(8), 1, "a", freed);       // blocks 0, 1: idle the longest
+    cache(kv, 2, iota_tokens(8, 100), 2, "a", freed);  // blocks 2, 3
+    REQUIRE(kv.pin(ConversationId{1}, 1000));
+    CHECK(kv.stats().pinned_chunks == 2);
+    CHECK(kv.reclaimable_device_blocks() == 2);
+    // Path 2 goes although path 1 idled longer; then nothing is left to take.
+    CHECK(kv.make_device_room(10, out, freed).step == DeviceRoom::Step::progress);
+    CHECK_FALSE(kv.tokens(ConversationId{2}));
+    CHECK(kv.tokens(ConversationId{1}) == iota_tokens(8));
+    CHECK(kv.make_device_room(11, out, freed).step == DeviceRoom::Step::exhausted);
+    // Its time has come: it goes like any other.
+    CHECK(kv.make_device_room(1000, out, freed).step == DeviceRoom::Step::progress);
+    CHECK_FALSE(kv.tokens(ConversationId{1}));
+    CHECK(kv.free_device_blocks() == 8);
+  }
+  SECTION("with a host tier: the pinned path's chunks are never copied out") {
+    KvCacheManager kv({.num_blocks = 8, .block_tokens = 4, .host_slots = 4}, {});
+    cache(kv, 1, iota_tokens(8), 1, "a", freed);
+    cache(kv, 2, iota_tokens(8, 100), 2, "a", freed);
+    REQUIRE(kv.pin(ConversationId{1}, 1000));
+    for (int i = 0; i < 2; ++i) REQUIRE(kv.make_device_room(10 + i, out, freed).step == DeviceRoom::Step::progress);
+    REQUIRE(out.swap_out.size() == 2);
+    for (const DeviceHostCopy& c : out.swap_out) CHECK((c.device == kv::BlockId{2} || c.device == kv::BlockId{3}));
+    CHECK(kv.make_device_room(12, out, freed).step != DeviceRoom::Step::progress);
+  }
+  SECTION("a path without a namespace has nothing to pin") {
+    KvCacheManager kv({.num_blocks = 8, .block_tokens = 4}, {});
+    cache(kv, 1, iota_tokens(8), 1, std::nullopt, freed);
+    CHECK_FALSE(kv.pin(ConversationId{1}, 1000));
+    CHECK_FALSE(kv.pin(ConversationId{9}, 1000));
+  }
+}
+
+TEST_CASE("a turn with a pin time leaves its path pinned, and a later path with its prefix too",
+          "[scheduler][prefix_cache]") {
+  SchedulerCore core({.max_batch_tokens = 64, .max_running = 4, .max_admitted = 8},
+                     {.num_blocks = 32, .block_tokens = 4});
+  std::int64_t now = 0;
+  TurnSpec pinned = stateless_turn(1, 100, iota_tokens(10), "t", 2);
+  pinned.pin_ttl_ns = 1'000'000;
+  REQUIRE(core.admit(std::move(pinned), now) == AdmitStatus::admitted);
+  run_to_end(core, now);
+  CHECK(core.stats().tiers.pinned_chunks == 2);  // its two full blocks
+  // A conversation sharing them is pinned on those blocks too.
+  REQUIRE(core.admit(conversation_turn(2, 2, joined(iota_tokens(8), {300, 301}), "t", 1), now) ==
+          AdmitStatus::admitted);
+  run_to_end(core, now);
+  CHECK(core.stats().tiers.pinned_chunks == 4);
+}
