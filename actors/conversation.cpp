@@ -223,7 +223,8 @@ asio::awaitable<std::optional<Generated>> generate(const TurnServices& svc,
       std::make_shared<TurnEventChannel>(executor, turn_channel_capacity(sampling.max_tokens));
   const std::vector<std::string> stop_strings = sampling.stop_strings;
   const bool logprobs = sampling.logprobs;
-  AdmitTurn admit{TurnSpec{turn, state.id, tokens, std::move(sampling), state.keep_kv, state.cache_namespace},
+  AdmitTurn admit{TurnSpec{turn, state.id, tokens, std::move(sampling), state.keep_kv, state.cache_namespace,
+                           state.keep_kv ? state.share_namespace : std::nullopt},
                   events, {}};
   auto admitted = co_await svc.scheduler.ask(std::move(admit));
   if (!admitted) {

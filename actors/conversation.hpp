@@ -75,6 +75,9 @@ struct ConversationState {
   // An anonymous conversation's cache namespace: its turn's KV stays cached
   // as an unnamed path there (see TurnSpec). Nullopt: nothing stays.
   std::optional<std::string> cache_namespace;
+  // A named conversation's: its turns share the cached prefixes of this
+  // namespace (see TurnSpec::share_namespace). Nullopt: they share nothing.
+  std::optional<std::string> share_namespace;
 };
 
 // Runs one turn on `state`: `messages` are appended to the conversation,

@@ -112,6 +112,9 @@ struct Engine::Impl {
 
   ConversationId new_id() { return ConversationId{next_conversation.fetch_add(1) + 1}; }
   rt::ActorRef<ConversationMsg> spawn_conversation(ConversationState state) {
+    // A named conversation shares cached prefixes with its tenant's
+    // unsalted requests and conversations (one system prompt, computed once).
+    if (state.keep_kv) state.share_namespace = cache_namespace(state.tenant, std::nullopt);
     return rt::spawn_actor<ConversationMsg>(
         group, control.executor(), ConversationActor(services, std::move(state)),
         {.name = "conversation", .mailbox_capacity = 16, .tracer = options.tracer});

@@ -52,7 +52,7 @@ std::optional<CostModel> CostModel::fit(std::span<const PrefillSample> samples) 
 double EvictionPolicy::retention_value(const ChunkCandidate& c, std::int64_t now_ns) const {
   if (kind_ == EvictionPolicyKind::lru) return double(c.last_active_ns);
   const double idle_ns = double(std::max<std::int64_t>(1, now_ns - c.last_active_ns));
-  return cost_.range_cost(c.begin_token, c.end_token) / idle_ns;
+  return cost_.range_cost(c.begin_token, c.end_token) * double(std::max(1, c.sharers)) / idle_ns;
 }
 
 bool EvictionPolicy::leaves_before(const ChunkCandidate& a, const ChunkCandidate& b, std::int64_t now_ns) const {

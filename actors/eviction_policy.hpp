@@ -5,9 +5,11 @@
 // Two policies, so the benchmark can compare them:
 // - cost_aware (Pensieve): a chunk's retention value is the cost to
 //   recompute it (a later chunk attends over more context, so it costs more)
-//   divided by the time since its conversation was last active. The lowest
-//   value leaves first: idle conversations lose their cheap leading chunks
-//   (or a cheap, partly filled last chunk) before their expensive ones.
+//   divided by the time since its conversation was last active, times the
+//   paths and turns sharing it (a system prompt 100 conversations share is
+//   worth 100 recomputes). The lowest value leaves first: idle
+//   conversations lose their cheap leading chunks (or a cheap, partly
+//   filled last chunk) before their expensive ones.
 // - lru: the chunk of the least recently active conversation leaves first,
 //   leading chunks before later ones.
 // Chunks of a running conversation are never candidates; the tier cache
@@ -55,6 +57,7 @@ struct ChunkCandidate {
   std::int64_t end_token = 0;
   std::int64_t last_active_ns = 0; // when its conversation was last active
   bool active = false;             // running or attached: never leaves
+  std::int32_t sharers = 1;        // paths and turns holding its device block (1 off the device)
 };
 
 class EvictionPolicy {

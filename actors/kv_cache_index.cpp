@@ -1,8 +1,22 @@
 #include "actors/kv_cache_index.hpp"
 
 #include <algorithm>
+#include <cassert>
+#include <functional>
 
 namespace pensieve::actors {
+
+namespace {
+
+// splitmix64's finalizer: every input bit reaches every output bit.
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
 
 CachedEntry* KvCacheIndex::find(ConversationId conversation) {
   auto it = entries_.find(conversation);
@@ -21,6 +35,56 @@ CachedChunk* KvCacheIndex::find(const ChunkKey& key) {
   return c.id == key.id ? &c : nullptr;
 }
 
+std::vector<std::uint64_t> KvCacheIndex::chain_of(std::string_view ns, std::span<const std::int32_t> tokens,
+                                                  std::size_t blocks) const {
+  std::vector<std::uint64_t> keys;
+  keys.reserve(blocks);
+  std::uint64_t h = mix(std::hash<std::string_view>{}(ns));
+  const std::size_t bt = std::size_t(block_tokens_);
+  for (std::size_t b = 0; b < blocks; ++b) {
+    for (std::size_t i = b * bt; i < (b + 1) * bt; ++i) h = mix(h ^ std::uint32_t(tokens[i]));
+    keys.push_back(h);
+  }
+  return keys;
+}
+
+CachedEntry& KvCacheIndex::insert(ConversationId conversation, CachedEntry e) {
+  assert(!entries_.contains(conversation));
+  e.chain.clear();
+  if (const auto& ns = e.ns()) {
+    e.chain = chain_of(*ns, e.tokens, e.tokens.size() / std::size_t(block_tokens_));
+    for (std::uint64_t key : e.chain) chain_[key].insert(conversation.value);
+  }
+  if (e.unnamed) ++unnamed_paths_;
+  return entries_.emplace(conversation, std::move(e)).first->second;
+}
+
+void KvCacheIndex::unlink(ConversationId conversation, CachedEntry& e, std::size_t keep_blocks) {
+  while (e.chain.size() > keep_blocks) {
+    auto it = chain_.find(e.chain.back());
+    assert(it != chain_.end());
+    it->second.erase(conversation.value);
+    if (it->second.empty()) chain_.erase(it);
+    e.chain.pop_back();
+  }
+}
+
+KvCacheIndex::Entries::iterator KvCacheIndex::erase(Entries::iterator it) {
+  unlink(it->first, it->second, 0);
+  if (it->second.unnamed) --unnamed_paths_;
+  return entries_.erase(it);
+}
+
+void KvCacheIndex::erase(ConversationId conversation) {
+  if (auto it = entries_.find(conversation); it != entries_.end()) erase(it);
+}
+
+void KvCacheIndex::truncate_tokens(ConversationId conversation, CachedEntry& e, std::size_t keep) {
+  if (keep >= e.tokens.size()) return;
+  unlink(conversation, e, keep / std::size_t(block_tokens_));
+  e.tokens.resize(keep);
+}
+
 std::span<const std::int32_t> KvCacheIndex::chunk_tokens(const CachedEntry& e, std::size_t index) const {
   const std::size_t bt = std::size_t(block_tokens_);
   const std::size_t begin = std::min(e.tokens.size(), index * bt);
@@ -28,35 +92,72 @@ std::span<const std::int32_t> KvCacheIndex::chunk_tokens(const CachedEntry& e, s
   return std::span(e.tokens).subspan(begin, end - begin);
 }
 
-std::optional<PrefixMatch> KvCacheIndex::longest_unnamed_prefix(std::string_view ns,
-                                                                std::span<const std::int32_t> want) const {
-  std::optional<PrefixMatch> best;
-  const CachedEntry* best_entry = nullptr;
-  for (const auto& [path, e] : entries_) {
-    if (!e.unnamed || *e.unnamed != ns || e.attached) continue;
-    const auto [mismatch, _] = std::mismatch(e.tokens.begin(), e.tokens.end(), want.begin(), want.end());
-    const auto common = std::int64_t(mismatch - e.tokens.begin());
-    if (common < block_tokens_) continue;
-    const bool better = !best || common > best->tokens ||
-                        (common == best->tokens && e.last_active_ns > best_entry->last_active_ns);
-    if (better) {
-      best = PrefixMatch{path, common};
-      best_entry = &e;
+std::optional<PrefixMatch> KvCacheIndex::longest_prefix(std::string_view ns, std::span<const std::int32_t> want,
+                                                        const PathFilter& filter) const {
+  // The deepest chain key the prompt reaches, then back towards the front
+  // until some path there qualifies; a path at a deeper key always shares
+  // more full blocks than one only at a shallower key.
+  std::vector<const std::unordered_set<std::uint64_t>*> reached;
+  {
+    std::uint64_t h = mix(std::hash<std::string_view>{}(ns));
+    const std::size_t bt = std::size_t(block_tokens_);
+    for (std::size_t b = 0; (b + 1) * bt <= want.size(); ++b) {
+      for (std::size_t i = b * bt; i < (b + 1) * bt; ++i) h = mix(h ^ std::uint32_t(want[i]));
+      auto it = chain_.find(h);
+      if (it == chain_.end()) break;
+      reached.push_back(&it->second);
     }
   }
-  return best;
+  for (std::size_t level = reached.size(); level-- > 0;) {
+    std::optional<PrefixMatch> best;
+    const CachedEntry* best_entry = nullptr;
+    for (std::uint64_t id : *reached[level]) {
+      const ConversationId path{id};
+      const CachedEntry* e = find(path);
+      if (!e || e->attached || path == filter.except || !e->ns() || *e->ns() != ns) continue;
+      if (filter.unnamed_only && !e->unnamed) continue;
+      // Verified token by token: a hash collision never counts as a hit.
+      const auto [mismatch, _] = std::mismatch(e->tokens.begin(), e->tokens.end(), want.begin(), want.end());
+      const auto common = std::int64_t(mismatch - e->tokens.begin());
+      if (common < block_tokens_) continue;
+      const bool better = !best || common > best->tokens ||
+                          (common == best->tokens && (e->last_active_ns > best_entry->last_active_ns ||
+                                                      (e->last_active_ns == best_entry->last_active_ns &&
+                                                       path < best->path)));
+      if (better) {
+        best = PrefixMatch{path, common, e->unnamed.has_value()};
+        best_entry = e;
+      }
+    }
+    if (best) return best;
+  }
+  return std::nullopt;
 }
 
-std::size_t KvCacheIndex::unnamed_paths() const {
-  return std::size_t(std::count_if(entries_.begin(), entries_.end(),
-                                   [](const auto& kv) { return kv.second.unnamed.has_value(); }));
+void KvCacheIndex::pin(const CachedEntry& e, std::int64_t until_ns) {
+  for (std::uint64_t key : e.chain) {
+    std::int64_t& until = pins_[key];
+    until = std::max(until, until_ns);
+  }
+}
+
+void KvCacheIndex::expire_pins(std::int64_t now_ns) {
+  std::erase_if(pins_, [now_ns](const auto& kv) { return kv.second <= now_ns; });
+}
+
+std::int32_t KvCacheIndex::sharers(const CachedChunk& c) const {
+  if (!c.device || !device_) return 1;
+  // A swap-out in flight holds a reference of its own, no path's.
+  const std::int32_t moving = c.moving == ChunkMove::swap_out ? 1 : 0;
+  return std::max(1, device_->ref_count(*c.device) - moving);
 }
 
 ChunkCandidate KvCacheIndex::candidate(ConversationId conversation, const CachedEntry& e, std::size_t index) const {
   const std::int64_t bt = block_tokens_;
   const std::int64_t begin = std::int64_t(index) * bt;
   const std::int64_t end = std::min<std::int64_t>(std::int64_t(e.tokens.size()), begin + bt);
-  return {conversation, std::int32_t(index), begin, end, e.last_active_ns, e.attached.has_value()};
+  return {conversation, std::int32_t(index), begin, end, e.last_active_ns, e.attached.has_value(),
+          sharers(e.chunks[index])};
 }
 
 }  // namespace pensieve::actors

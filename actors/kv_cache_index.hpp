@@ -4,12 +4,22 @@
 // conversation. Answers "the coldest chunk matching this" for every
 // eviction choice (EvictionPolicy decides between two), and finds the chunk
 // a reported move was for. Knows nothing of slots' references (the
-// KvCacheManager's pools and ledger do).
+// KvCacheManager's pools and ledger do), but reads the device allocator's
+// reference counts: a block several paths share is worth that many to keep.
+//
+// The prefix lookup is a hash chain over full blocks, per cache namespace
+// (vLLM's scheme): a path's i-th full block is keyed by the hash of its
+// namespace and every token of blocks [0, i]; each key lists the paths
+// holding that prefix. A lookup walks the prompt's full blocks through the
+// keys (one hash-map probe each) and verifies only the paths of the deepest
+// key it reached, so its cost grows with the prompt's length and the paths
+// sharing its longest prefix, never with the number of paths cached.
 //
 // Pure; used on the scheduler actor's thread (KvCacheManager owns it).
 #include "actors/cached_chunk.hpp"
 #include "actors/eviction_policy.hpp"
 #include "actors/ids.hpp"
+#include "gpu/kv/block_allocator.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +28,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace pensieve::actors {
@@ -31,12 +43,27 @@ struct CachedEntry {
   // cache_salt), that no conversation names; a later stateless turn of the
   // namespace whose prompt starts with it continues it.
   std::optional<std::string> unnamed;
+  // Set: a conversation's path whose full blocks other turns of this
+  // namespace may share (a system prompt); it is never taken over.
+  std::optional<std::string> shared;
+  // Its full blocks' keys in the prefix chain (see KvCacheIndex), one per
+  // full block of `tokens`; empty when it has no namespace.
+  std::vector<std::uint64_t> chain;
+
+  const std::optional<std::string>& ns() const { return unnamed ? unnamed : shared; }
 };
 
-// An unnamed path a prompt continues, and how many of its tokens match.
+// Which paths a prefix lookup may return.
+struct PathFilter {
+  bool unnamed_only = true;                 // false: conversations' shared paths too
+  std::optional<ConversationId> except;     // never this one (the asking conversation)
+};
+
+// A cached path a prompt continues, and how many of its tokens match.
 struct PrefixMatch {
   ConversationId path;
   std::int64_t tokens = 0;
+  bool unnamed = true;  // false: a conversation's path (shared, never taken over)
 };
 
 // A chunk the index picked, with what the eviction policy weighed.
@@ -53,11 +80,21 @@ class KvCacheIndex {
  public:
   using Entries = std::map<ConversationId, CachedEntry>;
 
-  explicit KvCacheIndex(std::int32_t block_tokens) : block_tokens_(block_tokens) {}
+  // `device`: the allocator whose reference counts say how many paths and
+  // turns share a device chunk (null: every chunk counts once).
+  explicit KvCacheIndex(std::int32_t block_tokens, const kv::BlockAllocator* device = nullptr)
+      : block_tokens_(block_tokens), device_(device) {}
 
   std::int32_t block_tokens() const { return block_tokens_; }
+  // Entries change through insert(), erase() and truncate_tokens() only,
+  // which keep the prefix chain in step; entries() lets chunks be edited.
   Entries& entries() { return entries_; }
   const Entries& entries() const { return entries_; }
+  CachedEntry& insert(ConversationId conversation, CachedEntry e);
+  void erase(ConversationId conversation);
+  Entries::iterator erase(Entries::iterator it);
+  // Keeps the entry's first `keep` tokens (its chunks are the caller's).
+  void truncate_tokens(ConversationId conversation, CachedEntry& e, std::size_t keep);
   std::size_t size() const { return entries_.size(); }
   CachedEntry* find(ConversationId conversation);
   const CachedEntry* find(ConversationId conversation) const;
@@ -70,8 +107,25 @@ class KvCacheIndex {
   // prefix with `want`, at least one full block long (a shorter match saves
   // less than the lookup and the copy of a partial block cost); the most
   // recently active one among equals. Nullopt: none.
-  std::optional<PrefixMatch> longest_unnamed_prefix(std::string_view ns, std::span<const std::int32_t> want) const;
-  std::size_t unnamed_paths() const;
+  std::optional<PrefixMatch> longest_unnamed_prefix(std::string_view ns, std::span<const std::int32_t> want) const {
+    return longest_prefix(ns, want, PathFilter{});
+  }
+  // The same over the paths `filter` admits.
+  std::optional<PrefixMatch> longest_prefix(std::string_view ns, std::span<const std::int32_t> want,
+                                            const PathFilter& filter) const;
+  std::size_t unnamed_paths() const { return unnamed_paths_; }
+  // How many paths and turns hold the chunk's device block (1 off the device).
+  std::int32_t sharers(const CachedChunk& c) const;
+
+  // Pins: a prefix of a namespace whose chunks, in every path holding it,
+  // never leave their tier until `until_ns` (keyed by the prefix's chain
+  // keys, so a path cached again later with the same prefix is pinned too).
+  void pin(const CachedEntry& e, std::int64_t until_ns);
+  void expire_pins(std::int64_t now_ns);  // pins whose time has come go
+  bool pinned(const CachedEntry& e, std::size_t index) const {
+    return index < e.chain.size() && pins_.contains(e.chain[index]);
+  }
+  std::size_t pins() const { return pins_.size(); }
 
   ChunkCandidate candidate(ConversationId conversation, const CachedEntry& e, std::size_t index) const;
   std::span<const std::int32_t> chunk_tokens(const CachedEntry& e, std::size_t index) const;
@@ -92,8 +146,18 @@ class KvCacheIndex {
   }
 
  private:
+  // The chain keys of `tokens`' first `blocks` full blocks in `ns`.
+  std::vector<std::uint64_t> chain_of(std::string_view ns, std::span<const std::int32_t> tokens,
+                                      std::size_t blocks) const;
+  void unlink(ConversationId conversation, CachedEntry& e, std::size_t keep_blocks);
+
   std::int32_t block_tokens_;
+  const kv::BlockAllocator* device_;
   Entries entries_;
+  // Chain key -> the paths (conversation ids) holding that prefix.
+  std::unordered_map<std::uint64_t, std::unordered_set<std::uint64_t>> chain_;
+  std::unordered_map<std::uint64_t, std::int64_t> pins_;  // chain key -> pinned until (ns)
+  std::size_t unnamed_paths_ = 0;
   std::uint64_t next_chunk_id_ = 1;
 };
 
@@ -104,7 +168,7 @@ std::optional<ChunkPick> KvCacheIndex::coldest_where(const EvictionPolicy& polic
   for (auto& [conversation, e] : entries_) {
     if (!entry_pred(conversation, e)) continue;
     for (std::size_t i = 0; i < e.chunks.size(); ++i) {
-      if (!pred(e.chunks[i])) continue;
+      if (!pred(e.chunks[i]) || pinned(e, i)) continue;
       ChunkCandidate c = candidate(conversation, e, i);
       if (!best || policy.leaves_before(c, best->candidate, now_ns)) best = ChunkPick{&e, conversation, i, c};
     }

@@ -25,7 +25,7 @@ KvCacheManager::KvCacheManager(KvCacheSizes sizes, KvCacheOptions options)
       // The disk is reached through host slots: without a host tier it is unused.
       pools_{DevicePool(sizes.num_blocks), HostPool(sizes.host_slots),
              DiskPool(sizes.host_slots > 0 ? sizes.disk_slots : 0)},
-      index_(sizes.block_tokens) {}
+      index_(sizes.block_tokens, &pools_.device.allocator()) {}
 
 void KvCacheManager::set_cost_model(const CostModel& cost) {
   options_.cost_model = cost;
@@ -55,7 +55,8 @@ void KvCacheManager::release_host(HostSlot slot) { pools_.host.release(slot); }
 // --- entries -------------------------------------------------------------------
 
 void KvCacheManager::put(ConversationId conversation, std::span<const std::int32_t> tokens, kv::BlockTable table,
-                         std::int64_t now_ns, std::vector<kv::BlockId>& freed, std::optional<std::string> unnamed) {
+                         std::int64_t now_ns, std::vector<kv::BlockId>& freed, std::optional<std::string> unnamed,
+                         std::optional<std::string> shared) {
   forget(conversation, freed);
   // Stateless paths have no conversation that would ever forget them.
   if (unnamed) forget_unnamed_where(true, freed);
@@ -63,6 +64,7 @@ void KvCacheManager::put(ConversationId conversation, std::span<const std::int32
   e.tokens.assign(tokens.begin(), tokens.end());
   e.last_active_ns = now_ns;
   e.unnamed = std::move(unnamed);
+  if (!e.unnamed) e.shared = std::move(shared);
   for (kv::BlockId b : table.blocks()) {
     pools_.device.retain(b);  // the chunk's reference; the table's goes below
     CachedChunk c;
@@ -73,7 +75,7 @@ void KvCacheManager::put(ConversationId conversation, std::span<const std::int32
   auto gone = table.release(pools_.device.allocator());
   assert(gone.empty());
   (void)gone;
-  index_.entries().emplace(conversation, std::move(e));
+  index_.insert(conversation, std::move(e));
 }
 
 void KvCacheManager::forget(ConversationId conversation, std::vector<kv::BlockId>& freed) {
@@ -82,17 +84,32 @@ void KvCacheManager::forget(ConversationId conversation, std::vector<kv::BlockId
   auto it = entries.find(conversation);
   if (it == entries.end()) return;
   for (CachedChunk& c : it->second.chunks) drop_all_copies(c, pools_, freed);
-  entries.erase(it);
+  index_.erase(it);
+}
+
+std::optional<PrefixMatch> KvCacheManager::counted(std::span<const std::int32_t> want,
+                                                   std::optional<PrefixMatch> match) {
+  // The newest token is fed again whatever matched (see attach).
+  const auto queried = std::max<std::int64_t>(0, std::int64_t(want.size()) - 1);
+  stats_.prefix_queried_tokens += queried;
+  if (match) stats_.prefix_matched_tokens += std::min(match->tokens, queried);
+  return match;
 }
 
 std::optional<PrefixMatch> KvCacheManager::find_unnamed_prefix(std::string_view ns,
                                                                std::span<const std::int32_t> want) {
-  // The newest token is fed again whatever matched (see attach).
-  const auto queried = std::max<std::int64_t>(0, std::int64_t(want.size()) - 1);
-  stats_.prefix_queried_tokens += queried;
-  auto match = index_.longest_unnamed_prefix(ns, want);
-  if (match) stats_.prefix_matched_tokens += std::min(match->tokens, queried);
-  return match;
+  return counted(want, index_.longest_unnamed_prefix(ns, want));
+}
+
+std::optional<PrefixMatch> KvCacheManager::find_prefix(std::string_view ns, std::span<const std::int32_t> want,
+                                                       bool may_adopt, std::optional<ConversationId> except) {
+  if (may_adopt) {
+    // Taking a path over moves all of it, partial last block included;
+    // sharing a longer one would leave this one behind, never continued.
+    auto own = index_.longest_prefix(ns, want, PathFilter{true, except});
+    if (own && own->tokens >= cached_token_count(own->path)) return counted(want, own);
+  }
+  return counted(want, index_.longest_prefix(ns, want, PathFilter{false, except}));
 }
 
 std::optional<kv::BlockTable> KvCacheManager::share_prefix(ConversationId path, std::span<const std::int32_t> want,
@@ -118,6 +135,13 @@ std::optional<kv::BlockTable> KvCacheManager::share_prefix(ConversationId path, 
 
 void KvCacheManager::forget_unnamed(std::vector<kv::BlockId>& freed) { forget_unnamed_where(false, freed); }
 
+bool KvCacheManager::pin(ConversationId conversation, std::int64_t until_ns) {
+  const CachedEntry* e = index_.find(conversation);
+  if (!e || e->chain.empty()) return false;
+  index_.pin(*e, until_ns);
+  return true;
+}
+
 void KvCacheManager::forget_unnamed_where(bool all_dropped_only, std::vector<kv::BlockId>& freed) {
   auto& entries = index_.entries();
   for (auto it = entries.begin(); it != entries.end();) {
@@ -130,7 +154,7 @@ void KvCacheManager::forget_unnamed_where(bool all_dropped_only, std::vector<kv:
     }
     for (CachedChunk& c : e.chunks) drop_all_copies(c, pools_, freed);
     evicted_tokens_.erase(it->first);
-    it = entries.erase(it);
+    it = index_.erase(it);
   }
 }
 
@@ -227,14 +251,15 @@ void KvCacheManager::transfers_done(const TransfersDone& done, std::vector<kv::B
 
 // --- returning turns -------------------------------------------------------------
 
-void KvCacheManager::truncate(CachedEntry& e, std::int64_t keep, std::vector<kv::BlockId>& freed) {
+void KvCacheManager::truncate(ConversationId conversation, CachedEntry& e, std::int64_t keep,
+                              std::vector<kv::BlockId>& freed) {
   const std::size_t bt = std::size_t(sizes_.block_tokens);
   const std::size_t keep_chunks = (std::size_t(keep) + bt - 1) / bt;
   while (e.chunks.size() > keep_chunks) {
     drop_all_copies(e.chunks.back(), pools_, freed);
     e.chunks.pop_back();
   }
-  e.tokens.resize(std::size_t(keep));
+  index_.truncate_tokens(conversation, e, std::size_t(keep));
 }
 
 bool KvCacheManager::attach(ConversationId conversation, TurnId turn, std::span<const std::int32_t> want,
@@ -251,9 +276,9 @@ bool KvCacheManager::attach(ConversationId conversation, TurnId turn, std::span<
   while (common < e.tokens.size() && common < want.size() && e.tokens[common] == want[common]) ++common;
   // At least the newest token is fed again: its logits pick the next one.
   const std::int64_t keep = std::min<std::int64_t>(std::int64_t(common), std::int64_t(want.size()) - 1);
-  truncate(e, keep, freed);
+  truncate(conversation, e, keep, freed);
   if (keep == 0 && e.chunks.empty()) {
-    index_.entries().erase(conversation);
+    index_.erase(conversation);
     return false;
   }
   e.attached = turn;
@@ -369,7 +394,7 @@ AttachedKv KvCacheManager::materialize(ConversationId conversation, std::vector<
   out.recompute_tokens = std::int64_t(e.tokens.size()) - out.hit_tokens;
   stats_.recomputed_tokens += out.recompute_tokens;
   for (CachedChunk& c : e.chunks) drop_all_copies(c, pools_, freed);
-  index_.entries().erase(conversation);
+  index_.erase(conversation);
   out.table = kv::BlockTable::adopt(sizes_.block_tokens, std::move(blocks), out.computed);
   return out;
 }
@@ -513,8 +538,9 @@ std::optional<ChunkPick> KvCacheManager::device_victim(std::int64_t now_ns, Copy
 // Without tiers: a whole conversation at a time, valued over its whole history.
 DeviceRoom KvCacheManager::evict_whole_conversation(std::int64_t now_ns, std::vector<kv::BlockId>& freed) {
   std::optional<std::pair<ConversationId, ChunkCandidate>> victim;
+  index_.expire_pins(now_ns);
   for (const auto& [conversation, e] : index_.entries()) {
-    if (e.attached || e.chunks.empty()) continue;
+    if (e.attached || e.chunks.empty() || index_.pinned(e, 0)) continue;
     ChunkCandidate c{conversation, 0, 0, std::int64_t(e.tokens.size()), e.last_active_ns, false};
     if (!victim || policy_.leaves_before(c, victim->second, now_ns)) victim.emplace(conversation, c);
   }
@@ -532,6 +558,7 @@ DeviceRoom KvCacheManager::evict_whole_conversation(std::int64_t now_ns, std::ve
 DeviceRoom KvCacheManager::make_device_room(std::int64_t now_ns, KvTransfers& out, std::vector<kv::BlockId>& freed,
                                             std::optional<ConversationId> spare) {
   if (!tiered()) return evict_whole_conversation(now_ns, freed);
+  index_.expire_pins(now_ns);
   const auto progress = [&](std::int32_t spills) {
     return DeviceRoom{DeviceRoom::Step::progress, pending_device_frees() + spills};
   };
@@ -593,13 +620,14 @@ std::int32_t KvCacheManager::reclaimable_device_blocks(std::optional<Conversatio
   std::int32_t n = 0;
   for (const auto& [conversation, e] : index_.entries()) {
     if (conversation == spare) continue;
-    for (const CachedChunk& c : e.chunks) n += c.device ? 1 : 0;
+    for (std::size_t i = 0; i < e.chunks.size(); ++i) n += e.chunks[i].device && !index_.pinned(e, i) ? 1 : 0;
   }
   return n;
 }
 
 void KvCacheManager::ahead_of_time(std::int64_t now_ns, KvTransfers& out) {
   if (!tiered()) return;
+  index_.expire_pins(now_ns);
   std::int32_t clean = 0, clean_host = 0;
   for (const auto& [conversation, e] : index_.entries()) {
     if (e.attached) continue;
@@ -642,6 +670,9 @@ TierStats KvCacheManager::stats() const {
   s.disk_slots = pools_.disk.slots();
   s.free_disk_slots = pools_.disk.free_slots();
   s.unnamed_paths = std::int64_t(index_.unnamed_paths());
+  for (const auto& [conversation, e] : index_.entries()) {
+    for (std::size_t i = 0; i < e.chunks.size(); ++i) s.pinned_chunks += index_.pinned(e, i) ? 1 : 0;
+  }
   const kv::BlockAllocator& device = pools_.device.allocator();
   for (std::int32_t b = 0; b < device.num_blocks(); ++b) {
     if (device.is_shared(kv::BlockId{std::uint32_t(b)})) ++s.shared_device_blocks;

@@ -97,15 +97,23 @@ class KvCacheManager {
   // device chunks (an older entry of the conversation goes). With
   // `unnamed`: a stateless turn's path in that cache namespace, which a
   // later stateless turn may continue (longest_unnamed_prefix); unnamed
-  // paths whose every chunk was dropped go then.
+  // paths whose every chunk was dropped go then. With `shared` (and no
+  // `unnamed`): a conversation's KV whose full blocks later turns of that
+  // namespace may share (find_prefix), its own turns still attach it.
   void put(ConversationId conversation, std::span<const std::int32_t> tokens, kv::BlockTable table,
            std::int64_t now_ns, std::vector<kv::BlockId>& freed,
-           std::optional<std::string> unnamed = std::nullopt);
+           std::optional<std::string> unnamed = std::nullopt, std::optional<std::string> shared = std::nullopt);
   void forget(ConversationId conversation, std::vector<kv::BlockId>& freed);
   std::size_t size() const { return index_.size(); }
   // A stateless turn's lookup: the unnamed path of `ns` it continues (see
   // KvCacheIndex::longest_unnamed_prefix), counted in the prefix-cache stats.
   std::optional<PrefixMatch> find_unnamed_prefix(std::string_view ns, std::span<const std::int32_t> want);
+  // Any turn's lookup of the one index (conversations' paths too, but
+  // `except`'s): with `may_adopt`, an unnamed path the prompt continues
+  // whole comes first (a stateless turn takes it over); else the path
+  // sharing the most tokens with `want`. Counted in the prefix-cache stats.
+  std::optional<PrefixMatch> find_prefix(std::string_view ns, std::span<const std::int32_t> want, bool may_adopt,
+                                         std::optional<ConversationId> except);
   // A table sharing the leading full blocks of what `path` has in common
   // with `want` (short of its newest token) that are on the device (one more
   // reference each; the path keeps its own), for a turn that diverges from
@@ -113,6 +121,10 @@ class KvCacheManager {
   // edit. Nullopt: no such block.
   std::optional<kv::BlockTable> share_prefix(ConversationId path, std::span<const std::int32_t> want,
                                              std::int64_t now_ns);
+  // Pins the full blocks of `conversation`'s cached path (it needs a
+  // namespace) until `until_ns`: no eviction takes their chunks before then
+  // (make_device_room is exhausted rather). False: no such path.
+  bool pin(ConversationId conversation, std::int64_t until_ns);
   // Every idle unnamed path goes (clearing the stateless cache).
   void forget_unnamed(std::vector<kv::BlockId>& freed);
   std::optional<std::vector<std::int32_t>> tokens(ConversationId conversation) const;
@@ -167,8 +179,9 @@ class KvCacheManager {
     return index_.coldest(policy_, now_ns, pred, waiting, spare);
   }
   bool other_ready(ConversationId conversation) const;
-  void truncate(CachedEntry& e, std::int64_t keep, std::vector<kv::BlockId>& freed);
+  void truncate(ConversationId conversation, CachedEntry& e, std::int64_t keep, std::vector<kv::BlockId>& freed);
   void note_dropped(const CachedEntry& e);
+  std::optional<PrefixMatch> counted(std::span<const std::int32_t> want, std::optional<PrefixMatch> match);
   void forget_unnamed_where(bool all_dropped_only, std::vector<kv::BlockId>& freed);
 
   // Making room.

@@ -38,6 +38,7 @@ struct TierStats {
   std::int64_t prefix_matched_tokens = 0;
   std::int64_t unnamed_paths = 0;
   std::int64_t shared_device_blocks = 0;  // held by more than one path or turn
+  std::int64_t pinned_chunks = 0;         // cached chunks a pin keeps where they are
   std::int32_t host_slots = 0;
   std::int32_t free_host_slots = 0;
   std::int32_t disk_slots = 0;

@@ -106,16 +106,21 @@ SchedulerCore::KvReady SchedulerCore::attach_kv(Sequence& seq, std::int64_t budg
 // A stateless turn runs under the id of the unnamed path its prompt
 // continues, so it attaches that path's KV as a conversation's turn would
 // and its own KV replaces the path when it ends. Looked up once: a
-// preempted turn finds its own KV under the id it took.
+// preempted turn finds its own KV under the id it took. A conversation's
+// turn with nothing of its own cached shares the longest cached prefix of
+// its namespace (another conversation's system prompt) the same way.
 void SchedulerCore::adopt_unnamed_path(Sequence& seq) {
-  if (!seq.spec.cache_namespace || !options_.keep_kv || seq.looked_up) return;
+  const bool stateless = seq.spec.cache_namespace.has_value();
+  const auto& ns = stateless ? seq.spec.cache_namespace : seq.spec.share_namespace;
+  if (!ns || !options_.keep_kv || seq.looked_up) return;
   seq.looked_up = true;
-  auto match = kv_.find_unnamed_prefix(*seq.spec.cache_namespace, seq.spec.tokens);
+  if (!stateless && kv_.cached_token_count(seq.spec.conversation) > 0) return;  // it attaches its own
+  auto match = kv_.find_prefix(*ns, seq.spec.tokens, stateless, seq.spec.conversation);
   if (!match) return;
   // The prompt continues the whole path: the path is this turn's. It
-  // diverges inside it: it shares the path's leading blocks and the path
-  // stays for the others that continue it.
-  if (match->tokens >= kv_.cached_token_count(match->path)) {
+  // diverges inside it (or the path is a conversation's): it shares the
+  // path's leading blocks and the path stays for the others.
+  if (stateless && match->unnamed && match->tokens >= kv_.cached_token_count(match->path)) {
     seq.spec.conversation = match->path;
   } else {
     seq.share_from = match;
@@ -185,7 +190,7 @@ bool SchedulerCore::preempt_latest(const Sequence& keep, std::int64_t now_ns, It
       if (s.computed > 0) {
         kv_.put(s.spec.conversation, std::span(s.spec.tokens).first(std::size_t(s.computed)),
                 std::exchange(s.table, kv::BlockTable(kv_.block_tokens())), now_ns, freed_since_plan_,
-                s.spec.cache_namespace);
+                s.spec.cache_namespace, s.spec.share_namespace);
       }
     }
     release(s.table);
@@ -291,7 +296,9 @@ void SchedulerCore::finish(Sequence& seq, model::FinishReason reason, std::int64
   }
   if (keeps_kv(seq) && seq.computed > 0) {
     kv_.put(seq.spec.conversation, std::span(seq.spec.tokens).first(std::size_t(seq.computed)),
-            std::move(seq.table), now_ns, freed_since_plan_, seq.spec.cache_namespace);
+            std::move(seq.table), now_ns, freed_since_plan_, seq.spec.cache_namespace, seq.spec.share_namespace);
+    // False only for a path without a namespace or a full block: nothing to pin.
+    if (seq.spec.pin_ttl_ns > 0) (void)kv_.pin(seq.spec.conversation, now_ns + seq.spec.pin_ttl_ns);
   } else {
     release(seq.table);
   }

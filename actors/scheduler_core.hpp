@@ -58,6 +58,14 @@ struct TurnSpec {
   // path of this cache namespace (tenant and cache_salt), and its KV stays
   // cached as an unnamed path when it ends. Nullopt: none of that.
   std::optional<std::string> cache_namespace;
+  // A conversation's turn: with no KV of its own cached, it shares the
+  // device blocks of the path of this namespace (a stateless one or another
+  // conversation's) with the longest common prefix (a system prompt), and
+  // its own KV is found by later turns' lookups. Nullopt: none of that.
+  std::optional<std::string> share_namespace;
+  // > 0: the KV the turn leaves cached (with a namespace) is pinned this
+  // long after it ends: no eviction takes its full blocks before then.
+  std::int64_t pin_ttl_ns = 0;
 };
 
 enum class AdmitStatus : std::uint8_t { admitted, overloaded, too_large };
@@ -185,7 +193,7 @@ class SchedulerCore {
     bool sampler_ready = false;
     bool cancelled = false;
     bool attached = false;  // its conversation's cached KV was looked up
-    bool looked_up = false;  // a stateless turn's unnamed path was looked up
+    bool looked_up = false;  // the prefix index was looked up (once per turn)
     // The path whose leading blocks it shares when admitted (it diverges
     // from the path inside it).
     std::optional<PrefixMatch> share_from;

@@ -7,6 +7,7 @@
 // model. Prints a table; --out FILE writes the JSON for bench/results/.
 #include "bench/common/machine_info.hpp"
 #include "bench/engine-bench/replay.hpp"
+#include "bench/engine-bench/shared_prompt.hpp"
 #include "bench/engine-bench/tiers.hpp"
 #include "gpu/kv/kv_pool.hpp"
 #include "gpu/model/model_loader.hpp"
@@ -42,6 +43,8 @@ struct Args {
   pb::ReplayOptions replay;
   std::optional<std::string> out;
   bool tiers = false;  // the KV-tier comparison instead of stateful vs --no-state
+  bool shared_prompt = false;  // the shared-system-prompt comparison instead
+  std::size_t system_tokens = 1000, in_flight = 8;
   int repetitions = 2;
   double disk_over_total = 2.0;  // the disk tier's budget / the conversations' total KV (0: no disk tier)
   double swap_out_watermark = 0.25, decode_reserve = 0.10;
@@ -59,9 +62,12 @@ const char* usage =
     "             [--seed S] [--note TEXT] [--out FILE.json]\n"
     "             [--tiers [--repetitions N] [--scratch-dir DIR] [--disk-over-total X]\n"
     "                      [--swap-out-watermark F] [--decode-reserve F] [--modes abcd]]\n"
+    "             [--shared-system-prompt [--system-tokens N] [--in-flight N]]\n"
     "Without --model, generates the BENCH.md M-100 shape (~100M parameters) into --model-dir.\n"
     "--tiers: cost-aware vs LRU (host + disk tiers) vs device only vs --no-state, the device\n"
-    "holding a quarter of the conversations' KV, modes interleaved over N repetitions.\n";
+    "holding a quarter of the conversations' KV, modes interleaved over N repetitions.\n"
+    "--shared-system-prompt: --conversations N conversations opening with one system prompt of\n"
+    "about --system-tokens tokens: shared (one tenant) vs separate (a tenant each) vs --no-state.\n";
 
 std::optional<Args> parse(int argc, char** argv) {
   Args a;
@@ -76,6 +82,10 @@ std::optional<Args> parse(int argc, char** argv) {
     if (f == "--help" || f == "-h") return std::nullopt;
     if (f == "--tiers") {
       a.tiers = true;
+      continue;
+    }
+    if (f == "--shared-system-prompt") {
+      a.shared_prompt = true;
       continue;
     }
     if (!(v = value())) {
@@ -107,6 +117,8 @@ std::optional<Args> parse(int argc, char** argv) {
     else if (f == "--seed") a.replay.seed = std::stoull(*v);
     else if (f == "--note") a.note = *v;
     else if (f == "--repetitions") a.repetitions = std::stoi(*v);
+    else if (f == "--system-tokens") a.system_tokens = std::stoul(*v);
+    else if (f == "--in-flight") a.in_flight = std::stoul(*v);
     else if (f == "--scratch-dir") a.scratch_dir = *v;
     else if (f == "--disk-over-total") a.disk_over_total = std::stod(*v);
     else if (f == "--swap-out-watermark") a.swap_out_watermark = std::stod(*v);
@@ -257,6 +269,42 @@ int run_tiers(const Args& a, const std::vector<std::vector<std::string>>& convs,
   return write_report(a, report) ? 0 : 1;
 }
 
+int run_shared_prompt(const Args& a, const std::string& model, json::object report) {
+  pb::SharedPromptOptions o;
+  o.model_path = model;
+  o.conversations = a.conversations;
+  o.system_tokens = a.system_tokens;
+  o.in_flight = a.in_flight;
+  o.max_tokens = a.replay.max_tokens;
+  o.threads = a.threads;
+  o.batch_tokens = a.batch_tokens;
+  o.kv_mb = a.kv_mb;
+  auto r = pb::run_shared_prompt(o);
+  if (!r) {
+    std::fprintf(stderr, "engine-bench: %s\n", r.error().message.c_str());
+    return 1;
+  }
+  std::printf("%-10s %8s %12s %12s %10s %12s %10s %10s\n", "mode", "convs", "prompt sent", "computed", "cached",
+              "out tok/s", "TTFT p50", "TTFT p99");
+  for (const auto& [name, m] : r->at("modes").as_object()) {
+    const auto& o = m.as_object();
+    std::printf("%-10s %8lld %12lld %12lld %10lld %12.2f %9.3fs %9.3fs\n", std::string(name).c_str(),
+                static_cast<long long>(o.at("conversations").to_number<std::int64_t>()),
+                static_cast<long long>(o.at("prompt_tokens_sent").to_number<std::int64_t>()),
+                static_cast<long long>(o.at("prompt_tokens_computed").to_number<std::int64_t>()),
+                static_cast<long long>(o.at("cached_tokens_reported").to_number<std::int64_t>()),
+                o.at("output_tokens_per_s").to_number<double>(), o.at("ttft_p50_s").to_number<double>(),
+                o.at("ttft_p99_s").to_number<double>());
+  }
+  std::printf("computed separate / shared x%.2f, throughput shared / separate x%.2f, identical greedy tokens: %s\n",
+              r->at("computed_separate_over_shared").to_number<double>(),
+              r->at("throughput_shared_over_separate").to_number<double>(),
+              r->at("identical_greedy_tokens").as_bool() ? "yes" : "NO");
+  for (auto& [k, v] : *r) report[k] = v;
+  report["load_average_end"] = pb::load_average();
+  return write_report(a, report) ? 0 : 1;
+}
+
 json::object to_json(const pb::ReplaySummary& s, const pb::ReplayResult& r) {
   json::object o;
   o["turns"] = s.turns;
@@ -301,6 +349,21 @@ int main(int argc, char** argv) {
   if (!args) {
     std::fputs(usage, stderr);
     return 2;
+  }
+  if (args->shared_prompt) {
+    auto path = model_path(*args);
+    if (!path) {
+      std::fprintf(stderr, "engine-bench: %s\n", path.error().message.c_str());
+      return 1;
+    }
+    json::object report;
+    report["command"] = args->command;
+    report["note"] = args->note;
+    report["model"] = *path;
+    report["cpu"] = pb::machine_info().cpu_model;
+    report["load_average_start"] = pb::load_average();
+    report["max_tokens"] = args->replay.max_tokens;
+    return run_shared_prompt(*args, *path, std::move(report));
   }
   auto convs = load_conversations(*args);
   if (!convs) {

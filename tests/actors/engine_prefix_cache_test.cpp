@@ -32,11 +32,19 @@ struct Reply {
   actors::TurnDone summary;
 };
 
+// A stateless request, or with `conversation` the whole history resent to
+// that stored conversation (created by its first request), as an OpenAI
+// client that names its conversation does.
 asio::awaitable<Reply> ask(actors::Engine& engine, std::vector<model::ChatMessage> messages,
-                           std::string tenant = "t", std::optional<std::string> salt = std::nullopt) {
-  actors::TurnRequest request = stateless_request(std::move(messages), greedy(12));
+                           std::string tenant = "t", std::optional<std::string> salt = std::nullopt,
+                           std::optional<std::string> conversation = std::nullopt, int max_tokens = 12) {
+  actors::TurnRequest request = stateless_request(std::move(messages), greedy(max_tokens));
   request.tenant = std::move(tenant);
   request.cache_salt = std::move(salt);
+  if (conversation) {
+    request.conversation = std::move(conversation);
+    request.compare_history = true;
+  }
   request.sampling.ignore_eos = true;
   Reply reply;
   actors::TurnSink sink = [&](const actors::TurnDelta& d) -> asio::awaitable<bool> {
@@ -108,11 +116,17 @@ void advance(Client& c, Step step, const Reply& reply) {
 }
 
 // Every round's requests, all clients' at once; the replies, round by round.
-std::vector<std::vector<Reply>> play(actors::Engine& engine, asio::io_context& io, Workload w) {
+// With `named`, every second client names its conversation.
+std::vector<std::vector<Reply>> play(actors::Engine& engine, asio::io_context& io, Workload w, bool named = false) {
   std::vector<std::vector<Reply>> out;
   for (const auto& round : w.steps) {
     std::vector<std::future<Reply>> futures;
-    for (auto& c : w.clients) futures.push_back(asio::co_spawn(io, ask(engine, c.history), asio::use_future));
+    for (std::size_t i = 0; i < w.clients.size(); ++i) {
+      std::optional<std::string> id;
+      if (named && i % 2 == 1) id = "client-" + std::to_string(i);
+      futures.push_back(asio::co_spawn(io, ask(engine, w.clients[i].history, "t", std::nullopt, id),
+                                       asio::use_future));
+    }
     io.restart();
     io.run();
     std::vector<Reply> replies;
@@ -231,5 +245,134 @@ TEST_CASE("after stateless requests end, one cancelled at once, clearing the cac
   const auto cleared = run(io, engine->stats());
   CHECK(cleared.free_blocks == cleared.num_blocks);
   CHECK(cleared.tiers.unnamed_paths == 0);
+  CHECK(cleared.tiers.shared_device_blocks == 0);
+}
+
+TEST_CASE("stateless and conversation requests mixed, sharing system prompts, give --no-state's tokens",
+          "[engine][prefix_cache]") {
+  asio::io_context io;
+  for (std::uint32_t seed : {3u, 4u}) {
+    INFO("seed " << seed);
+    const Workload w = make_workload(seed);
+    auto cached = make_engine(true, 13);
+    auto baseline = make_engine(false, 512);
+    // Earlier traffic of the other kind: a conversation with the stateless
+    // clients' system prompt, a stateless request with the conversations'.
+    // Every first turn below then finds its system prompt cached.
+    for (actors::Engine* e : {cached.get(), baseline.get()}) {
+      run(io, ask(*e, {w.clients[0].history[0], {"user", "Hello?"}}, "t", std::nullopt, "earlier"));
+      run(io, ask(*e, {w.clients[1].history[0], {"user", "Hello?"}}));
+    }
+    const auto a = play(*cached, io, w, true);
+    const auto b = play(*baseline, io, w, true);
+    REQUIRE(a.size() == b.size());
+    for (std::size_t r = 0; r < a.size(); ++r) {
+      for (std::size_t i = 0; i < a[r].size(); ++i) {
+        INFO("round " << r << " client " << i << (i % 2 == 1 ? " (conversation)" : " (stateless)"));
+        CHECK(a[r][i].tokens == b[r][i].tokens);
+        CHECK(a[r][i].text == b[r][i].text);
+        CHECK(b[r][i].summary.cached_tokens == 0);
+        // Round 0 too: the system prompt the other kind of request left.
+        CHECK(a[r][i].summary.cached_tokens >= 16);
+      }
+    }
+    const auto stats = run(io, cached->stats());
+    CHECK(stats.tiers.prefix_matched_tokens > 0);
+  }
+}
+
+namespace {
+
+// A generated Llama (random weights, the real Llama 2 vocabulary) with
+// room for a 1,000-token system prompt.
+model::ModelWeights long_context_model(const TempDir& dir) {
+  model::TestModelOptions o;
+  o.n_layers = 2;
+  o.dim = 64;
+  o.n_heads = 4;
+  o.n_kv_heads = 2;
+  o.ff_dim = 160;
+  o.max_context = 2048;
+  o.dtype = model::DType::f32;
+  o.seed = 21;
+  o.vocab_from = shared_file("vocab/ggml-vocab-llama-spm.gguf");
+  const auto path = dir / "long.gguf";
+  REQUIRE(model::make_test_model(o, path).has_value());
+  auto w = model::load_model(path);
+  REQUIRE(w.has_value());
+  return std::move(*w);
+}
+
+}  // namespace
+
+TEST_CASE("100 conversations with one 1,000-token system prompt compute it once", "[engine][prefix_cache]") {
+  TempDir dir;
+  auto weights = long_context_model(dir);
+  auto make = [&](bool keep_kv) {
+    actors::EngineOptions o;
+    o.n_threads = 2;
+    o.scheduler.keep_kv = keep_kv;
+    o.scheduler.max_batch_tokens = 512;
+    o.kv_block_tokens = 16;
+    o.kv_device_blocks = 1024;
+    o.kv_host_mb = 0;
+    auto e = actors::Engine::create(weights, o);
+    REQUIRE(e.has_value());
+    return std::move(*e);
+  };
+  std::string system = "You are the assistant of a small bookshop by the sea.";
+  for (int i = 0; system.size() < 4300; ++i) {
+    system += " Rule " + std::to_string(i) + ": answer briefly, kindly and in plain words about books.";
+  }
+  constexpr int kConversations = 100;
+  asio::io_context io;
+  auto play_all = [&](actors::Engine& engine) {
+    std::vector<Reply> replies;
+    // The first conversation caches the system prompt; the other 99 start together.
+    replies.push_back(run(io, ask(engine, {{"system", system}, {"user", "Question 0?"}}, "t", std::nullopt,
+                                  "conv-0", 4)));
+    std::vector<std::future<Reply>> futures;
+    for (int i = 1; i < kConversations; ++i) {
+      futures.push_back(asio::co_spawn(
+          io, ask(engine, {{"system", system}, {"user", "Question " + std::to_string(i) + "?"}}, "t", std::nullopt,
+                  "conv-" + std::to_string(i), 4),
+          asio::use_future));
+    }
+    io.restart();
+    io.run();
+    for (auto& f : futures) replies.push_back(f.get());
+    return replies;
+  };
+  auto shared = make(true);
+  const auto with = play_all(*shared);
+  const auto with_stats = run(io, shared->stats());
+  auto none = make(false);
+  const auto without = play_all(*none);
+  const auto without_stats = run(io, none->stats());
+
+  const std::int32_t prompt = with[0].summary.prompt_tokens;
+  REQUIRE(prompt > 1000);
+  CHECK(with[0].summary.cached_tokens == 0);
+  std::int64_t computed = 0;
+  for (int i = 0; i < kConversations; ++i) {
+    INFO("conversation " << i);
+    CHECK(with[std::size_t(i)].tokens == without[std::size_t(i)].tokens);
+    CHECK(without[std::size_t(i)].summary.cached_tokens == 0);
+    // The system prompt's full blocks (the rest and the question are computed).
+    if (i > 0) CHECK(with[std::size_t(i)].summary.cached_tokens >= 1000);
+    computed += with[std::size_t(i)].summary.prompt_tokens - with[std::size_t(i)].summary.cached_tokens;
+  }
+  // Prompt tokens processed: the system prompt once and each question, not 100 system prompts.
+  CHECK(with_stats.prefill_tokens == computed);
+  CHECK(with_stats.prefill_tokens < prompt + std::int64_t(kConversations) * 40);
+  CHECK(without_stats.prefill_tokens >= std::int64_t(kConversations) * prompt);
+  CHECK(with_stats.tiers.shared_device_blocks >= prompt / 16 - 1);
+  // Once the conversations go and the cache is cleared, every block is free.
+  for (int i = 0; i < kConversations; ++i) {
+    REQUIRE(shared->delete_conversation("t", "conv-" + std::to_string(i)));
+  }
+  shared->clear_prefix_cache();
+  const auto cleared = run(io, shared->stats());
+  CHECK(cleared.free_blocks == cleared.num_blocks);
   CHECK(cleared.tiers.shared_device_blocks == 0);
 }

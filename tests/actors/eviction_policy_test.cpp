@@ -95,3 +95,20 @@ TEST_CASE("chunks of a running or attached conversation are never chosen, under 
     CHECK_FALSE(p.first(c, 1000));
   }
 }
+
+TEST_CASE("cost-aware eviction keeps a chunk shared by many paths longer, by its cost times its sharers",
+          "[eviction]") {
+  const EvictionPolicy p(EvictionPolicyKind::cost_aware, CostModel{1.0, 1.0});
+  // Two leading chunks, idle as long: alone, the cheaper one (conversation
+  // 1's, position 0) leaves first; shared by 3, it is worth 3 x 14 = 42
+  // against conversation 2's later chunk at 30.
+  ChunkCandidate system = chunk(1, 0, 0, 4);
+  const ChunkCandidate later = chunk(2, 1, 0, 4);
+  CHECK(p.leaves_before(system, later, 1000));
+  system.sharers = 3;
+  CHECK(p.retention_value(system, 1000) == Approx(3 * 0.014));
+  CHECK(p.leaves_before(later, system, 1000));
+  // lru ignores sharers: the least recently active still leaves first.
+  const EvictionPolicy lru(EvictionPolicyKind::lru);
+  CHECK(lru.leaves_before(system, chunk(2, 1, 10, 4), 1000));
+}

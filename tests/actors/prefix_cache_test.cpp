@@ -1,7 +1,8 @@
-// The prefix cache of stateless requests, below the engine: unnamed paths
-// in the KV cache manager's index, namespaced, looked up by the longest
-// full-block prefix, continued by a stateless turn in the scheduler, and
-// freed whole when the cache is cleared.
+// The prefix cache, below the engine: unnamed paths in the KV cache
+// manager's index, namespaced, looked up by the longest full-block prefix
+// (a hash chain: 10,000 paths), continued by a stateless turn in the
+// scheduler, and freed whole when the cache is cleared; conversations'
+// first turns sharing another path's blocks, freed when no path holds them.
 #include "actors/kv_cache_manager.hpp"
 #include "actors/scheduler_core.hpp"
 
@@ -253,4 +254,184 @@ TEST_CASE("a regenerated reply shares the full blocks of the path it diverges fr
   core.clear_unnamed_paths();
   CHECK(core.allocator().free_blocks() == 16);
   CHECK(core.stats().tiers.shared_device_blocks == 0);
+}
+
+namespace {
+
+TurnSpec conversation_turn(std::uint64_t id, std::uint64_t conversation, std::vector<std::int32_t> tokens,
+                           std::string ns, int max_tokens) {
+  TurnSpec s{TurnId{id}, ConversationId{conversation}, std::move(tokens), {}, true, std::nullopt, std::move(ns)};
+  s.sampling.max_tokens = max_tokens;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("the prefix index finds the longest full-block match among 10,000 paths, verified token by token",
+          "[kv_cache][prefix_cache]") {
+  // 10,000 paths of 3 blocks each: a common first block, then one of 100
+  // second blocks, then one of 100 third blocks.
+  constexpr std::int32_t kPaths = 10000;
+  KvCacheManager kv({.num_blocks = 3 * kPaths, .block_tokens = 4}, {});
+  std::vector<kv::BlockId> freed;
+  auto path_tokens = [](std::int32_t i) {
+    return joined(joined(iota_tokens(4), {1000 + i / 100, 1, 2, 3}), {2000 + i % 100, 5, 6, 7});
+  };
+  for (std::int32_t i = 0; i < kPaths; ++i) cache(kv, std::uint64_t(i) + 1, path_tokens(i), i, "a", freed);
+  CHECK(kv.stats().unnamed_paths == kPaths);
+  // Path 4243 whole and two tokens more: it is taken over.
+  auto whole = kv.find_prefix("a", joined(path_tokens(4242), {9, 9}), true, std::nullopt);
+  REQUIRE(whole);
+  CHECK(whole->path == ConversationId{4243});
+  CHECK(whole->tokens == 12);
+  // Diverging inside the third block: of the 100 paths with that second
+  // block, path 4300 (i = 4299) shares two tokens of the third one too.
+  auto inside = kv.find_prefix("a", joined(joined(iota_tokens(4), {1042, 1, 2, 3}), {2099, 5, 0, 0}), true,
+                               std::nullopt);
+  REQUIRE(inside);
+  CHECK(inside->path == ConversationId{4300});
+  CHECK(inside->tokens == 10);
+  // A second block no path has: only the first block matches (9999 + 1 is the newest).
+  auto first_only = kv.find_prefix("a", joined(iota_tokens(4), {1, 2, 3, 4, 5}), true, std::nullopt);
+  REQUIRE(first_only);
+  CHECK(first_only->tokens == 4);
+  CHECK(first_only->path == ConversationId{10000});
+  // Another namespace: nothing, whatever the tokens.
+  CHECK_FALSE(kv.find_prefix("b", path_tokens(7), true, std::nullopt));
+  // Forgotten paths leave the index: without path 4243, the paths of its
+  // second block share 8 tokens; the most recently active is path 4300.
+  kv.forget(ConversationId{4243}, freed);
+  auto after = kv.find_prefix("a", joined(path_tokens(4242), {9, 9}), true, std::nullopt);
+  REQUIRE(after);
+  CHECK(after->path == ConversationId{4300});
+  CHECK(after->tokens == 8);
+  kv.forget_unnamed(freed);
+  CHECK(kv.stats().unnamed_paths == 0);
+  CHECK(kv.free_device_blocks() == 3 * kPaths);
+  CHECK_FALSE(kv.find_prefix("a", path_tokens(1), true, std::nullopt));
+}
+
+TEST_CASE("conversations share the device blocks of another's cached prefix, freed when no path holds them",
+          "[scheduler][prefix_cache]") {
+  SchedulerCore core({.max_batch_tokens = 64, .max_running = 4, .max_admitted = 8},
+                     {.num_blocks = 32, .block_tokens = 4});
+  std::int64_t now = 0;
+  const auto system = iota_tokens(12);  // three full blocks
+  // Conversation 1's first turn computes the system prompt.
+  REQUIRE(core.admit(conversation_turn(1, 1, joined(system, {500, 501}), "t", 2), now) == AdmitStatus::admitted);
+  auto first = run_to_end(core, now);
+  CHECK(cached_of(first, TurnId{1}) == 0);
+  REQUIRE(core.cached_tokens(ConversationId{1}) == joined(system, {500, 501, 7}));
+  const std::int32_t free_after_one = core.allocator().free_blocks();
+
+  // Conversations 2 and 3 begin with it: each computes only its question.
+  for (std::uint64_t c : {2, 3}) {
+    const auto prompt = joined(system, {std::int32_t(600 + c), 601});
+    REQUIRE(core.admit(conversation_turn(10 + c, c, prompt, "t", 2), now) == AdmitStatus::admitted);
+    std::vector<TurnUpdate> events;
+    auto plan = core.plan(++now, events);
+    REQUIRE(plan.sequences.size() == 1);
+    CHECK(plan.sequences[0].start_pos == 12);
+    CHECK(cached_of(events, TurnId{10 + c}) == 12);
+    CHECK(std::vector<kv::BlockId>(plan.sequences[0].blocks.begin(), plan.sequences[0].blocks.begin() + 3) ==
+          std::vector<kv::BlockId>{kv::BlockId{0}, kv::BlockId{1}, kv::BlockId{2}});
+    end_sampled(core, plan, now, events);
+  }
+  // One copy of the system prompt's three blocks, held by three paths.
+  CHECK(core.stats().tiers.shared_device_blocks == 3);
+  CHECK(core.allocator().ref_count(kv::BlockId{0}) == 3);
+  CHECK(core.allocator().free_blocks() == free_after_one - 2);
+  // Each conversation's own KV stays its own.
+  CHECK(core.cached_tokens(ConversationId{2}) == joined(system, {602, 601}));
+  CHECK(core.cached_tokens(ConversationId{3}) == joined(system, {603, 601}));
+  // Another namespace computes it again.
+  REQUIRE(core.admit(conversation_turn(20, 4, joined(system, {700}), "other", 1), now) == AdmitStatus::admitted);
+  CHECK(cached_of(run_to_end(core, now), TurnId{20}) == 0);
+  core.drop_conversation(ConversationId{4});
+  // Dropping the conversation that computed it keeps the shared blocks for the others.
+  core.drop_conversation(ConversationId{1});
+  CHECK(core.allocator().ref_count(kv::BlockId{0}) == 2);
+  CHECK(core.cached_tokens(ConversationId{2}) == joined(system, {602, 601}));
+  core.drop_conversation(ConversationId{2});
+  core.drop_conversation(ConversationId{3});
+  CHECK(core.allocator().free_blocks() == 32);
+  CHECK(core.stats().tiers.shared_device_blocks == 0);
+}
+
+TEST_CASE("a conversation with KV of its own attaches it and never takes over another's path",
+          "[scheduler][prefix_cache]") {
+  SchedulerCore core({.max_batch_tokens = 64, .max_running = 4, .max_admitted = 8},
+                     {.num_blocks = 32, .block_tokens = 4});
+  std::int64_t now = 0;
+  REQUIRE(core.admit(conversation_turn(1, 1, iota_tokens(9), "t", 2), now) == AdmitStatus::admitted);
+  run_to_end(core, now);
+  // Conversation 2 continues conversation 1's whole path: it shares the
+  // full blocks, conversation 1 keeps its path.
+  const auto longer = joined(joined(iota_tokens(9), {7}), {800, 801});
+  REQUIRE(core.admit(conversation_turn(2, 2, longer, "t", 2), now) == AdmitStatus::admitted);
+  CHECK(cached_of(run_to_end(core, now), TurnId{2}) == 8);
+  CHECK(core.cached_tokens(ConversationId{1}) == joined(iota_tokens(9), {7}));
+  // Conversation 2's next turn attaches its own KV (all of it).
+  const auto next = joined(joined(longer, {7}), {900});
+  REQUIRE(core.admit(conversation_turn(3, 2, next, "t", 1), now) == AdmitStatus::admitted);
+  CHECK(cached_of(run_to_end(core, now), TurnId{3}) == std::int32_t(longer.size()) + 1);
+  core.drop_conversation(ConversationId{1});
+  core.drop_conversation(ConversationId{2});
+  CHECK(core.allocator().free_blocks() == 32);
+}
+
+TEST_CASE("a pinned prefix stays where it is until its time, evicted whole or chunk by chunk",
+          "[kv_cache][prefix_cache]") {
+  std::vector<kv::BlockId> freed;
+  KvTransfers out;
+  SECTION("device only: whole paths go") {
+    KvCacheManager kv({.num_blocks = 8, .block_tokens = 4}, {});
+    cache(kv, 1, iota_tokens(8), 1, "a", freed);       // blocks 0, 1: idle the longest
+    cache(kv, 2, iota_tokens(8, 100), 2, "a", freed);  // blocks 2, 3
+    REQUIRE(kv.pin(ConversationId{1}, 1000));
+    CHECK(kv.stats().pinned_chunks == 2);
+    CHECK(kv.reclaimable_device_blocks() == 2);
+    // Path 2 goes although path 1 idled longer; then nothing is left to take.
+    CHECK(kv.make_device_room(10, out, freed).step == DeviceRoom::Step::progress);
+    CHECK_FALSE(kv.tokens(ConversationId{2}));
+    CHECK(kv.tokens(ConversationId{1}) == iota_tokens(8));
+    CHECK(kv.make_device_room(11, out, freed).step == DeviceRoom::Step::exhausted);
+    // Its time has come: it goes like any other.
+    CHECK(kv.make_device_room(1000, out, freed).step == DeviceRoom::Step::progress);
+    CHECK_FALSE(kv.tokens(ConversationId{1}));
+    CHECK(kv.free_device_blocks() == 8);
+  }
+  SECTION("with a host tier: the pinned path's chunks are never copied out") {
+    KvCacheManager kv({.num_blocks = 8, .block_tokens = 4, .host_slots = 4}, {});
+    cache(kv, 1, iota_tokens(8), 1, "a", freed);
+    cache(kv, 2, iota_tokens(8, 100), 2, "a", freed);
+    REQUIRE(kv.pin(ConversationId{1}, 1000));
+    for (int i = 0; i < 2; ++i) REQUIRE(kv.make_device_room(10 + i, out, freed).step == DeviceRoom::Step::progress);
+    REQUIRE(out.swap_out.size() == 2);
+    for (const DeviceHostCopy& c : out.swap_out) CHECK((c.device == kv::BlockId{2} || c.device == kv::BlockId{3}));
+    CHECK(kv.make_device_room(12, out, freed).step != DeviceRoom::Step::progress);
+  }
+  SECTION("a path without a namespace has nothing to pin") {
+    KvCacheManager kv({.num_blocks = 8, .block_tokens = 4}, {});
+    cache(kv, 1, iota_tokens(8), 1, std::nullopt, freed);
+    CHECK_FALSE(kv.pin(ConversationId{1}, 1000));
+    CHECK_FALSE(kv.pin(ConversationId{9}, 1000));
+  }
+}
+
+TEST_CASE("a turn with a pin time leaves its path pinned, and a later path with its prefix too",
+          "[scheduler][prefix_cache]") {
+  SchedulerCore core({.max_batch_tokens = 64, .max_running = 4, .max_admitted = 8},
+                     {.num_blocks = 32, .block_tokens = 4});
+  std::int64_t now = 0;
+  TurnSpec pinned = stateless_turn(1, 100, iota_tokens(10), "t", 2);
+  pinned.pin_ttl_ns = 1'000'000;
+  REQUIRE(core.admit(std::move(pinned), now) == AdmitStatus::admitted);
+  run_to_end(core, now);
+  CHECK(core.stats().tiers.pinned_chunks == 2);  // its two full blocks
+  // A conversation sharing them is pinned on those blocks too.
+  REQUIRE(core.admit(conversation_turn(2, 2, joined(iota_tokens(8), {300, 301}), "t", 1), now) ==
+          AdmitStatus::admitted);
+  run_to_end(core, now);
+  CHECK(core.stats().tiers.pinned_chunks == 4);
 }
