@@ -5,7 +5,8 @@
 # runs the [gpu] tests (paged attention and every CUDA op against the CPU
 # kernels, the CUDA forward pass against the CPU one, stories260K greedy
 # tokens against llama2.c, the engine's stateful two-turn conversation on
-# --backend cuda against --backend cpu), the attention and forward-pass
+# --backend cuda against --backend cpu, Q8_0 and FP8 KV in the CUDA attention
+# kernels against the CPU kernel on the same bytes), the attention and forward-pass
 # benchmarks, the front end's added latency at 200 streaming clients on this
 # machine's cores (issue 6: p99 < 1 ms, out of reach on the 2-vCPU CI
 # machines), and prints a short table last. Logs and JSON go to $OUT (or bench/results/).
@@ -102,7 +103,7 @@ else
 fi
 
 echo "== CPU kernel tests on this machine"
-"$test_gpu" "[paged_attention],[decode_plan],[kv],[cuda_backend]" || status=$?
+"$test_gpu" "[paged_attention],[decode_plan],[kv],[cuda_backend],[swap_copy]" || status=$?
 # The CUDA path's order (copies, events, waits) against fake device streams.
 if [ "$dry_run" = 1 ] && [ -x "$build/tests/test_actors" ]; then
   "$build/tests/test_actors" "[device_order]" || status=$?
@@ -113,11 +114,11 @@ echo "== benchmarks"
 if [ "$dry_run" = 1 ]; then
   echo "dry run: the device benchmarks that would run:"
   "$bench" --benchmark_list_tests=true \
-    --benchmark_filter='CudaCopyBandwidth|CudaPinnedCopy|CudaDecode1B|CudaPrefillGemms1B|CublasBf16Rate|CudaPrefill1B|Cuda(Decode|Prefill)Attention' ||
+    --benchmark_filter='CudaCopyBandwidth|CudaPinnedCopy|CudaSwapGather|CudaDecode1B|CudaPrefillGemms1B|CublasBf16Rate|CudaPrefill1B|Cuda(Decode|Prefill)Attention' ||
     status=$?
   "$bench" --benchmark_filter='CpuDecodePlan' --benchmark_min_time=0.05 || status=$?
 else
-"$bench" --benchmark_filter='CudaCopyBandwidth|CudaPinnedCopy|CudaDecode1B|CudaPrefillGemms1B|CublasBf16Rate|CudaPrefill1B' \
+"$bench" --benchmark_filter='CudaCopyBandwidth|CudaPinnedCopy|CudaSwapGather|CudaDecode1B|CudaPrefillGemms1B|CublasBf16Rate|CudaPrefill1B' \
   --benchmark_out="$out/$stamp-cuda-forward.json" --benchmark_out_format=json \
   --benchmark_context=command="$0" || status=$?
 "$bench" --benchmark_filter='Cuda(Decode|Prefill)Attention' \
@@ -216,6 +217,16 @@ if summary:
     row("[gpu] tests", summary[-1].strip().replace("|", "/"), "all pass", summary[-1].startswith("All tests passed"))
 for name in sorted(k for k in metrics if k.startswith("op_err.")):
     row(name[7:] + " max rel err", f"{metrics[name]:.2e}", "per dtype (test)", None)
+for name in sorted(k for k in metrics if k.startswith("attn_err_vs_cpu.")):
+    kv, q = name.split(".")[1:3]
+    v = metrics[name]
+    limit = 1e-5 if q == "f32" else 1.5e-2
+    row(f"CUDA attention over {kv} KV ({q} queries) vs the CPU kernel on the same bytes", f"{v:.2e}", f"< {limit:g}", v < limit)
+for kv in ("q8_0", "fp8"):
+    k = f"engine_cuda_tokens_equal_prefix_share.{kv}"
+    if k in metrics:
+        v = metrics[k]
+        row(f"engine --backend cuda --kv-dtype {kv}, 2-turn greedy tokens equal to cpu (prefix)", f"{100*v:.1f}%", ">= 50% (test)", v >= 0.5)
 for name in sorted(k for k in metrics if k.startswith("logits_rel_err.")):
     v = metrics[name]
     row(name.replace("logits_rel_err.", "logits rel err "), f"{v:.2e}", "< 2e-2", v < 2e-2)
@@ -233,6 +244,17 @@ for d, label in ((0, "host->device"), (1, "device->host"), (2, "both at once")):
     v = find(fwd, f"BM_CudaPinnedCopy/dir:{d}/KiB:2048", "GBps")
     if v:
         row(f"pinned copy {label}, 2 MiB transfers", f"{v:.1f} GB/s", "-", None)
+gather_win = []
+for kib in (16, 64, 128, 512, 2048):
+    dma = find(fwd, f"BM_CudaSwapGather/mode:0/KiB:{kib}/", "GBps")
+    ker = find(fwd, f"BM_CudaSwapGather/mode:1/KiB:{kib}/", "GBps")
+    if dma and ker:
+        row(f"64 scattered {kib} KiB swap-ins: DMA {dma:.1f} GB/s, gather kernel {ker:.1f} GB/s",
+            "kernel" if ker > dma else "DMA", "the faster (swap_copy_plan)", None)
+        if ker > dma:
+            gather_win.append(kib)
+if gather_win:
+    row("largest span the gather kernel wins at (min_dma_bytes above it)", f"{max(gather_win)} KiB", "-", None)
 if "engine_cuda_swap_in_GBps" in metrics and pinned_in:
     v = metrics["engine_cuda_swap_in_GBps"]
     row(f"engine swap-in {v:.1f} of {pinned_in:.1f} GB/s pinned", f"{100*v/pinned_in:.1f}%", ">= 80%", v / pinned_in >= 0.8)

@@ -45,6 +45,13 @@ Result<void> CudaForward::init() {
     return fail("cuda forward: max_batch_tokens and max_logit_rows must be positive");
   if (c.head_dim > kcu::kMaxHeadDim)
     return fail("cuda forward: head_dim above " + std::to_string(kcu::kMaxHeadDim));
+  const kv::KvDType kv = kv_dtype();
+  if (kv != weights_.dtype && !kv::kv_dtype_is_blocked(kv))
+    return fail(std::string("cuda forward: KV dtype ") + kv::kv_dtype_name(kv) +
+                " is neither the compute dtype nor q8_0 / fp8");
+  if (kv::kv_dtype_is_blocked(kv) && c.kv_dim() % kv::kQ8KvBlockValues != 0)
+    return fail(std::string("cuda forward: ") + kv::kv_dtype_name(kv) + " KV needs KV rows of a multiple of 32 values, not " +
+                std::to_string(c.kv_dim()));
   int device = 0;
   PENSIEVE_CUDA_TRY(cudaGetDevice(&device));
   PENSIEVE_CUDA_TRY(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
@@ -115,7 +122,7 @@ kv::KvPoolConfig CudaForward::kv_pool_config(std::int32_t num_blocks, std::int32
   k.n_layers = c.n_layers;
   k.n_kv_heads = c.n_kv_heads;
   k.head_dim = c.head_dim;
-  k.dtype = weights_.dtype;
+  k.dtype = kv_dtype();
   k.tier = kv::Tier::device;
   k.poison_freed = false;
   return k;
@@ -135,7 +142,7 @@ Result<std::int32_t> CudaForward::kv_blocks_for_fraction(double gpu_memory_fract
 Result<void> CudaForward::validate(std::span<const model::PagedSequence> batch,
                                    const CudaKvPool& pool) const {
   if (auto ok = model::validate_paged_batch(batch, weights_.config, pool.config()); !ok) return ok.error();
-  if (pool.config().dtype != weights_.dtype) return fail("the KV pool's dtype is not the compute dtype");
+  if (pool.config().dtype != kv_dtype()) return fail("the KV pool's dtype is not the pass's KV dtype");
   if (pool.kind() != MemoryKind::device) return fail("the KV pool is not in device memory");
   std::size_t tokens = 0, logit_rows = 0;
   for (const model::PagedSequence& seq : batch) {

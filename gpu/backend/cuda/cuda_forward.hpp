@@ -1,7 +1,7 @@
 #pragma once
 // The Llama-family decoder on CUDA: the same batch (model::PagedSequence) and
 // KV layout as model::CpuForward::forward_paged, with the KV pool in device
-// memory (CudaKvPool, in the compute dtype). Weights are F16 or BF16
+// memory (CudaKvPool, in the compute dtype, Q8_0 or FP8). Weights are F16 or BF16
 // (converted on load); the residual stream, norms, RoPE and every matrix
 // product's accumulation are F32; products read F16/BF16 activations.
 //
@@ -28,13 +28,17 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 namespace pensieve::backend::cuda {
 
 struct CudaForwardOptions {
-  kv::KvDType compute_dtype = kv::KvDType::bf16;  // f16 or bf16; the KV pool's dtype too
+  kv::KvDType compute_dtype = kv::KvDType::bf16;  // f16 or bf16
+  // The KV pool's dtype: the compute dtype, q8_0 or fp8 (quantised as the K/V
+  // rows are written, dequantised in the attention kernel); unset: compute_dtype.
+  std::optional<kv::KvDType> kv_dtype;
   std::int32_t max_batch_tokens = 2048;   // activation buffers are sized for this
   std::int32_t max_logit_rows = 256;      // rows of logits one call may ask for
   std::vector<std::int32_t> graph_batch_sizes = {1, 2, 4, 8, 16, 32, 64};  // empty: no graphs
@@ -65,7 +69,8 @@ class CudaForward {
   // Bytes of weights one decode step reads (every matrix and the output head).
   std::size_t matrix_bytes_per_token() const { return weights_.matrix_bytes_per_token; }
 
-  // The pool layout this model needs on the device (dtype = compute dtype).
+  kv::KvDType kv_dtype() const { return options_.kv_dtype.value_or(weights_.dtype); }
+  // The pool layout this model needs on the device (dtype = the KV dtype).
   kv::KvPoolConfig kv_pool_config(std::int32_t num_blocks, std::int32_t block_tokens) const;
   // KV blocks that fit in gpu_memory_fraction of the device once what is in
   // use now (these weights and activations included) is taken off, keeping

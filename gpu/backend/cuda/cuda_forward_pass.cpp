@@ -67,6 +67,7 @@ Result<void> CudaForward::enqueue_pass(const BatchLayout& layout, const std::byt
   post.slots = slots;
   post.q_out = b.q;
   post.q_stride = q_dim;
+  post.q_dtype = dt;
   kernels::PagedAttentionParams attn;
   attn.q = b.q;
   attn.out = b.att;
