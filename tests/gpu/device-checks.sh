@@ -6,7 +6,8 @@
 # kernels, the CUDA forward pass against the CPU one, stories260K greedy
 # tokens against llama2.c, the engine's stateful two-turn conversation on
 # --backend cuda against --backend cpu, Q8_0 and FP8 KV in the CUDA attention
-# kernels against the CPU kernel on the same bytes), the attention and forward-pass
+# kernels against the CPU kernel on the same bytes, --tp 1 through NCCL
+# against one rank and --tp 2 where two devices exist), the attention and forward-pass
 # benchmarks, the front end's added latency at 200 streaming clients on this
 # machine's cores (issue 6: p99 < 1 ms, out of reach on the 2-vCPU CI
 # machines), and prints a short table last. Logs and JSON go to $OUT (or bench/results/).
@@ -227,6 +228,11 @@ for kv in ("q8_0", "fp8"):
     if k in metrics:
         v = metrics[k]
         row(f"engine --backend cuda --kv-dtype {kv}, 2-turn greedy tokens equal to cpu (prefix)", f"{100*v:.1f}%", ">= 50% (test)", v >= 0.5)
+for name, label in (("tp1_nccl_vs_plain_rel_logit_diff", "--tp 1 through NCCL vs one rank, logits"),
+                    ("tp2_vs_tp1_rel_logit_diff", "--tp 2 (two devices) vs --tp 1, logits")):
+    if name in metrics:
+        v = metrics[name]
+        row(f"{label} (largest diff / largest logit)", f"{v:.2e}", "<= 2e-3", v <= 2e-3)
 for name in sorted(k for k in metrics if k.startswith("logits_rel_err.")):
     v = metrics[name]
     row(name.replace("logits_rel_err.", "logits rel err "), f"{v:.2e}", "< 2e-2", v < 2e-2)

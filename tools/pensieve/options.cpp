@@ -71,7 +71,8 @@ conversation's KV cache between turns.
                          without one the server exits with an error)
   --tp N                 tensor parallelism over N ranks, each with its shard of the weights and
                          its share of the KV heads (N must divide the heads, KV heads and ff_dim;
-                         CPU backend; not with --kv-host-mb yet) (default 1)
+                         threads on the CPU backend, one GPU per rank over NCCL with --backend
+                         cuda; not with --kv-host-mb yet) (default 1)
   --decode-plan FILE     decode attention plan thresholds measured on the device (the JSON
                          tests/gpu/device-checks.sh writes) instead of the built-in defaults
   --chat-template NAME|FILE

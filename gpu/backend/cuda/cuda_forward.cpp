@@ -94,6 +94,19 @@ Result<void> CudaForward::init() {
   auto host_small = MemoryBuffer::create(r * (sizeof(kcu::DeviceSamplingParams) + 4), MemoryKind::pinned_host);
   if (!host_small) return host_small.error();
   b.host_small = std::move(*host_small);
+  if (options_.collective != nullptr) {
+    const model::TpRank tp = options_.tp;
+    if (options_.collective->ranks() != tp.ranks || options_.collective->rank() != tp.rank)
+      return fail("cuda forward: the collective is not rank " + std::to_string(tp.rank) + " of " +
+                  std::to_string(tp.ranks));
+    const std::size_t slice = std::size_t(tp.vocab_slice(c.vocab_size));
+    auto own = MemoryBuffer::create(r * slice * 4);
+    if (!own) return own.error();
+    b.logits_slice = std::move(*own);
+    auto all = MemoryBuffer::create(std::size_t(tp.ranks) * r * slice * 4);
+    if (!all) return all.error();
+    b.gathered = std::move(*all);
+  }
   if (options_.copy_logits_to_host) {
     auto host_logits = MemoryBuffer::create(r * vocab * 4, MemoryKind::pinned_host);
     if (!host_logits) return host_logits.error();
@@ -208,7 +221,7 @@ Result<model::ForwardOutput> CudaForward::forward_paged(std::span<const model::P
   const std::int32_t bt = pool.config().block_tokens;
   const std::int32_t graph_stride = (weights_.config.max_context + bt - 1) / bt;
   const auto batch_size = std::int32_t(batch.size());
-  bool graphable = !gates_.armed() && std::find(options_.graph_batch_sizes.begin(), options_.graph_batch_sizes.end(),
+  bool graphable = !gates_.armed() && options_.collective == nullptr && std::find(options_.graph_batch_sizes.begin(), options_.graph_batch_sizes.end(),
                                                 batch_size) != options_.graph_batch_sizes.end();
   for (const auto& seq : batch) {
     graphable = graphable && seq.tokens.size() == 1 && !seq.all_logits &&

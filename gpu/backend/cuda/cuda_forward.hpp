@@ -21,7 +21,9 @@
 #include "gpu/backend/cuda/cuda_weights.hpp"
 #include "gpu/backend/layer_gates.hpp"
 #include "gpu/kernels/cuda/sampling_launch.hpp"
+#include "gpu/model/collective.hpp"
 #include "gpu/model/cpu_forward.hpp"
+#include "gpu/model/tp_rank.hpp"
 #include "runtime/error.hpp"
 
 #include <cuda_runtime_api.h>
@@ -45,6 +47,13 @@ struct CudaForwardOptions {
   bool copy_logits_to_host = true;  // false: logits stay on the device for sample()
   cudaStream_t stream = nullptr;    // null: the forward pass creates (and owns) one
   kernels::DecodePlanThresholds decode_thresholds;  // eager passes' decode plans
+  // Tensor parallelism: the weights are shard `tp` (model/tp_shard.hpp) and
+  // `collective` (NCCL, on `stream`) joins the ranks: an all-reduce of the
+  // residual after the O and down products (model/tp_plan.hpp's rule), an
+  // all-gather of the logits slices. Set even for one rank (the NCCL path
+  // with a no-op reduction). Such passes run eagerly (no graphs).
+  model::TpRank tp;
+  model::Collective* collective = nullptr;
 };
 
 struct CudaForwardStats {

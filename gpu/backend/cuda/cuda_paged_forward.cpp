@@ -1,6 +1,7 @@
 #include "gpu/backend/cuda/cuda_paged_forward.hpp"
 
 #include "gpu/backend/cuda/cuda_check.hpp"
+#include "gpu/backend/cuda/cuda_tp_paged_forward.hpp"
 #include "gpu/kv/kv_tier_memory.hpp"
 #include "runtime/cuda/cuda_stream.hpp"
 
@@ -81,8 +82,9 @@ Result<std::unique_ptr<PagedForward>> make_cuda_paged_forward(const model::Model
                 (e == cudaSuccess ? "none found" : cudaGetErrorString(e)) + ")");
   }
   if (options.tp > 1) {
-    return fail("--backend cuda: --tp " + std::to_string(options.tp) +
-                " is not supported yet (tensor parallelism runs on the CPU backend only)");
+    auto tp = CudaTpPagedForward::create(weights, options);
+    if (!tp) return tp.error();
+    return std::unique_ptr<PagedForward>(std::move(*tp));
   }
   CudaForwardOptions o;
   // f32 asks for bf16 (the pass computes in f16 or bf16); quantised KV keeps
