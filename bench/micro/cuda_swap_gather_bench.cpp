@@ -30,12 +30,12 @@ void BM_CudaSwapGather(benchmark::State& state) {
   const std::size_t stride = 2 * bytes;  // every other slot: nothing adjacent to merge
   void *host = nullptr, *device = nullptr, *table = nullptr;
   cudaStream_t stream = nullptr;
-  cudaEvent_t start = nullptr, stop = nullptr;
+  cudaEvent_t start = nullptr, end = nullptr;
   if (cudaHostAlloc(&host, stride * kSpans, cudaHostAllocPortable) != cudaSuccess ||
       cudaHostAlloc(&table, kSpans * sizeof(kcu::GatherCopy), cudaHostAllocPortable) != cudaSuccess ||
       cudaMalloc(&device, stride * kSpans) != cudaSuccess ||
       cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess ||
-      cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) {
+      cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&end) != cudaSuccess) {
     state.SkipWithError("cuda setup failed");
     return;
   }
@@ -55,10 +55,10 @@ void BM_CudaSwapGather(benchmark::State& state) {
       for (int i = 0; i < kSpans && e == cudaSuccess; ++i)
         e = cudaMemcpyAsync(copies[i].dst, copies[i].src, bytes, cudaMemcpyHostToDevice, stream);
     }
-    (void)cudaEventRecord(stop, stream);
+    (void)cudaEventRecord(end, stream);
     float ms = 0;
-    if (e != cudaSuccess || cudaEventSynchronize(stop) != cudaSuccess ||
-        cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
+    if (e != cudaSuccess || cudaEventSynchronize(end) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, start, end) != cudaSuccess) {
       state.SkipWithError("copy failed");
       failed = true;
       break;
@@ -74,7 +74,7 @@ void BM_CudaSwapGather(benchmark::State& state) {
   (void)cudaFree(device);
   (void)cudaStreamDestroy(stream);
   (void)cudaEventDestroy(start);
-  (void)cudaEventDestroy(stop);
+  (void)cudaEventDestroy(end);
 }
 BENCHMARK(BM_CudaSwapGather)
     ->ArgNames({"mode", "KiB"})
