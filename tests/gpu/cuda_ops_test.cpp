@@ -284,7 +284,7 @@ TEST_CASE("the fused RoPE + Q rounding + KV write equals the CPU rope then resha
   }
 }
 
-TEST_CASE("the fused RoPE + KV write into Q8_0 and FP8 caches is within half a quant step of the CPU's F32 K/V",
+TEST_CASE("the fused RoPE + KV write into Q8_0 and FP8 caches reads back within a quant step's rounding of the F32 K/V",
           "[gpu][cuda_ops][q8_0][fp8]") {
   testing::require_cuda_device();
   std::mt19937_64 rng(19);
@@ -340,7 +340,7 @@ TEST_CASE("the fused RoPE + KV write into Q8_0 and FP8 caches is within half a q
     const auto bytes = d_cache.read<std::byte>(pool.layer_bytes());
     std::memcpy(pool.layer(0).data, bytes.data(), bytes.size());
     const kv::PagedKvView view = pool.layer(0);
-    double worst = 0;  // error over the allowed half step: at most 1
+    double worst = 0;  // error over the allowed rounding: at most 1
     std::vector<float> got(static_cast<std::size_t>(kv_dim));
     for (std::int32_t r = 0; r < rows; ++r) {
       if (slots[std::size_t(r)] < 0) continue;
@@ -354,7 +354,8 @@ TEST_CASE("the fused RoPE + KV write into Q8_0 and FP8 caches is within half a q
           double allowed = 0, value = 0;
           if (t == kv::KvDType::q8_0) {
             kc::widen_q8_0_portable(row, i, 1, &got[std::size_t(i)]);
-            allowed = 0.5 * amax / 127.0 * 1.001;
+            // 0.57 of a step: the quants are rounded with 127 / amax, read back with d's F16 rounding.
+            allowed = 0.57 * amax / 127.0;
           } else {
             kv::widen_kv_row_fp8(row, i, 1, &got[std::size_t(i)]);
             allowed = std::max(std::fabs(double(want[i])) / 16.0, std::ldexp(amax / 448.0, -10)) * 1.001;

@@ -221,7 +221,7 @@ for name in sorted(k for k in metrics if k.startswith("op_err.")):
 for name in sorted(k for k in metrics if k.startswith("attn_err_vs_cpu.")):
     kv, q = name.split(".")[1:3]
     v = metrics[name]
-    limit = 1e-5 if q == "f32" else 1.5e-2
+    limit = 1e-5 if q == "f32" else 2.5e-2
     row(f"CUDA attention over {kv} KV ({q} queries) vs the CPU kernel on the same bytes", f"{v:.2e}", f"< {limit:g}", v < limit)
 for kv in ("q8_0", "fp8"):
     k = f"engine_cuda_tokens_equal_prefix_share.{kv}"

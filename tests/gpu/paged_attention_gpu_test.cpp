@@ -178,7 +178,7 @@ TEST_CASE("CUDA paged attention over Q8_0 and FP8 caches matches the CPU kernel 
       const auto gpu_out = run_cuda(b, plan, q_dtype);
       INFO("trial " << trial << " kv " << kv::kv_dtype_name(dtype) << " q " << kv::kv_dtype_name(q_dtype));
       const double vs_cpu = test::max_relative_error(gpu_out, cpu_as_ref, b.spec.head_dim);
-      CHECK(vs_cpu < (q_dtype == kv::KvDType::f32 ? 1e-5 : 1.5e-2));
+      CHECK(vs_cpu < (q_dtype == kv::KvDType::f32 ? 1e-5 : 2.5e-2));  // BF16: the queries rounded too
       CHECK(test::max_relative_error(gpu_out, ref, b.spec.head_dim) < (dtype == kv::KvDType::q8_0 ? 4e-2 : 0.25));
       pensieve::testing::report_metric(
           (std::string("attn_err_vs_cpu.") + kv::kv_dtype_name(dtype) + "." + kv::kv_dtype_name(q_dtype)).c_str(),
