@@ -32,6 +32,16 @@ struct SwapCopyPlan {
   std::vector<CopySpan> gather;  // one gather kernel for all, in the input's order
 };
 
+// The same rule over the spans' sizes alone: the indices of the spans that go
+// as DMA and of those that go through the gather kernel, each in the input's
+// order (for callers whose spans are pointers, not offsets). Empty spans are
+// in neither.
+struct SwapCopyRoute {
+  std::vector<std::size_t> dma;
+  std::vector<std::size_t> gather;
+};
+SwapCopyRoute route_swap_copies(std::span<const std::size_t> bytes, const SwapCopyThresholds& thresholds = {});
+
 // Empty spans are dropped.
 SwapCopyPlan plan_swap_copies(std::span<const CopySpan> spans, const SwapCopyThresholds& thresholds = {});
 

@@ -49,3 +49,13 @@ TEST_CASE("every byte is copied once: empty spans dropped, the default threshold
   CHECK(plan.gather.size() == 4);
   CHECK(plan_swap_copies({}).dma.empty());
 }
+
+TEST_CASE("the rule over sizes alone gives the spans' indices, in order", "[swap_copy]") {
+  const std::vector<std::size_t> sizes{100 * kKiB, 0, 2048 * kKiB, 100 * kKiB, 100 * kKiB, 100 * kKiB};
+  const SwapCopyRoute route = route_swap_copies(sizes, {.min_dma_bytes = 512 * kKiB, .min_gather_spans = 4});
+  CHECK(route.dma == std::vector<std::size_t>{2});
+  CHECK(route.gather == std::vector<std::size_t>{0, 3, 4, 5});
+  const SwapCopyRoute few = route_swap_copies(std::vector<std::size_t>{100 * kKiB, 0, 100 * kKiB});
+  CHECK(few.dma == std::vector<std::size_t>{0, 2});
+  CHECK(few.gather.empty());
+}

@@ -1,6 +1,7 @@
 #include "gpu/backend/cuda/cuda_paged_forward.hpp"
 
 #include "gpu/backend/cuda/cuda_check.hpp"
+#include "gpu/backend/cuda/cuda_tier_gather.hpp"
 #include "gpu/backend/cuda/cuda_tp_paged_forward.hpp"
 #include "gpu/kv/kv_tier_memory.hpp"
 #include "runtime/cuda/cuda_stream.hpp"
@@ -56,6 +57,10 @@ Result<std::optional<KvTierLinks>> CudaPagedForward::device_tier_links(std::int3
   if (!out) return out.error();
   links.copy_in = std::move(*in);
   links.copy_out = std::move(*out);
+  // Scattered small runs through one kernel launch, large ones as DMA
+  // (kernels/swap_copy_plan.hpp's default thresholds until the device table
+  // says otherwise).
+  links.gather = std::make_unique<CudaTierGather>();
   return std::optional<KvTierLinks>(std::move(links));
 }
 

@@ -20,4 +20,12 @@ struct GatherCopy {
 
 cudaError_t launch_gather_copies(const GatherCopy* copies, std::int32_t count, cudaStream_t stream);
 
+// The same kernel with the spans passed by value in the launch's parameters
+// (kGatherCopiesPerLaunch of them per launch, under the 4 KiB parameter
+// limit), so `copies` may be any host memory and need not outlive the call:
+// no descriptor buffer to keep alive until the kernel has run. More spans
+// than that take one launch per kGatherCopiesPerLaunch, in order.
+inline constexpr std::int32_t kGatherCopiesPerLaunch = 128;
+cudaError_t launch_gather_copies_by_value(const GatherCopy* copies, std::int32_t count, cudaStream_t stream);
+
 }  // namespace pensieve::kernels::cuda
