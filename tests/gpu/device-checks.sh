@@ -14,7 +14,8 @@
 #
 # It also measures the host KV tier on CUDA (pinned host <-> device copy
 # bandwidth per direction and both at once, the engine's swap-in bandwidth
-# against it, tokens with swaps equal to the CPU backend's) and writes the
+# against it, swap-in and swap-out with the gather kernel on and off
+# ([swap_gather]), tokens with swaps equal to the CPU backend's) and writes the
 # decode plan thresholds the attention benchmarks support
 # ($OUT/<date>-decode-plan.json, for `pensieve --decode-plan FILE`).
 #
@@ -22,14 +23,29 @@
 #   BUNDLE=build-cuda/device-bundle tests/gpu/device-checks.sh   # prebuilt
 #   tests/gpu/device-checks.sh --dry-run   # no device: runs what it can on the CPU
 #                                          # (an existing build/release), lists the rest
+#   tests/gpu/device-checks.sh --swap-gather off   # the engine's swaps in the [gpu] run
+#                                          # without the gather kernel (default auto:
+#                                          # kernels/swap_copy_plan.hpp decides);
+#                                          # [swap_gather] measures both either way
 set -uo pipefail
 dry_run=0
+swap_gather=auto
+want_gather=0
 for arg in "$@"; do
+  if [ "$want_gather" = 1 ]; then
+    case "$arg" in off|auto) swap_gather="$arg" ;; *) echo "--swap-gather off|auto"; exit 2 ;; esac
+    want_gather=0
+    continue
+  fi
   case "$arg" in
     --dry-run) dry_run=1 ;;
-    *) echo "usage: $0 [--dry-run]"; exit 2 ;;
+    --swap-gather) want_gather=1 ;;
+    --swap-gather=off|--swap-gather=auto) swap_gather="${arg#--swap-gather=}" ;;
+    *) echo "usage: $0 [--dry-run] [--swap-gather off|auto]"; exit 2 ;;
   esac
 done
+[ "$want_gather" = 1 ] && { echo "--swap-gather off|auto"; exit 2; }
+export PENSIEVE_SWAP_GATHER="$swap_gather"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="${OUT:-$root/bench/results}"
 build="${BUILD_DIR:-$root/build-device}"
@@ -95,10 +111,12 @@ else
   loopback_floor="$build/bench/loopback-floor"
 fi
 
-echo "== [gpu] tests"
+echo "== [gpu] tests (engine swaps with the gather kernel: $swap_gather)"
 if [ "$dry_run" = 1 ]; then
   # Catch2 v2 exits with the number of tests it lists.
   "$test_gpu" "[gpu]" --list-tests || true
+  echo "dry run: [swap_gather] would report engine_cuda_swap_{in,out}_GBps.gather_{auto,off}" \
+    "against BM_CudaPinnedCopy's 2 MiB bandwidth per direction (target >= 80%)"
 else
   "$test_gpu" "[gpu]" --durations yes || status=$?
 fi
@@ -264,6 +282,19 @@ if gather_win:
 if "engine_cuda_swap_in_GBps" in metrics and pinned_in:
     v = metrics["engine_cuda_swap_in_GBps"]
     row(f"engine swap-in {v:.1f} of {pinned_in:.1f} GB/s pinned", f"{100*v/pinned_in:.1f}%", ">= 80%", v / pinned_in >= 0.8)
+pinned_out = find(fwd, "BM_CudaPinnedCopy/dir:1/KiB:2048", "GBps")
+for d, pinned in (("in", pinned_in), ("out", pinned_out)):
+    for mode in ("auto", "off"):
+        k = f"engine_cuda_swap_{d}_GBps.gather_{mode}"
+        if k not in metrics:
+            continue
+        v = metrics[k]
+        launches = metrics.get(f"engine_cuda_swap_gather_launches.gather_{mode}", 0)
+        what = f"engine swap-{d}, gather kernel {mode} ({launches:.0f} launches)"
+        if pinned:
+            row(f"{what}: {v:.1f} of {pinned:.1f} GB/s pinned", f"{100*v/pinned:.1f}%", ">= 80%", v / pinned >= 0.8)
+        else:
+            row(what, f"{v:.1f} GB/s", "-", None)
 for shape in sorted({re.sub(r"strategy:\d/", "", n) for n in att if n.startswith("BM_CudaDecodeAttention")}):
     t = {int(re.search(r"strategy:(\d)", n).group(1)): b["real_time"] for n, b in att.items()
          if re.sub(r"strategy:\d/", "", n) == shape and "real_time" in b}
