@@ -213,6 +213,7 @@ Result<std::int64_t> start_swap_engine(Engine::Impl& m, GpuWorker& gpu, const Ti
   SwapEngineConfig config;
   config.host_slots = tiers.host_slots;
   config.gather = m.options.gather_copies;
+  config.gather_kernel = m.options.swap_gather_kernel;
   config.tracer = m.options.tracer;
   config.disk = std::move(disk);
   // On the control thread, where the scheduler runs too. A full inbox: the

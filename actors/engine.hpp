@@ -103,6 +103,7 @@ struct EngineOptions {
   std::int32_t kv_host_blocks = 0;
   std::int64_t kv_disk_bytes = 0;
   bool gather_copies = true;         // merge copies of adjacent chunks
+  bool swap_gather_kernel = true;    // small scattered swap runs through the backend's gather kernel
   // The decode attention plan's thresholds (--decode-plan: measured on the
   // device by tests/gpu/device-checks.sh); the CUDA backend's plans use them.
   kernels::DecodePlanThresholds decode_thresholds;

@@ -69,6 +69,8 @@ struct SwapEngine::State {
         group(g),
         executor(std::move(ex)),
         owners(std::move(l.owners)),
+        gather(std::move(l.gather)),
+        thresholds(l.thresholds),
         copy_in(std::move(l.copy_in)),
         copy_out(std::move(l.copy_out)) {
     if (device.slice_bytes != host_memory.slice_bytes || device.n_layers() != host_memory.n_layers()) {
@@ -108,6 +110,8 @@ struct SwapEngine::State {
   std::atomic<std::int64_t> swap_in_ns{0};      // the copy streams' busy time
   std::atomic<std::int64_t> swap_out_ns{0};
   std::vector<std::shared_ptr<const void>> owners;  // the device memory, the streams' pool: outlive the streams
+  std::unique_ptr<backend::TierGather> gather;      // null: DMA copies only
+  kernels::SwapCopyThresholds thresholds;
   // One stream per direction, so a swap-out still copying never delays a
   // later swap-in. Declared last: destroyed first, after their work. Their
   // work items point at this state without owning it, so the state never
@@ -138,11 +142,12 @@ std::vector<rt::Event> SwapEngine::State::enqueue(Direction dir, const std::vect
     stats.swap_out_chunks += std::int64_t(copies.size());
     stats.swap_out_bytes += bytes;
   }
-  stats.copy_runs += std::int64_t(runs.size()) * layers;
   rt::Stream& stream = dir == Direction::in ? *copy_in : *copy_out;
   // Host slots are the source of a swap_in and the destination of a swap_out.
-  const kv::KvTierMemory& src = dir == Direction::in ? host_memory : device;
-  const kv::KvTierMemory& dst = dir == Direction::in ? device : host_memory;
+  const backend::TierDirection tier_dir =
+      dir == Direction::in ? backend::TierDirection::to_device : backend::TierDirection::to_host;
+  backend::TierGather* const launcher = config.gather_kernel ? gather.get() : nullptr;
+  std::vector<backend::TierRun> layer_runs(runs.size());
   const std::string_view name = dir == Direction::in ? "swap_in" : "swap_out";
   std::atomic<std::int64_t>& busy = dir == Direction::in ? swap_in_ns : swap_out_ns;
   const bool traced = config.tracer != nullptr && config.tracer->enabled();
@@ -162,11 +167,22 @@ std::vector<rt::Event> SwapEngine::State::enqueue(Direction dir, const std::vect
           },
           name);
     }
-    // One transfer per run: on CUDA a cudaMemcpyAsync between pinned host
-    // memory and the device; gathering is what keeps those few and large.
-    for (const ChunkRun& r : runs) {
-      stream.copy(dst.slice(l, r.dst), src.slice(l, r.src), device.slice_bytes * r.count, name);
+    // On CUDA a cudaMemcpyAsync between pinned host memory and the device
+    // per large run (merging adjacent chunks keeps those few and large), one
+    // gather launch for many small scattered ones; all before the layer's
+    // event, on this direction's stream.
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      const ChunkRun& r = runs[i];
+      const std::uint32_t device_slot = dir == Direction::in ? r.dst : r.src;
+      const std::uint32_t host_slot = dir == Direction::in ? r.src : r.dst;
+      layer_runs[i] = {device.slice(l, device_slot), host_memory.slice(l, host_slot),
+                       device.slice_bytes * r.count};
     }
+    const backend::TierCopyCount count =
+        backend::copy_tier_runs(stream, launcher, thresholds, tier_dir, layer_runs, name);
+    stats.copy_runs += std::int64_t(count.copies);
+    stats.gather_launches += std::int64_t(count.launches);
+    stats.gathered_runs += std::int64_t(count.gathered);
     if (traced) {
       stream.enqueue(
           [this, name, l, layer_start, n = runs.size(), iteration] {

@@ -43,6 +43,10 @@ struct SwapEngineConfig {
   // bandwidth (vLLM's offload measurements) and a longer one delays the
   // event of its layer for nothing.
   std::size_t max_transfer_bytes = std::size_t(2) << 20;
+  // Small scattered runs of a layer pass through one launch of the backend's
+  // gather kernel where it has one (KvTierLinks::gather, under
+  // kernels/swap_copy_plan.hpp's rule); off: every run is one DMA copy.
+  bool gather_kernel = true;
   rt::Tracer* tracer = nullptr;
   std::shared_ptr<DiskTier> disk;  // the disk tier; null: none
   // Receives what finished, on the engine's executor (the scheduler's inbox).

@@ -34,6 +34,7 @@ struct SwapStats {
   std::int64_t spill_chunks = 0, spill_bytes = 0, spill_failed = 0;
   std::int64_t restore_chunks = 0, restore_bytes = 0, restore_corrupt = 0;
   std::int64_t copy_runs = 0;  // memcpy / DMA transfers issued (gathering makes fewer)
+  std::int64_t gather_launches = 0, gathered_runs = 0;  // the gather kernel's launches, the runs they carried
   std::int64_t swap_in_ns = 0, swap_out_ns = 0, spill_ns = 0, restore_ns = 0;
   std::int32_t host_slots = 0;  // host tier capacity, in chunks
   std::int64_t disk_slots = 0;  // disk tier capacity, in chunks (0: no disk tier)

@@ -26,12 +26,12 @@ std::size_t block_bytes(const kv::KvPoolConfig& pool) {
   return kv::kv_bytes_per_token(pool) * std::size_t(pool.block_tokens);
 }
 
-// Q8_0 KV quantises each token's K and V row (one rank's KV heads) in blocks
-// of 32 values.
+// Q8_0 and FP8 KV quantise each token's K and V row (one rank's KV heads) in
+// blocks of 32 values.
 Result<void> check_kv_rows(const kv::KvPoolConfig& pool) {
   const std::int64_t row = std::int64_t(pool.n_kv_heads) * pool.head_dim;
-  if (pool.dtype != kv::KvDType::q8_0 || row % kv::kQ8KvBlockValues == 0) return {};
-  return fail("--kv-dtype q8_0: a token's KV row on one rank has " + std::to_string(row) +
+  if (!kv::kv_dtype_is_blocked(pool.dtype) || row % kv::kQ8KvBlockValues == 0) return {};
+  return fail(std::string("--kv-dtype ") + kv::kv_dtype_name(pool.dtype) + ": a token's KV row on one rank has " + std::to_string(row) +
               " values (KV heads x head_dim), not a multiple of 32; use --kv-dtype f16");
 }
 

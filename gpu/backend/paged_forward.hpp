@@ -98,8 +98,8 @@ struct PagedForwardOptions {
   std::int32_t tp = 1;             // tensor-parallel ranks
   std::size_t n_threads = 0;       // CPU threads in all (split between ranks); 0: every core
   std::int32_t block_tokens = 32;
-  // CPU: f32, f16, bf16 or q8_0 (a rank's KV row a multiple of 32 values);
-  // CUDA: f16 or bf16 (f32 asks for bf16; q8_0 is an error).
+  // f32, f16, bf16, q8_0 or fp8 (q8_0, fp8: a rank's KV row a multiple of 32
+  // values); CUDA computes in f16 or bf16 (f32 asks for bf16).
   kv::KvDType kv_dtype = kv::KvDType::f32;
   std::size_t kv_budget_bytes = std::size_t(512) << 20;  // per rank
   std::int32_t num_blocks = 0;     // > 0: exactly this many blocks instead of the budget

@@ -6,6 +6,7 @@
 #include <limits>
 #include <new>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <stdexcept>
 
@@ -21,12 +22,14 @@ const char* kv_dtype_name(KvDType t) {
       return "bf16";
     case KvDType::q8_0:
       return "q8_0";
+    case KvDType::fp8:
+      return "fp8";
   }
   return "?";
 }
 
 std::optional<KvDType> kv_dtype_from_name(std::string_view name) {
-  for (KvDType t : {KvDType::f32, KvDType::f16, KvDType::bf16, KvDType::q8_0}) {
+  for (KvDType t : {KvDType::f32, KvDType::f16, KvDType::bf16, KvDType::q8_0, KvDType::fp8}) {
     if (name == kv_dtype_name(t)) return t;
   }
   return std::nullopt;
@@ -51,8 +54,9 @@ KvPool::KvPool(const KvPoolConfig& config, KvPoolMemory memory) : config_(config
       config.n_kv_heads <= 0 || config.head_dim <= 0) {
     throw std::invalid_argument("KvPool: every dimension must be positive");
   }
-  if (config.dtype == KvDType::q8_0 && (std::int64_t(config.n_kv_heads) * config.head_dim) % kQ8KvBlockValues != 0) {
-    throw std::invalid_argument("KvPool: q8_0 KV needs rows of a multiple of 32 values");
+  if (kv_dtype_is_blocked(config.dtype) && (std::int64_t(config.n_kv_heads) * config.head_dim) % kQ8KvBlockValues != 0) {
+    throw std::invalid_argument(std::string("KvPool: ") + kv_dtype_name(config.dtype) +
+                                " KV needs rows of a multiple of 32 values");
   }
   if (bool(memory.allocate) != bool(memory.release)) {
     throw std::invalid_argument("KvPool: an allocator needs both allocate and release");
@@ -108,10 +112,12 @@ void KvPool::poison(BlockId id) {
   for (std::int32_t l = 0; l < config_.n_layers; ++l) {
     const PagedKvView v = layer(l);
     const std::int64_t begin = v.offset(std::int32_t(id.value), 0, 0, 0);
-    if (config_.dtype == KvDType::q8_0) {
-      // 0x7e7e is an F16 NaN: every block's scale, so every dequantised value.
-      std::memset(static_cast<std::byte*>(v.data) + v.row_byte_offset(std::int32_t(id.value), 0, 0), 0x7e,
-                  v.block_bytes());
+    if (kv_dtype_is_blocked(config_.dtype)) {
+      // Every block's scale a NaN, so every dequantised value: 0x7e7e is an
+      // F16 NaN (q8_0); fp8's F32 scale needs all-ones bytes (0xFF codes are
+      // E4M3 NaNs too).
+      std::memset(static_cast<std::byte*>(v.data) + v.row_byte_offset(std::int32_t(id.value), 0, 0),
+                  config_.dtype == KvDType::q8_0 ? 0x7e : 0xFF, v.block_bytes());
     } else if (config_.dtype == KvDType::f32) {
       float* p = static_cast<float*>(v.data) + begin;
       std::fill(p, p + v.block_stride(), std::numeric_limits<float>::quiet_NaN());

@@ -37,7 +37,7 @@ struct KvPoolConfig {
   bool poison_freed = kPoisonFreedBlocksByDefault;
 };
 
-// "f32", "f16", "bf16", "q8_0" (kv_dtype_name's names); anything else: none.
+// "f32", "f16", "bf16", "q8_0", "fp8" (kv_dtype_name's names); anything else: none.
 std::optional<KvDType> kv_dtype_from_name(std::string_view name);
 
 // Bytes one token takes across all layers, K and V.

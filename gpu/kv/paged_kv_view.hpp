@@ -10,25 +10,33 @@
 // with rows of kv_values_bytes() bytes. With head_dim a multiple of 32 each
 // head's row is whole blocks; with smaller heads (tiny test models) a block
 // spans 32 / head_dim heads, as llama.cpp's quantised K rows do.
+//
+// FP8 KV (fp8_kv_row.hpp) uses the same 32-value blocks: an F32 scale
+// (amax / 448) then 32 E4M3 codes, 36 bytes per 32 values (9/16 of F16).
 #include <cstddef>
 #include <cstdint>
 
 namespace pensieve::kv {
 
-enum class KvDType : std::uint8_t { f32, f16, bf16, q8_0 };
+enum class KvDType : std::uint8_t { f32, f16, bf16, q8_0, fp8 };
 
 inline constexpr std::int32_t kQ8KvBlockValues = 32;
 inline constexpr std::size_t kQ8KvBlockBytes = 34;  // F16 scale + 32 int8
+inline constexpr std::size_t kFp8KvBlockBytes = 36;  // F32 scale + 32 E4M3 codes
 
-// Bytes of one element of an element type (f32, f16, bf16); 0 for q8_0,
-// whose size is per block: take kv_values_bytes() for any KV byte count.
+// The block-quantised dtypes (rows of whole 32-value blocks).
+constexpr bool kv_dtype_is_blocked(KvDType t) { return t == KvDType::q8_0 || t == KvDType::fp8; }
+
+// Bytes of one element of an element type (f32, f16, bf16); 0 for q8_0 and
+// fp8, whose size is per block: take kv_values_bytes() for any KV byte count.
 constexpr std::size_t kv_dtype_bytes(KvDType t) {
-  return t == KvDType::f32 ? 4 : t == KvDType::q8_0 ? 0 : 2;
+  return t == KvDType::f32 ? 4 : kv_dtype_is_blocked(t) ? 0 : 2;
 }
-// Bytes of n consecutive values of a token's row (q8_0: n a multiple of 32).
+// Bytes of n consecutive values of a token's row (q8_0, fp8: n a multiple of 32).
 constexpr std::size_t kv_values_bytes(KvDType t, std::int64_t n) {
   return t == KvDType::q8_0 ? std::size_t(n / kQ8KvBlockValues) * kQ8KvBlockBytes
-                            : std::size_t(n) * kv_dtype_bytes(t);
+         : t == KvDType::fp8 ? std::size_t(n / kQ8KvBlockValues) * kFp8KvBlockBytes
+                             : std::size_t(n) * kv_dtype_bytes(t);
 }
 const char* kv_dtype_name(KvDType t);
 

@@ -7,6 +7,9 @@
 // only: they stay incomplete on the host until the test calls
 // DeviceLog::complete_all(), as CUDA events stay pending while the host
 // races ahead. A wait on an event the log never recorded fails the test.
+// FakeGather stands for the CUDA backend's gather kernel: one launch on the
+// stream it is given, logged as one line with its run count.
+#include "gpu/backend/kv_tier_links.hpp"
 #include "runtime/stream.hpp"
 
 #include <catch2/catch.hpp>
@@ -82,6 +85,30 @@ class FakeDeviceStream final : public rt::Stream {
  private:
   std::shared_ptr<DeviceLog> log_;
   std::string name_;
+};
+
+// Copies at once, as FakeDeviceStream does; one log line per launch:
+// "<stream> gather <op> <runs> runs <bytes>".
+class FakeGather final : public backend::TierGather {
+ public:
+  explicit FakeGather(std::shared_ptr<DeviceLog> log) : log_(std::move(log)) {}
+  void launch(rt::Stream& stream, backend::TierDirection direction, std::span<const backend::TierRun> runs,
+              std::string_view op) override {
+    std::size_t bytes = 0;
+    for (const backend::TierRun& r : runs) {
+      if (direction == backend::TierDirection::to_device) {
+        std::memcpy(r.device, r.host, r.bytes);
+      } else {
+        std::memcpy(r.host, r.device, r.bytes);
+      }
+      bytes += r.bytes;
+    }
+    log_->add(std::string(stream.name()) + " gather " + std::string(op) + " " + std::to_string(runs.size()) +
+              " runs " + std::to_string(bytes));
+  }
+
+ private:
+  std::shared_ptr<DeviceLog> log_;
 };
 
 }  // namespace pensieve::testing

@@ -17,6 +17,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 
@@ -178,4 +179,116 @@ TEST_CASE("a backend that waits on the device gets layer l's swap-in event just 
       "compute wait e3",   "compute layer 2",
   };
   CHECK(log->snapshot() == expected);
+}
+
+namespace {
+
+// One swap iteration over fake device streams and the fake gather kernel;
+// returns the device log and checks that every chunk's bytes moved, every
+// layer. The device pool has 16 blocks, the host tier 12 slots, 3 layers of
+// 512-byte slices.
+std::vector<std::string> gathered_swap(const actors::KvTransfers& t, const kernels::SwapCopyThresholds& thresholds,
+                                       bool gather_kernel) {
+  auto log = std::make_shared<DeviceLog>();
+  auto device = std::make_shared<kv::KvPool>(small_pool(16));
+  backend::KvTierLinks links;
+  links.device = kv::tier_memory(*device);
+  links.host = std::make_unique<kv::KvPool>(backend::host_tier_config(device->config(), 12));
+  kv::KvPool& host = *links.host;
+  links.copy_in = std::make_unique<FakeDeviceStream>(log, "h2d");
+  links.copy_out = std::make_unique<FakeDeviceStream>(log, "d2h");
+  links.gather = std::make_unique<FakeGather>(log);
+  links.thresholds = thresholds;
+  links.owners.push_back(device);
+  fill_pattern(*device, 1);
+  fill_pattern(host, 2);
+  std::vector<std::vector<std::byte>> out_src;
+  for (const DeviceHostCopy& c : t.swap_out) {
+    for (std::int32_t l = 0; l < 3; ++l) out_src.push_back(copy_of(*device, l, c.device.value));
+  }
+
+  asio::io_context io;
+  rt::TaskGroup group;
+  actors::SwapEngineConfig config;
+  config.host_slots = 12;
+  config.gather_kernel = gather_kernel;
+  actors::SwapEngine engine(std::move(links), group, io.get_executor(), std::move(config));
+  auto [reply, pending] = rt::make_reply<actors::SwapTicket>(io.get_executor());
+  engine(actors::SwapIteration{3, t, std::move(reply)});
+  for (const DeviceHostCopy& c : t.swap_in) {
+    for (std::int32_t l = 0; l < 3; ++l) CHECK(copy_of(*device, l, c.device.value) == copy_of(host, l, c.host.value));
+  }
+  std::size_t i = 0;
+  for (const DeviceHostCopy& c : t.swap_out) {
+    for (std::int32_t l = 0; l < 3; ++l) CHECK(copy_of(host, l, c.host.value) == out_src[i++]);
+  }
+  log->complete_all();
+  io.run();
+  return log->snapshot();
+}
+
+}  // namespace
+
+TEST_CASE("a swap of scattered small chunks is one gather launch per layer pass, before that layer's event",
+          "[swap][device_order]") {
+  actors::KvTransfers t;
+  t.swap_in = {dh(1, 0), dh(3, 2), dh(5, 4), dh(7, 6)};    // nothing adjacent: 4 runs of 512 bytes
+  t.swap_out = {dh(9, 1), dh(11, 3), dh(13, 5), dh(15, 7)};
+  const std::vector<std::string> gathered{
+      "h2d gather swap_in 4 runs 2048",  "h2d record e1",
+      "h2d gather swap_in 4 runs 2048",  "h2d record e2",
+      "h2d gather swap_in 4 runs 2048",  "h2d record e3",
+      "d2h wait e3",
+      "d2h gather swap_out 4 runs 2048", "d2h record e4",
+      "d2h gather swap_out 4 runs 2048", "d2h record e5",
+      "d2h gather swap_out 4 runs 2048", "d2h record e6",
+      "d2h record e7",
+  };
+  CHECK(gathered_swap(t, {}, true) == gathered);
+
+  // The kernel off: the same runs, one DMA copy each.
+  std::vector<std::string> copies;
+  for (int l = 0; l < 3; ++l) {
+    for (int r = 0; r < 4; ++r) copies.push_back("h2d copy swap_in 512");
+    copies.push_back("h2d record e" + std::to_string(l + 1));
+  }
+  copies.push_back("d2h wait e3");
+  for (int l = 0; l < 3; ++l) {
+    for (int r = 0; r < 4; ++r) copies.push_back("d2h copy swap_out 512");
+    copies.push_back("d2h record e" + std::to_string(l + 4));
+  }
+  copies.push_back("d2h record e7");
+  CHECK(gathered_swap(t, {}, false) == copies);
+
+  // Fewer small runs than a launch pays for: DMA copies, the gather present.
+  actors::KvTransfers few;
+  few.swap_in = {dh(1, 0), dh(3, 2), dh(5, 4)};
+  const std::vector<std::string> three = gathered_swap(few, {}, true);
+  CHECK(std::count(three.begin(), three.end(), "h2d copy swap_in 512") == 9);
+  CHECK(std::none_of(three.begin(), three.end(), [](const std::string& s) { return s.find("gather") != s.npos; }));
+}
+
+TEST_CASE("a swap of large adjacent chunks is DMA copies, with the small scattered rest in one gather launch",
+          "[swap][device_order]") {
+  const kernels::SwapCopyThresholds large_from_two_chunks{.min_dma_bytes = 1024, .min_gather_spans = 4};
+  actors::KvTransfers adjacent;
+  adjacent.swap_in = {dh(0, 0), dh(1, 1), dh(2, 2), dh(3, 3)};  // one run of 4 chunks
+  adjacent.swap_out = {dh(8, 6), dh(9, 7)};                     // one run of 2
+  const std::vector<std::string> dma{
+      "h2d copy swap_in 2048",  "h2d record e1", "h2d copy swap_in 2048",  "h2d record e2",
+      "h2d copy swap_in 2048",  "h2d record e3", "d2h wait e3",
+      "d2h copy swap_out 1024", "d2h record e4", "d2h copy swap_out 1024", "d2h record e5",
+      "d2h copy swap_out 1024", "d2h record e6", "d2h record e7",
+  };
+  CHECK(gathered_swap(adjacent, large_from_two_chunks, true) == dma);
+
+  actors::KvTransfers mixed;
+  mixed.swap_in = {dh(0, 0), dh(1, 1), dh(4, 3), dh(6, 5), dh(8, 7), dh(10, 9)};  // a run of 2, 4 scattered
+  std::vector<std::string> expected;
+  for (int l = 0; l < 3; ++l) {
+    expected.push_back("h2d copy swap_in 1024");
+    expected.push_back("h2d gather swap_in 4 runs 2048");
+    expected.push_back("h2d record e" + std::to_string(l + 1));
+  }
+  CHECK(gathered_swap(mixed, large_from_two_chunks, true) == expected);
 }

@@ -7,12 +7,14 @@
 #include "gpu/backend/cuda/cublas_gemm.hpp"
 #include "gpu/backend/cuda/cuda_batch.hpp"
 #include "gpu/backend/cuda/cuda_kv_pool.hpp"
+#include "gpu/kernels/cpu/attention_widen_q8.hpp"
 #include "gpu/kernels/cpu/elementwise.hpp"
 #include "gpu/kernels/cpu/embedding.hpp"
 #include "gpu/kernels/cpu/reshape_and_cache.hpp"
 #include "gpu/kernels/cpu/rms_norm.hpp"
 #include "gpu/kernels/cpu/rope.hpp"
 #include "gpu/kernels/cuda/ops_launch.hpp"
+#include "gpu/kv/fp8_kv_row.hpp"
 #include "tests/gpu/cuda_test_support.hpp"
 
 #include <cstring>
@@ -174,7 +176,7 @@ TEST_CASE("CUDA SiLU*mul, residual add and bias add match the CPU ops", "[gpu][c
 TEST_CASE("CUDA KV write from F32 rows stores the CPU reshape_and_cache's bytes", "[gpu][cuda_ops]") {
   testing::require_cuda_device();
   std::mt19937_64 rng(15);
-  for (kv::KvDType t : kAllDtypes) {
+  for (kv::KvDType t : {kv::KvDType::f32, kv::KvDType::f16, kv::KvDType::bf16, kv::KvDType::q8_0, kv::KvDType::fp8}) {
     kv::KvPoolConfig c;
     c.num_blocks = 24;
     c.block_tokens = 16;
@@ -264,6 +266,7 @@ TEST_CASE("the fused RoPE + Q rounding + KV write equals the CPU rope then resha
       p.slots = d_slots.as<std::int64_t>();
       p.q_out = d_q.as<void>();
       p.q_stride = q_dim;
+      p.q_dtype = t;
       p.cache = ref.layer(0);
       p.cache.dtype = t;
       p.cache.data = d_cache.as<void>();
@@ -278,6 +281,93 @@ TEST_CASE("the fused RoPE + Q rounding + KV write equals the CPU rope then resha
       testing::report_metric((std::string("op_err.qkv_rope_cache.") + kv::kv_dtype_name(t)).c_str(),
                              std::max(q_err, kv_err));
     }
+  }
+}
+
+TEST_CASE("the fused RoPE + KV write into Q8_0 and FP8 caches reads back within a quant step's rounding of the F32 K/V",
+          "[gpu][cuda_ops][q8_0][fp8]") {
+  testing::require_cuda_device();
+  std::mt19937_64 rng(19);
+  const std::int32_t rows = 29, n_heads = 8, n_kv_heads = 2, head_dim = 48;  // 96 values: 3 blocks across heads
+  const std::int32_t q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim, stride = q_dim + 2 * kv_dim;
+  for (kv::KvDType t : {kv::KvDType::q8_0, kv::KvDType::fp8}) {
+    kc::RopeParams rp;
+    rp.n_heads = n_heads + n_kv_heads;
+    rp.head_dim = head_dim;
+    rp.rope_dims = head_dim;
+    rp.style = kernels::RopeStyle::half_split;
+    const auto inv = kc::rope_inv_freq(rp);
+    const auto qkv = random_floats(std::size_t(rows * stride), rng, 2.0f);
+    std::vector<std::int32_t> pos(rows);
+    for (auto& p : pos) p = std::int32_t(rng() % 4096);
+    std::vector<std::int64_t> slots(rows);
+    for (std::int32_t i = 0; i < rows; ++i) slots[std::size_t(i)] = (i * 11) % 64;
+    slots[4] = -1;
+    auto roped = qkv;
+    kc::rope(rp, inv, {roped.data(), rows, q_dim + kv_dim, stride}, pos);
+    std::vector<float> want_q(std::size_t(rows * q_dim));
+    for (std::int32_t r = 0; r < rows; ++r)
+      std::memcpy(&want_q[std::size_t(r * q_dim)], &roped[std::size_t(r * stride)], std::size_t(q_dim) * 4);
+    kv::KvPoolConfig c;
+    c.num_blocks = 4;
+    c.block_tokens = 16;
+    c.n_kv_heads = n_kv_heads;
+    c.head_dim = head_dim;
+    c.dtype = t;
+    c.poison_freed = false;
+    kv::KvPool pool(c);
+    DeviceCopy d_qkv(qkv), d_inv(inv), d_pos(pos), d_slots(slots), d_q(want_q.size() * 2),
+        d_cache(pool.layer_bytes());
+    cuda_require(cudaMemset(d_cache.as<void>(), 0, pool.layer_bytes()));
+    kcu::QkvRopeCacheLaunch p;
+    p.qkv = d_qkv.as<float>();
+    p.row_stride = stride;
+    p.rows = rows;
+    p.n_heads = n_heads;
+    p.n_kv_heads = n_kv_heads;
+    p.head_dim = head_dim;
+    p.rope_dims = head_dim;
+    p.interleaved = false;
+    p.inv_freq = d_inv.as<float>();
+    p.positions = d_pos.as<std::int32_t>();
+    p.slots = d_slots.as<std::int64_t>();
+    p.q_out = d_q.as<void>();
+    p.q_stride = q_dim;
+    p.q_dtype = kv::KvDType::bf16;
+    p.cache = pool.layer(0);
+    p.cache.data = d_cache.as<void>();
+    cuda_require(kcu::launch_qkv_rope_cache(p, nullptr));
+    const auto bytes = d_cache.read<std::byte>(pool.layer_bytes());
+    std::memcpy(pool.layer(0).data, bytes.data(), bytes.size());
+    const kv::PagedKvView view = pool.layer(0);
+    double worst = 0;  // error over the allowed rounding: at most 1
+    std::vector<float> got(static_cast<std::size_t>(kv_dim));
+    for (std::int32_t r = 0; r < rows; ++r) {
+      if (slots[std::size_t(r)] < 0) continue;
+      const auto block = std::int32_t(slots[std::size_t(r)] / 16), in_block = std::int32_t(slots[std::size_t(r)] % 16);
+      for (int which = 0; which < 2; ++which) {
+        const std::byte* row = static_cast<const std::byte*>(view.data) + view.row_byte_offset(block, which, in_block);
+        const float* want = &roped[std::size_t(r * stride + q_dim + which * kv_dim)];
+        for (std::int32_t i = 0; i < kv_dim; ++i) {
+          float amax = 0.0f;
+          for (std::int32_t j = i / 32 * 32; j < i / 32 * 32 + 32; ++j) amax = std::max(amax, std::fabs(want[j]));
+          double allowed = 0, value = 0;
+          if (t == kv::KvDType::q8_0) {
+            kc::widen_q8_0_portable(row, i, 1, &got[std::size_t(i)]);
+            // 0.57 of a step: the quants are rounded with 127 / amax, read back with d's F16 rounding.
+            allowed = 0.57 * amax / 127.0;
+          } else {
+            kv::widen_kv_row_fp8(row, i, 1, &got[std::size_t(i)]);
+            allowed = std::max(std::fabs(double(want[i])) / 16.0, std::ldexp(amax / 448.0, -10)) * 1.001;
+          }
+          value = got[std::size_t(i)];
+          worst = std::max(worst, (std::fabs(value - double(want[i])) - 1e-5) / allowed);
+        }
+      }
+    }
+    INFO("dtype " << kv::kv_dtype_name(t));
+    CHECK(worst <= 1.0);
+    CHECK(max_rel_error(read_as_f32(d_q, kv::KvDType::bf16, want_q.size()), want_q) < rounding_tolerance(kv::KvDType::bf16));
   }
 }
 

@@ -3,11 +3,17 @@
 // stream and back over the copy-in stream (each layer's copy gated by a CUDA
 // event on the compute stream), and their greedy tokens equal the CPU
 // backend's under the same budgets. [gpu]: run from tests/gpu/device-checks.sh;
-// exits as SKIPPED (77) without a device.
+// exits as SKIPPED (77) without a device. And the swap bandwidth with the
+// gather kernel on (small scattered runs in one launch) and off (every run a
+// cudaMemcpyAsync), which device-checks.sh sets against the pinned copy
+// bandwidth.
 #ifdef PENSIEVE_HAVE_CUDA
 #include "tests/actors/engine_fixture.hpp"
 #include "tests/gpu/cuda_test_support.hpp"
 #include "tests/temp_dir.hpp"
+
+#include <cstdlib>
+#include <string_view>
 
 using namespace pensieve;
 using namespace pensieve::testing;
@@ -22,7 +28,14 @@ struct Played {
 // `disk`: a host tier of a few chunks over a disk tier, and idle KV leaves
 // the device and the host as soon as it can (device -> pinned host -> disk
 // through io_uring, and back).
-Played tiered(backend::BackendKind kind, const TempDir* disk) {
+// The gather kernel's setting when a test does not choose: device-checks.sh
+// --swap-gather off|auto sets PENSIEVE_SWAP_GATHER for the whole [gpu] run.
+bool gather_kernel_default() {
+  const char* v = std::getenv("PENSIEVE_SWAP_GATHER");
+  return v == nullptr || std::string_view(v) != "off";
+}
+
+Played tiered(backend::BackendKind kind, const TempDir* disk, bool gather_kernel = gather_kernel_default()) {
   asio::io_context io;  // outlives the engine
   actors::EngineOptions o;
   o.n_threads = 2;
@@ -31,6 +44,7 @@ Played tiered(backend::BackendKind kind, const TempDir* disk) {
   o.kv_block_tokens = 16;
   o.kv_device_blocks = 24;  // about one conversation: the others wait on the host
   o.kv_host_blocks = 256;
+  o.swap_gather_kernel = gather_kernel;
   if (disk != nullptr) {
     o.kv_host_blocks = 4;
     o.kv_disk_dir = (*disk / (kind == backend::BackendKind::cuda ? "kv-cuda" : "kv-cpu")).string();
@@ -89,6 +103,35 @@ TEST_CASE("the pinned host tier on CUDA swaps conversations out and in and keeps
   report_metric(("engine_cuda_swap_in_chunks." + tier).c_str(), double(gpu.swap.swap_in_chunks));
   if (!with_disk && gpu.swap.swap_in_ns > 0) {
     report_metric("engine_cuda_swap_in_GBps", double(gpu.swap.swap_in_bytes) / double(gpu.swap.swap_in_ns));
+  }
+}
+TEST_CASE("the pinned host tier's swap bandwidth on CUDA with the gather kernel on and off, same tokens",
+          "[gpu][engine][swap][swap_gather]") {
+  require_cuda_device();
+  const Played on = tiered(backend::BackendKind::cuda, nullptr, true);
+  const Played off = tiered(backend::BackendKind::cuda, nullptr, false);
+  CHECK(off.swap.gather_launches == 0);
+  REQUIRE(on.swap.swap_in_chunks > 0);
+  REQUIRE(off.swap.swap_in_chunks > 0);
+  for (const auto& [id, rec] : on.records) {
+    INFO("conversation " << id);
+    const ConversationRecord& other = off.records.at(id);
+    REQUIRE(other.turns.size() == rec.turns.size());
+    for (std::size_t t = 0; t < rec.turns.size(); ++t) CHECK(other.turns[t].tokens == rec.turns[t].tokens);
+  }
+  for (const auto& [mode, p] : {std::pair{"auto", &on}, std::pair{"off", &off}}) {
+    const actors::SwapStats& s = p->swap;
+    if (s.swap_in_ns > 0) {
+      report_metric((std::string("engine_cuda_swap_in_GBps.gather_") + mode).c_str(),
+                    double(s.swap_in_bytes) / double(s.swap_in_ns));
+    }
+    if (s.swap_out_ns > 0) {
+      report_metric((std::string("engine_cuda_swap_out_GBps.gather_") + mode).c_str(),
+                    double(s.swap_out_bytes) / double(s.swap_out_ns));
+    }
+    report_metric((std::string("engine_cuda_swap_gather_launches.gather_") + mode).c_str(),
+                  double(s.gather_launches));
+    report_metric((std::string("engine_cuda_swap_dma_copies.gather_") + mode).c_str(), double(s.copy_runs));
   }
 }
 #endif

@@ -12,6 +12,7 @@
 
 #include <cstring>
 #include <limits>
+#include <optional>
 
 using namespace pensieve;
 using namespace pensieve::kernels;
@@ -44,8 +45,10 @@ std::vector<std::uint16_t> narrow(const std::vector<float>& x, kv::KvDType t) {
   return out;
 }
 
-std::vector<float> run_cuda(const test::Batch& b, const AttentionPlan& plan) {
-  const kv::KvDType t = b.spec.dtype;
+// Queries and output in q_dtype (the cache's dtype unless it is block-quantised).
+std::vector<float> run_cuda(const test::Batch& b, const AttentionPlan& plan,
+                            std::optional<kv::KvDType> q_dtype = std::nullopt) {
+  const kv::KvDType t = q_dtype.value_or(b.spec.dtype);
   const std::size_t elem = kv::kv_dtype_bytes(t), out_bytes = std::size_t(b.out_elems()) * elem;
   const auto q16 = t == kv::KvDType::f32 ? std::vector<std::uint16_t>{} : narrow(b.q, t);
   DeviceBuffer q(t == kv::KvDType::f32 ? static_cast<const void*>(b.q.data()) : q16.data(),
@@ -143,6 +146,80 @@ TEST_CASE("CUDA paged attention matches the CPU kernel for every decode strategy
       std::vector<double> cpu_as_ref(cpu_out.begin(), cpu_out.end());
       CHECK(test::max_relative_error(gpu_out, cpu_as_ref, b.spec.head_dim) < tol);
     }
+  }
+}
+
+TEST_CASE("CUDA paged attention over Q8_0 and FP8 caches matches the CPU kernel reading the same bytes",
+          "[gpu][q8_0][fp8]") {
+  // The cache is the CPU op's bytes; both kernels dequantise it with the same
+  // products, so with F32 queries they differ by F32 summation order only,
+  // and both stay within the CPU kernel's bound against the F64 reference on
+  // the unquantised values (paged_attention_cpu_test.cpp).
+  pensieve::testing::require_cuda_device();
+  std::mt19937_64 rng(2027);
+  test::PooledRunner pooled(8);
+  cpu::WorkRunner& pool = pooled.runner;
+  for (int trial = 0; trial < 8; ++trial) {
+    const kv::KvDType dtype = trial % 2 == 0 ? kv::KvDType::q8_0 : kv::KvDType::fp8;
+    test::BatchSpec spec = gpu_spec(rng, dtype);
+    if ((spec.n_kv_heads * spec.head_dim) % 32 != 0) spec.head_dim = 64;  // rows of whole blocks
+    const test::Batch b = test::make_batch(spec, rng);
+    const auto cpu_plan = plan_paged_attention({b.q_start, b.spec.context_tokens}, b.spec.n_kv_heads).value();
+    std::vector<float> cpu_out(std::size_t(b.out_elems()), std::numeric_limits<float>::quiet_NaN());
+    cpu::AttentionWorkspace cpu_ws;
+    cpu::paged_attention(b.params(cpu_out.data()), cpu_plan, cpu_ws, pool);
+    const std::vector<double> cpu_as_ref(cpu_out.begin(), cpu_out.end());
+    const auto ref = test::reference_attention(b);
+    for (kv::KvDType q_dtype : {kv::KvDType::f32, kv::KvDType::bf16}) {
+      AttentionPlanOptions o;
+      o.decode = DecodePlanChoice{DecodeStrategy::split_kv, 16, 0};
+      o.workers = 132;
+      const auto plan = plan_paged_attention({b.q_start, b.spec.context_tokens}, b.spec.n_kv_heads, o).value();
+      const auto gpu_out = run_cuda(b, plan, q_dtype);
+      INFO("trial " << trial << " kv " << kv::kv_dtype_name(dtype) << " q " << kv::kv_dtype_name(q_dtype));
+      const double vs_cpu = test::max_relative_error(gpu_out, cpu_as_ref, b.spec.head_dim);
+      CHECK(vs_cpu < (q_dtype == kv::KvDType::f32 ? 1e-5 : 2.5e-2));  // BF16: the queries rounded too
+      CHECK(test::max_relative_error(gpu_out, ref, b.spec.head_dim) < (dtype == kv::KvDType::q8_0 ? 4e-2 : 0.25));
+      pensieve::testing::report_metric(
+          (std::string("attn_err_vs_cpu.") + kv::kv_dtype_name(dtype) + "." + kv::kv_dtype_name(q_dtype)).c_str(),
+          vs_cpu);
+    }
+  }
+}
+
+TEST_CASE("CUDA reshape_and_cache quantises to the CPU op's Q8_0 and FP8 bytes", "[gpu][q8_0][fp8]") {
+  pensieve::testing::require_cuda_device();
+  for (kv::KvDType dtype : {kv::KvDType::q8_0, kv::KvDType::fp8}) {
+    std::mt19937_64 rng(4);
+    kv::KvPoolConfig c;
+    c.num_blocks = 16;
+    c.block_tokens = 8;
+    c.n_kv_heads = 2;
+    c.head_dim = 80;  // 160 values: 5 blocks, one across the heads' boundary
+    c.dtype = dtype;
+    c.poison_freed = false;
+    kv::KvPool host(c);
+    std::memset(host.layer(0).data, 0, host.layer_bytes());
+    const std::int32_t tokens = 40;
+    std::vector<float> k(std::size_t(tokens) * 160), v(k.size());
+    for (auto& x : k) x = 3.0f * test::nonzero_uniform(rng);
+    for (auto& x : v) x = 0.1f * test::nonzero_uniform(rng);
+    for (std::size_t i = 0; i < 32; ++i) k[i] = 0.0f;  // an all-zero block
+    std::vector<std::int64_t> slots(tokens);
+    for (std::int32_t t = 0; t < tokens; ++t) slots[t] = (t * 37) % (16 * 8);
+    slots[5] = -1;
+    cpu::reshape_and_cache({k.data(), v.data(), kv::KvDType::f32, slots.data(), tokens, host.layer(0)});
+    DeviceBuffer dk(k.data(), k.size() * 4), dv(v.data(), v.size() * 4), ds(slots.data(), slots.size() * 8);
+    DeviceBuffer cache(host.layer_bytes());
+    cuda_ok(cudaMemset(cache.ptr, 0, host.layer_bytes()));
+    ReshapeAndCacheParams dp{dk.ptr, dv.ptr, kv::KvDType::f32, static_cast<const std::int64_t*>(ds.ptr), tokens,
+                             host.layer(0)};
+    dp.cache.data = cache.ptr;
+    REQUIRE(cuda::reshape_and_cache(dp, nullptr).has_value());
+    std::vector<std::byte> back(host.layer_bytes());
+    cuda_ok(cudaMemcpy(back.data(), cache.ptr, back.size(), cudaMemcpyDeviceToHost));
+    INFO("dtype " << kv::kv_dtype_name(dtype));
+    CHECK(std::memcmp(back.data(), host.layer(0).data, back.size()) == 0);
   }
 }
 

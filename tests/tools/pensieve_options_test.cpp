@@ -36,10 +36,10 @@ TEST_CASE("a bad flag or value is a one-line reason", "[tools]") {
   CHECK(message({"--model"}) == "--model needs a value");
   CHECK(message({"--api-key", "a", "--api-keys", "f"}).find("exclusive") != std::string::npos);
   CHECK(message({"--kv-disk-gb", "2"}).find("--kv-disk-dir") != std::string::npos);
-  CHECK(message({"--kv-dtype", "q4_0"}) == "--kv-dtype: 'q4_0' is not f32, f16, bf16 or q8_0");
+  CHECK(message({"--kv-dtype", "q4_0"}) == "--kv-dtype: 'q4_0' is not f32, f16, bf16, q8_0 or fp8");
 }
 
-TEST_CASE("the server's --kv-dtype is f16 by default and takes f32, f16, bf16 and q8_0", "[tools]") {
+TEST_CASE("the server's --kv-dtype is f16 by default and takes f32, f16, bf16, q8_0 and fp8", "[tools]") {
   using pensieve::kv::KvDType;
   auto dtype = [](std::vector<std::string> args) {
     auto o = parse_options(args);
@@ -51,6 +51,7 @@ TEST_CASE("the server's --kv-dtype is f16 by default and takes f32, f16, bf16 an
   CHECK(dtype({"--kv-dtype=bf16"}) == KvDType::bf16);
   CHECK(dtype({"--kv-dtype", "f16"}) == KvDType::f16);
   CHECK(dtype({"--kv-dtype", "q8_0"}) == KvDType::q8_0);
+  CHECK(dtype({"--kv-dtype", "fp8"}) == KvDType::fp8);
 }
 
 TEST_CASE("the server's --help documents every flag", "[tools]") {

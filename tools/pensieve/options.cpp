@@ -31,8 +31,9 @@ conversation's KV cache between turns.
   --kv-disk-dir DIR      folder for the disk KV tier (with --kv-disk-gb)
   --kv-disk-gb N         disk KV tier budget (default 0: no disk tier; needs the host tier, so
                          --backend cpu, --tp 1 and --kv-host-mb > 0)
-  --kv-dtype T           KV cache dtype: f16 (default, as llama.cpp), bf16, f32, or q8_0 (ggml's
-                         Q8_0 blocks: 1.88x the tokens of f16 in the same memory; CPU backend)
+  --kv-dtype T           KV cache dtype: f16 (default, as llama.cpp), bf16, f32, q8_0 (ggml's
+                         Q8_0 blocks: 1.88x the tokens of f16 in the same memory) or fp8 (E4M3
+                         codes with an F32 scale per 32 values: 1.78x); both backends
   --eviction-policy P    which cached KV chunks leave a tier first: cost (recompute cost over
                          idle time, default) or lru
   --swap-out-watermark F copy idle KV to the host ahead of time while less than this share of
@@ -70,7 +71,8 @@ conversation's KV cache between turns.
                          without one the server exits with an error)
   --tp N                 tensor parallelism over N ranks, each with its shard of the weights and
                          its share of the KV heads (N must divide the heads, KV heads and ff_dim;
-                         CPU backend; not with --kv-host-mb yet) (default 1)
+                         threads on the CPU backend, one GPU per rank over NCCL with --backend
+                         cuda; not with --kv-host-mb yet) (default 1)
   --decode-plan FILE     decode attention plan thresholds measured on the device (the JSON
                          tests/gpu/device-checks.sh writes) instead of the built-in defaults
   --chat-template NAME|FILE
@@ -142,7 +144,7 @@ std::map<std::string, Setter> value_flags() {
       {"--kv-disk-dir", text(&Options::kv_disk_dir)},
       {"--kv-dtype", [](Options& o, const std::string& v) -> Result<void> {
          const auto t = kv::kv_dtype_from_name(v);
-         if (!t) return fail("--kv-dtype: '" + v + "' is not f32, f16, bf16 or q8_0");
+         if (!t) return fail("--kv-dtype: '" + v + "' is not f32, f16, bf16, q8_0 or fp8");
          o.kv_dtype = *t;
          return {};
        }},

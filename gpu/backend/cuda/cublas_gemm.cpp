@@ -18,6 +18,7 @@ cudaDataType_t cuda_type(kv::KvDType t) {
     case kv::KvDType::bf16:
       return CUDA_R_16BF;
     case kv::KvDType::q8_0:
+    case kv::KvDType::fp8:
       break;  // never a matrix operand: cublas_gemm's callers pass f32, f16 or bf16
   }
   return CUDA_R_32F;

@@ -45,6 +45,13 @@ Result<void> CudaForward::init() {
     return fail("cuda forward: max_batch_tokens and max_logit_rows must be positive");
   if (c.head_dim > kcu::kMaxHeadDim)
     return fail("cuda forward: head_dim above " + std::to_string(kcu::kMaxHeadDim));
+  const kv::KvDType kv = kv_dtype();
+  if (kv != weights_.dtype && !kv::kv_dtype_is_blocked(kv))
+    return fail(std::string("cuda forward: KV dtype ") + kv::kv_dtype_name(kv) +
+                " is neither the compute dtype nor q8_0 / fp8");
+  if (kv::kv_dtype_is_blocked(kv) && c.kv_dim() % kv::kQ8KvBlockValues != 0)
+    return fail(std::string("cuda forward: ") + kv::kv_dtype_name(kv) + " KV needs KV rows of a multiple of 32 values, not " +
+                std::to_string(c.kv_dim()));
   int device = 0;
   PENSIEVE_CUDA_TRY(cudaGetDevice(&device));
   PENSIEVE_CUDA_TRY(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
@@ -87,6 +94,19 @@ Result<void> CudaForward::init() {
   auto host_small = MemoryBuffer::create(r * (sizeof(kcu::DeviceSamplingParams) + 4), MemoryKind::pinned_host);
   if (!host_small) return host_small.error();
   b.host_small = std::move(*host_small);
+  if (options_.collective != nullptr) {
+    const model::TpRank tp = options_.tp;
+    if (options_.collective->ranks() != tp.ranks || options_.collective->rank() != tp.rank)
+      return fail("cuda forward: the collective is not rank " + std::to_string(tp.rank) + " of " +
+                  std::to_string(tp.ranks));
+    const std::size_t slice = std::size_t(tp.vocab_slice(c.vocab_size));
+    auto own = MemoryBuffer::create(r * slice * 4);
+    if (!own) return own.error();
+    b.logits_slice = std::move(*own);
+    auto all = MemoryBuffer::create(std::size_t(tp.ranks) * r * slice * 4);
+    if (!all) return all.error();
+    b.gathered = std::move(*all);
+  }
   if (options_.copy_logits_to_host) {
     auto host_logits = MemoryBuffer::create(r * vocab * 4, MemoryKind::pinned_host);
     if (!host_logits) return host_logits.error();
@@ -115,7 +135,7 @@ kv::KvPoolConfig CudaForward::kv_pool_config(std::int32_t num_blocks, std::int32
   k.n_layers = c.n_layers;
   k.n_kv_heads = c.n_kv_heads;
   k.head_dim = c.head_dim;
-  k.dtype = weights_.dtype;
+  k.dtype = kv_dtype();
   k.tier = kv::Tier::device;
   k.poison_freed = false;
   return k;
@@ -135,7 +155,7 @@ Result<std::int32_t> CudaForward::kv_blocks_for_fraction(double gpu_memory_fract
 Result<void> CudaForward::validate(std::span<const model::PagedSequence> batch,
                                    const CudaKvPool& pool) const {
   if (auto ok = model::validate_paged_batch(batch, weights_.config, pool.config()); !ok) return ok.error();
-  if (pool.config().dtype != weights_.dtype) return fail("the KV pool's dtype is not the compute dtype");
+  if (pool.config().dtype != kv_dtype()) return fail("the KV pool's dtype is not the pass's KV dtype");
   if (pool.kind() != MemoryKind::device) return fail("the KV pool is not in device memory");
   std::size_t tokens = 0, logit_rows = 0;
   for (const model::PagedSequence& seq : batch) {
@@ -201,7 +221,7 @@ Result<model::ForwardOutput> CudaForward::forward_paged(std::span<const model::P
   const std::int32_t bt = pool.config().block_tokens;
   const std::int32_t graph_stride = (weights_.config.max_context + bt - 1) / bt;
   const auto batch_size = std::int32_t(batch.size());
-  bool graphable = !gates_.armed() && std::find(options_.graph_batch_sizes.begin(), options_.graph_batch_sizes.end(),
+  bool graphable = !gates_.armed() && options_.collective == nullptr && std::find(options_.graph_batch_sizes.begin(), options_.graph_batch_sizes.end(),
                                                 batch_size) != options_.graph_batch_sizes.end();
   for (const auto& seq : batch) {
     graphable = graphable && seq.tokens.size() == 1 && !seq.all_logits &&

@@ -1,7 +1,7 @@
 #pragma once
 // The Llama-family decoder on CUDA: the same batch (model::PagedSequence) and
 // KV layout as model::CpuForward::forward_paged, with the KV pool in device
-// memory (CudaKvPool, in the compute dtype). Weights are F16 or BF16
+// memory (CudaKvPool, in the compute dtype, Q8_0 or FP8). Weights are F16 or BF16
 // (converted on load); the residual stream, norms, RoPE and every matrix
 // product's accumulation are F32; products read F16/BF16 activations.
 //
@@ -21,26 +21,39 @@
 #include "gpu/backend/cuda/cuda_weights.hpp"
 #include "gpu/backend/layer_gates.hpp"
 #include "gpu/kernels/cuda/sampling_launch.hpp"
+#include "gpu/model/collective.hpp"
 #include "gpu/model/cpu_forward.hpp"
+#include "gpu/model/tp_rank.hpp"
 #include "runtime/error.hpp"
 
 #include <cuda_runtime_api.h>
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 namespace pensieve::backend::cuda {
 
 struct CudaForwardOptions {
-  kv::KvDType compute_dtype = kv::KvDType::bf16;  // f16 or bf16; the KV pool's dtype too
+  kv::KvDType compute_dtype = kv::KvDType::bf16;  // f16 or bf16
+  // The KV pool's dtype: the compute dtype, q8_0 or fp8 (quantised as the K/V
+  // rows are written, dequantised in the attention kernel); unset: compute_dtype.
+  std::optional<kv::KvDType> kv_dtype;
   std::int32_t max_batch_tokens = 2048;   // activation buffers are sized for this
   std::int32_t max_logit_rows = 256;      // rows of logits one call may ask for
   std::vector<std::int32_t> graph_batch_sizes = {1, 2, 4, 8, 16, 32, 64};  // empty: no graphs
   bool copy_logits_to_host = true;  // false: logits stay on the device for sample()
   cudaStream_t stream = nullptr;    // null: the forward pass creates (and owns) one
   kernels::DecodePlanThresholds decode_thresholds;  // eager passes' decode plans
+  // Tensor parallelism: the weights are shard `tp` (model/tp_shard.hpp) and
+  // `collective` (NCCL, on `stream`) joins the ranks: an all-reduce of the
+  // residual after the O and down products (model/tp_plan.hpp's rule), an
+  // all-gather of the logits slices. Set even for one rank (the NCCL path
+  // with a no-op reduction). Such passes run eagerly (no graphs).
+  model::TpRank tp;
+  model::Collective* collective = nullptr;
 };
 
 struct CudaForwardStats {
@@ -65,7 +78,8 @@ class CudaForward {
   // Bytes of weights one decode step reads (every matrix and the output head).
   std::size_t matrix_bytes_per_token() const { return weights_.matrix_bytes_per_token; }
 
-  // The pool layout this model needs on the device (dtype = compute dtype).
+  kv::KvDType kv_dtype() const { return options_.kv_dtype.value_or(weights_.dtype); }
+  // The pool layout this model needs on the device (dtype = the KV dtype).
   kv::KvPoolConfig kv_pool_config(std::int32_t num_blocks, std::int32_t block_tokens) const;
   // KV blocks that fit in gpu_memory_fraction of the device once what is in
   // use now (these weights and activations included) is taken off, keeping

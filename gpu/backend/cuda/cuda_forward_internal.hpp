@@ -21,6 +21,7 @@ struct CudaForward::Buffers {
   float* logits = nullptr;  // [logit rows][vocab]
   kernels::cuda::DeviceSamplingParams* sample_params = nullptr;
   std::int32_t* sampled = nullptr;
+  MemoryBuffer logits_slice, gathered;   // tensor parallelism: [rows][slice], [ranks][rows][slice]
   MemoryBuffer meta, partial;            // eager batch inputs and attention states (grow)
   MemoryBuffer staging;                  // pinned: batch inputs on their way (grows)
   MemoryBuffer host_logits, host_small;  // pinned

@@ -5,6 +5,7 @@
 #include "gpu/backend/cuda/cuda_forward_internal.hpp"
 #include "gpu/kernels/cuda/attention_launch.hpp"
 #include "gpu/kernels/cuda/ops_launch.hpp"
+#include "gpu/model/tp_plan.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -67,6 +68,7 @@ Result<void> CudaForward::enqueue_pass(const BatchLayout& layout, const std::byt
   post.slots = slots;
   post.q_out = b.q;
   post.q_stride = q_dim;
+  post.q_dtype = dt;
   kernels::PagedAttentionParams attn;
   attn.q = b.q;
   attn.out = b.att;
@@ -78,6 +80,15 @@ Result<void> CudaForward::enqueue_pass(const BatchLayout& layout, const std::byt
   attn.num_seqs = layout.n_seqs;
   attn.n_heads = c.n_heads;
   attn.softmax_scale = 1.0f / std::sqrt(float(c.head_dim));
+
+  // Tensor parallelism (model/tp_plan.hpp): row-parallel products land on x
+  // with rank 0 adding and the others overwriting; the all-reduce sums them.
+  model::Collective* const tp = options_.collective;
+  const float residual_beta = tp == nullptr ? 1.0f : model::tp_residual_beta(options_.tp);
+  auto all_reduce_x = [&]() -> Result<void> {
+    if (tp == nullptr) return {};
+    return tp->all_reduce_sum(b.x, std::size_t(n) * std::size_t(dim));
+  };
 
   PENSIEVE_CUDA_TRY(kcu::launch_embedding(weights_.token_embedding, dt, dim,
                                           at<std::int32_t>(meta, layout.tokens), n, b.x, s));
@@ -104,18 +115,33 @@ Result<void> CudaForward::enqueue_pass(const BatchLayout& layout, const std::byt
     attn.kv = cache;
     PENSIEVE_CUDA_TRY(kcu::launch_paged_attention_items(attn, items, layout.n_items, partial, s));
     PENSIEVE_CUDA_TRY(kcu::launch_paged_attention_merge(attn, merges, layout.n_merges, partial, s));
-    if (auto ok = gemm(b.att, q_dim, w.w_o, n, dim, b.x, 1.0f); !ok) return ok;  // x += o
+    if (auto ok = gemm(b.att, q_dim, w.w_o, n, dim, b.x, residual_beta); !ok) return ok;  // x += o
+    if (auto ok = all_reduce_x(); !ok) return ok;
     if (auto ok = norm(w.ffn_norm, nullptr, n); !ok) return ok;
     if (auto ok = gemm(b.xn, dim, w.w_gate_up, n, 2 * ff, b.gate_up, 0.0f); !ok) return ok;
     PENSIEVE_CUDA_TRY(kcu::launch_silu_mul(b.gate_up, b.gate_up + ff, 2 * ff, n, ff, b.h, dt, ff, s));
-    if (auto ok = gemm(b.h, ff, w.w_down, n, dim, b.x, 1.0f); !ok) return ok;  // x += down
+    if (auto ok = gemm(b.h, ff, w.w_down, n, dim, b.x, residual_beta); !ok) return ok;  // x += down
+    if (auto ok = all_reduce_x(); !ok) return ok;
   }
   if (auto ok = norm(weights_.output_norm, at<std::int32_t>(meta, layout.logit_rows),
                      layout.n_logit_rows);
       !ok) {
     return ok;
   }
-  return gemm(b.xn, dim, weights_.output, layout.n_logit_rows, c.vocab_size, b.logits, 0.0f);
+  if (tp == nullptr) return gemm(b.xn, dim, weights_.output, layout.n_logit_rows, c.vocab_size, b.logits, 0.0f);
+  // This rank's vocabulary slice, every rank's gathered, laid out as whole rows.
+  const model::TpRank rank = options_.tp;
+  const std::int32_t rows = layout.n_logit_rows, slice = rank.vocab_slice(c.vocab_size);
+  auto* own = static_cast<float*>(b.logits_slice.data());
+  auto* all = static_cast<float*>(b.gathered.data());
+  if (auto ok = gemm(b.xn, dim, weights_.output, rows, slice, own, 0.0f); !ok) return ok;
+  if (auto ok = tp->all_gather(own, all, std::size_t(rows) * std::size_t(slice)); !ok) return ok;
+  for (const model::TpLogitCopy& copy : model::tp_logit_copies(rank.ranks, c.vocab_size, rows)) {
+    PENSIEVE_CUDA_TRY(cudaMemcpy2DAsync(b.logits + copy.dst_offset, copy.dst_pitch * sizeof(float),
+                                        all + copy.src_offset, copy.src_pitch * sizeof(float),
+                                        copy.width * sizeof(float), copy.rows, cudaMemcpyDeviceToDevice, s));
+  }
+  return {};
 }
 
 std::int32_t CudaForward::graph_splits(std::int32_t batch_size) const {

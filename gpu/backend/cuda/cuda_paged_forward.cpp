@@ -1,6 +1,8 @@
 #include "gpu/backend/cuda/cuda_paged_forward.hpp"
 
 #include "gpu/backend/cuda/cuda_check.hpp"
+#include "gpu/backend/cuda/cuda_tier_gather.hpp"
+#include "gpu/backend/cuda/cuda_tp_paged_forward.hpp"
 #include "gpu/kv/kv_tier_memory.hpp"
 #include "runtime/cuda/cuda_stream.hpp"
 
@@ -10,7 +12,8 @@ namespace pensieve::backend::cuda {
 
 Result<void> CudaPagedForward::poison(kv::BlockId block) {
   if (block.value >= std::uint32_t(pool_.config().num_blocks)) return fail("cuda kv poison: block id out of range");
-  // All-ones 16-bit words are NaN in F16 and BF16 alike.
+  // All-ones bytes are NaN in F16 and BF16 alike, and make every Q8_0 (F16)
+  // and FP8 (F32) block scale a NaN.
   const std::size_t bytes = pool_.block_bytes_per_layer();
   for (std::int32_t l = 0; l < pool_.config().n_layers; ++l) {
     auto* base = static_cast<std::byte*>(pool_.layer(l).data) + bytes * block.value;
@@ -54,6 +57,10 @@ Result<std::optional<KvTierLinks>> CudaPagedForward::device_tier_links(std::int3
   if (!out) return out.error();
   links.copy_in = std::move(*in);
   links.copy_out = std::move(*out);
+  // Scattered small runs through one kernel launch, large ones as DMA
+  // (kernels/swap_copy_plan.hpp's default thresholds until the device table
+  // says otherwise).
+  links.gather = std::make_unique<CudaTierGather>();
   return std::optional<KvTierLinks>(std::move(links));
 }
 
@@ -80,15 +87,15 @@ Result<std::unique_ptr<PagedForward>> make_cuda_paged_forward(const model::Model
                 (e == cudaSuccess ? "none found" : cudaGetErrorString(e)) + ")");
   }
   if (options.tp > 1) {
-    return fail("--backend cuda: --tp " + std::to_string(options.tp) +
-                " is not supported yet (tensor parallelism runs on the CPU backend only)");
-  }
-  if (options.kv_dtype == kv::KvDType::q8_0) {
-    return fail("--backend cuda: --kv-dtype q8_0 runs on the CPU backend only for now (the CUDA pass keeps "
-                "its KV in its compute dtype: use --kv-dtype f16 or bf16)");
+    auto tp = CudaTpPagedForward::create(weights, options);
+    if (!tp) return tp.error();
+    return std::unique_ptr<PagedForward>(std::move(*tp));
   }
   CudaForwardOptions o;
+  // f32 asks for bf16 (the pass computes in f16 or bf16); quantised KV keeps
+  // the BF16 compute dtype (its range).
   o.compute_dtype = options.kv_dtype == kv::KvDType::f16 ? kv::KvDType::f16 : kv::KvDType::bf16;
+  if (kv::kv_dtype_is_blocked(options.kv_dtype)) o.kv_dtype = options.kv_dtype;
   o.max_batch_tokens = std::max(options.max_batch_tokens, 1);
   o.decode_thresholds = options.decode_thresholds;
   auto forward = CudaForward::create(weights, std::move(o));

@@ -9,8 +9,8 @@
 // moves chunks over them and the pass waits, on the device, for each layer's
 // swap-in (gate_next_pass), never blocking the host.
 //
-// One rank: tensor parallelism on CUDA (NCCL, one GPU per rank) is not wired
-// into CudaForward yet, so --tp > 1 with --backend cuda is refused.
+// One rank; --tp N > 1 takes CudaTpPagedForward (cuda_tp_paged_forward.hpp:
+// one GPU per rank over NCCL).
 //
 // Owns the forward pass (its stream, cuBLAS handle, weights) and the pool.
 // Not thread-safe: one call at a time, from the thread that drives the stream.
@@ -46,7 +46,7 @@ class CudaPagedForward final : public PagedForward {
   CudaKvPool pool_;
 };
 
-// Errors: no CUDA device, tp > 1, a budget under one block, device errors.
+// Errors: no CUDA device, fewer devices than --tp ranks, a budget under one block, device errors.
 Result<std::unique_ptr<PagedForward>> make_cuda_paged_forward(const model::ModelWeights& weights,
                                                               const PagedForwardOptions& options);
 

@@ -3,6 +3,7 @@
 #include "gpu/kernels/cpu/attention_core.hpp"
 #include "gpu/kernels/cpu/attention_widen.hpp"
 #include "gpu/kernels/cpu/attention_widen_q8.hpp"
+#include "gpu/kv/fp8_kv_row.hpp"
 
 #include <cassert>
 #include <stdexcept>
@@ -30,11 +31,12 @@ struct PagedSource {
                          v_off = kv.offset(block, 1, in_block, kv_head);
       for (std::int32_t i = 0; i < run; ++i) {
         const std::int32_t j = pos - begin + i;
-        if (kv.dtype == kv::KvDType::q8_0) {
+        if (kv::kv_dtype_is_blocked(kv.dtype)) {
           const auto* base = static_cast<const std::byte*>(kv.data);
           const std::int64_t first = std::int64_t(kv_head) * hd;
-          widen_q8(base + kv.row_byte_offset(block, 0, in_block + i), first, hd, converted + std::int64_t(j) * hd);
-          widen_q8(base + kv.row_byte_offset(block, 1, in_block + i), first, hd, widened_v + std::int64_t(j) * hd);
+          const WidenQ8Fn widen = kv.dtype == kv::KvDType::q8_0 ? widen_q8 : kv::widen_kv_row_fp8;
+          widen(base + kv.row_byte_offset(block, 0, in_block + i), first, hd, converted + std::int64_t(j) * hd);
+          widen(base + kv.row_byte_offset(block, 1, in_block + i), first, hd, widened_v + std::int64_t(j) * hd);
           keys[j] = converted + std::int64_t(j) * hd;
           values[j] = widened_v + std::int64_t(j) * hd;
         } else if (kv.dtype == kv::KvDType::f32) {

@@ -2,6 +2,7 @@
 
 #include "gpu/formats/half.hpp"
 #include "gpu/kernels/cpu/reshape_and_cache_q8.hpp"
+#include "gpu/kv/fp8_kv_row.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -26,6 +27,10 @@ void reshape_and_cache(const ReshapeAndCacheParams& p) {
         quantize_kv_row_q8_0(src, row, static_cast<std::byte*>(c.data) + c.row_byte_offset(block, which, in_block));
         continue;
       }
+      if (c.dtype == kv::KvDType::fp8) {
+        kv::quantize_kv_row_fp8(src, row, static_cast<std::byte*>(c.data) + c.row_byte_offset(block, which, in_block));
+        continue;
+      }
       const std::int64_t dst = c.offset(block, which, in_block, 0);
       switch (c.dtype) {
         case kv::KvDType::f32:
@@ -38,6 +43,7 @@ void reshape_and_cache(const ReshapeAndCacheParams& p) {
           std::transform(src, src + row, static_cast<std::uint16_t*>(c.data) + dst, f32_to_bf16);
           break;
         case kv::KvDType::q8_0:
+        case kv::KvDType::fp8:
           break;  // quantised above
       }
     }

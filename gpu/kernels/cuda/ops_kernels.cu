@@ -2,6 +2,7 @@
 // Memory-bound and simple: one thread block per row where a row reduction is
 // needed, otherwise a 2-D grid of (row, 256-column chunk).
 #include "gpu/kernels/cuda/device_math.cuh"
+#include "gpu/kernels/cuda/kv_quant.cuh"
 #include "gpu/kernels/cuda/ops_launch.hpp"
 
 #include <cstdint>
@@ -33,7 +34,8 @@ cudaError_t with_dtype(KvDType t, F&& f) {
       f(static_cast<__nv_bfloat16*>(nullptr));
       return cudaGetLastError();
     case KvDType::q8_0:
-      break;  // not an element type: the CUDA pass refuses q8_0 KV at start-up
+    case KvDType::fp8:
+      break;  // not element types: their cache writes take the blocked kernels
   }
   return cudaErrorInvalidValue;
 }
@@ -128,6 +130,26 @@ __global__ void cache_write_kernel(const float* k, const float* v, std::int64_t 
   }
 }
 
+// The same into a block-quantised cache: one warp per 32-value block of the
+// token's K row then its V row.
+template <class Tag>
+__global__ void cache_write_blocked_kernel(const float* k, const float* v, std::int64_t src_stride,
+                                           const std::int64_t* slots, kv::PagedKvView c) {
+  const std::int64_t slot = slots[blockIdx.x];
+  if (slot < 0) return;
+  const auto block = std::int32_t(slot / c.block_tokens);
+  const auto in_block = std::int32_t(slot % c.block_tokens);
+  const std::int64_t blocks = c.token_stride() / 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  auto* cache = static_cast<std::uint8_t*>(c.data);
+  for (std::int64_t b = warp; b < 2 * blocks; b += warps) {
+    const int which = int(b / blocks);
+    const float* src = (which == 0 ? k : v) + std::int64_t(blockIdx.x) * src_stride;
+    std::uint8_t* dst = cache + c.row_byte_offset(block, which, in_block) + (b % blocks) * Tag::kBlockBytes;
+    dev::kv_quantize_block(Tag{}, src[(b % blocks) * 32 + lane], dst);
+  }
+}
+
 // Element d of a head after RoPE (the rotation of its pair), or as it is.
 __device__ __forceinline__ float rotated(const float* x, int d, int rope_dims, bool interleaved,
                                          float pos, const float* inv_freq) {
@@ -170,6 +192,40 @@ __global__ void qkv_rope_cache_kernel(QkvRopeCacheLaunch p) {
   if (v == nullptr) return;
   const float* vs = row + std::int64_t(heads) * hd;
   for (int idx = threadIdx.x; idx < p.n_kv_heads * hd; idx += blockDim.x) v[idx] = from_f32<T>(vs[idx]);
+}
+
+// qkv_rope_cache with a block-quantised cache: Q as above (T: its type); K
+// and V quantised from F32 one warp per 32-value block, each lane computing
+// its value's rotation itself (no staging, no block-wide barrier).
+template <class T, class Tag>
+__global__ void qkv_rope_cache_blocked_kernel(QkvRopeCacheLaunch p) {
+  const std::int64_t t = blockIdx.x;
+  const float* row = p.qkv + t * p.row_stride;
+  const float pos = float(p.positions[t]);
+  const int hd = p.head_dim, q_heads = p.n_heads;
+  T* q = static_cast<T*>(p.q_out) + t * p.q_stride;
+  for (int idx = threadIdx.x; idx < q_heads * hd; idx += blockDim.x) {
+    q[idx] = from_f32<T>(rotated(row + std::int64_t(idx / hd) * hd, idx % hd, p.rope_dims, p.interleaved, pos,
+                                 p.inv_freq));
+  }
+  const std::int64_t slot = p.slots[t];
+  if (slot < 0) return;
+  const auto block = std::int32_t(slot / p.cache.block_tokens);
+  const auto in_block = std::int32_t(slot % p.cache.block_tokens);
+  const int blocks = p.n_kv_heads * hd / 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const float* k_src = row + std::int64_t(q_heads) * hd;
+  const float* v_src = k_src + std::int64_t(p.n_kv_heads) * hd;
+  auto* cache = static_cast<std::uint8_t*>(p.cache.data);
+  for (int b = warp; b < 2 * blocks; b += warps) {
+    const int which = b / blocks, i = (b % blocks) * 32 + lane;
+    const float x = which == 0 ? rotated(k_src + std::int64_t(i / hd) * hd, i % hd, p.rope_dims, p.interleaved,
+                                         pos, p.inv_freq)
+                               : v_src[i];
+    std::uint8_t* dst =
+        cache + p.cache.row_byte_offset(block, which, in_block) + std::size_t(b % blocks) * Tag::kBlockBytes;
+    dev::kv_quantize_block(Tag{}, x, dst);
+  }
 }
 
 template <class T>
@@ -280,6 +336,17 @@ cudaError_t launch_cache_write_f32(const float* k, const float* v, std::int64_t 
                                    const kv::PagedKvView& cache, cudaStream_t stream) {
   if (num_tokens == 0) return cudaSuccess;
   if (num_tokens < 0 || cache.block_tokens <= 0) return cudaErrorInvalidValue;
+  if (kv::kv_dtype_is_blocked(cache.dtype)) {
+    if (cache.token_stride() % 32 != 0) return cudaErrorInvalidValue;
+    if (cache.dtype == KvDType::q8_0) {
+      cache_write_blocked_kernel<dev::Q8KvTag><<<unsigned(num_tokens), 128, 0, stream>>>(k, v, src_stride, slots,
+                                                                                        cache);
+    } else {
+      cache_write_blocked_kernel<dev::Fp8KvTag><<<unsigned(num_tokens), 128, 0, stream>>>(k, v, src_stride, slots,
+                                                                                         cache);
+    }
+    return cudaGetLastError();
+  }
   return with_dtype(cache.dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     cache_write_kernel<T><<<unsigned(num_tokens), 128, 0, stream>>>(k, v, src_stride, slots, cache);
@@ -293,6 +360,19 @@ cudaError_t launch_qkv_rope_cache(const QkvRopeCacheLaunch& p, cudaStream_t stre
       p.cache.head_dim != p.head_dim) {
     return cudaErrorInvalidValue;
   }
+  if (kv::kv_dtype_is_blocked(p.cache.dtype)) {
+    if ((p.n_kv_heads * p.head_dim) % 32 != 0) return cudaErrorInvalidValue;
+    const bool q8 = p.cache.dtype == KvDType::q8_0;
+    return with_dtype(p.q_dtype, [&](auto* tag) {
+      using T = std::remove_pointer_t<decltype(tag)>;
+      if (q8) {
+        qkv_rope_cache_blocked_kernel<T, dev::Q8KvTag><<<unsigned(p.rows), 256, 0, stream>>>(p);
+      } else {
+        qkv_rope_cache_blocked_kernel<T, dev::Fp8KvTag><<<unsigned(p.rows), 256, 0, stream>>>(p);
+      }
+    });
+  }
+  if (p.q_dtype != p.cache.dtype) return cudaErrorInvalidValue;
   return with_dtype(p.cache.dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     qkv_rope_cache_kernel<T><<<unsigned(p.rows), 256, 0, stream>>>(p);

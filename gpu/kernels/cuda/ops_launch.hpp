@@ -98,8 +98,11 @@ struct QkvRopeCacheLaunch {
   const float* inv_freq = nullptr;
   const std::int32_t* positions = nullptr;
   const std::int64_t* slots = nullptr;
-  void* q_out = nullptr;  // [rows][q_stride], cache.dtype
+  void* q_out = nullptr;  // [rows][q_stride], q_dtype
   std::int64_t q_stride = 0;
+  // The cache's dtype for an element-type cache; f32, f16 or bf16 with a
+  // q8_0 or fp8 cache (K and V then quantised from F32, as the CPU op does).
+  KvDType q_dtype = KvDType::f32;
   kv::PagedKvView cache;
 };
 cudaError_t launch_qkv_rope_cache(const QkvRopeCacheLaunch& p, cudaStream_t stream);

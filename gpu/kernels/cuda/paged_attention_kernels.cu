@@ -3,14 +3,17 @@
 // online softmax; the merge pass of split decode rows; reshape_and_cache.
 // Kept simple and correct by construction: one warp owns a (row, head) pair
 // at a time; each lane scores one key of the tile, then accumulates a slice
-// of head_dim.
+// of head_dim. Q8_0 and FP8 caches are dequantised into the F32 tile
+// (kv_quant.cuh), so everything after the load is the same for every dtype.
 #include "gpu/kernels/cuda/attention_launch.hpp"
+#include "gpu/kernels/cuda/kv_quant.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace pensieve::kernels::cuda {
 namespace {
@@ -60,12 +63,13 @@ std::size_t items_smem_bytes(int head_dim) {
                           std::size_t(kWarps) * kPairsPerWarp * head_dim);
 }
 
-// Loads keys [k0, k0 + n) of (seq, kv_head) into shared memory, widened to F32.
-template <class T>
+// Loads keys [k0, k0 + n) of (seq, kv_head) into shared memory, widened to
+// F32; C is the cache's element type.
+template <class C>
 __device__ void load_kv_tile(const PagedAttentionParams& p, const std::int32_t* table, int kv_head,
                              int k0, int n, float* ks, float* vs) {
   const int hd = p.kv.head_dim, bt = p.kv.block_tokens;
-  const T* cache = static_cast<const T*>(p.kv.data);
+  const C* cache = static_cast<const C*>(p.kv.data);
   for (int idx = threadIdx.x; idx < n * hd; idx += blockDim.x) {
     const int j = idx / hd, d = idx % hd, pos = k0 + j;
     const int block = table[pos / bt], in_block = pos % bt;
@@ -74,7 +78,35 @@ __device__ void load_kv_tile(const PagedAttentionParams& p, const std::int32_t* 
   }
 }
 
-template <class T>
+// The same from a block-quantised cache (Q8KvTag, Fp8KvTag): value kv_head *
+// hd + d of each token's row.
+template <class Tag>
+__device__ void load_kv_tile_blocked(const PagedAttentionParams& p, const std::int32_t* table,
+                                     int kv_head, int k0, int n, float* ks, float* vs) {
+  const int hd = p.kv.head_dim, bt = p.kv.block_tokens;
+  const auto* cache = static_cast<const std::uint8_t*>(p.kv.data);
+  for (int idx = threadIdx.x; idx < n * hd; idx += blockDim.x) {
+    const int j = idx / hd, d = idx % hd, pos = k0 + j;
+    const int block = table[pos / bt], in_block = pos % bt;
+    const std::int64_t value = std::int64_t(kv_head) * hd + d;
+    ks[j * (hd + 1) + d] = dev::kv_value(Tag{}, cache + p.kv.row_byte_offset(block, 0, in_block), value);
+    vs[j * hd + d] = dev::kv_value(Tag{}, cache + p.kv.row_byte_offset(block, 1, in_block), value);
+  }
+}
+
+template <class C>
+__device__ __forceinline__ void load_tile(const PagedAttentionParams& p, const std::int32_t* table,
+                                          int kv_head, int k0, int n, float* ks, float* vs) {
+  if constexpr (std::is_same_v<C, dev::Q8KvTag> || std::is_same_v<C, dev::Fp8KvTag>) {
+    load_kv_tile_blocked<C>(p, table, kv_head, k0, n, ks, vs);
+  } else {
+    load_kv_tile<C>(p, table, kv_head, k0, n, ks, vs);
+  }
+}
+
+// T: the queries' and output's type; C: the cache's (an element type or a
+// block-quantised tag).
+template <class T, class C>
 __global__ void __launch_bounds__(kWarps * 32)
     paged_attention_items_kernel(PagedAttentionParams p, const AttentionWorkItem* items,
                                  float* partial) {
@@ -115,7 +147,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int k0 = item.kv_begin; k0 < kv_end; k0 += kKvTile) {
       const int n = min(kKvTile, kv_end - k0);
       __syncthreads();  // the previous tile is consumed
-      load_kv_tile<T>(p, table, kv_head, k0, n, ks, vs);
+      load_tile<C>(p, table, kv_head, k0, n, ks, vs);
       __syncthreads();
 #pragma unroll
       for (int pp = 0; pp < kPairsPerWarp; ++pp) {
@@ -209,15 +241,53 @@ __global__ void reshape_and_cache_kernel(ReshapeAndCacheParams p) {
   }
 }
 
-template <class T>
+// reshape_and_cache into a block-quantised cache: one warp per 32-value block
+// of the token's K row then its V row.
+template <class T, class Tag>
+__global__ void reshape_and_cache_blocked_kernel(ReshapeAndCacheParams p) {
+  const std::int64_t slot = p.slots[blockIdx.x];
+  if (slot < 0) return;
+  const kv::PagedKvView& c = p.cache;
+  const int block = int(slot / c.block_tokens), in_block = int(slot % c.block_tokens);
+  const std::int64_t row = c.token_stride(), blocks = row / 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  auto* cache = static_cast<std::uint8_t*>(c.data);
+  for (std::int64_t b = warp; b < 2 * blocks; b += warps) {
+    const int which = int(b / blocks);
+    const std::int64_t i = (b % blocks) * 32 + lane;
+    const T* src = static_cast<const T*>(which == 0 ? p.k : p.v) + blockIdx.x * row;
+    std::uint8_t* dst = cache + c.row_byte_offset(block, which, in_block) + (b % blocks) * Tag::kBlockBytes;
+    dev::kv_quantize_block(Tag{}, to_f32(src[i]), dst);
+  }
+}
+
+// Calls f with a null pointer of the C++ type of an element dtype (float,
+// __half, __nv_bfloat16); invalid for a block-quantised one.
+template <class F>
+cudaError_t with_element_type(kv::KvDType t, F&& f) {
+  switch (t) {
+    case kv::KvDType::f32:
+      return f(static_cast<float*>(nullptr));
+    case kv::KvDType::f16:
+      return f(static_cast<__half*>(nullptr));
+    case kv::KvDType::bf16:
+      return f(static_cast<__nv_bfloat16*>(nullptr));
+    case kv::KvDType::q8_0:
+    case kv::KvDType::fp8:
+      break;
+  }
+  return cudaErrorInvalidValue;
+}
+
+template <class T, class C>
 cudaError_t launch_items(const PagedAttentionParams& p, const AttentionWorkItem* items,
                          std::int32_t num_items, float* partial, cudaStream_t stream) {
   const std::size_t smem = items_smem_bytes(p.kv.head_dim);
-  cudaError_t e = cudaFuncSetAttribute(paged_attention_items_kernel<T>,
+  cudaError_t e = cudaFuncSetAttribute(paged_attention_items_kernel<T, C>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (e != cudaSuccess) return e;
   const dim3 grid(unsigned(num_items), unsigned(p.kv.n_kv_heads));
-  paged_attention_items_kernel<T><<<grid, kWarps * 32, smem, stream>>>(p, items, partial);
+  paged_attention_items_kernel<T, C><<<grid, kWarps * 32, smem, stream>>>(p, items, partial);
   return cudaGetLastError();
 }
 
@@ -227,21 +297,26 @@ cudaError_t launch_paged_attention_items(const PagedAttentionParams& p,
                                          const AttentionWorkItem* items, std::int32_t num_items,
                                          float* partial, cudaStream_t stream) {
   if (num_items == 0) return cudaSuccess;
-  if (p.kv.dtype != p.q_dtype || p.kv.head_dim > kMaxHeadDim || p.kv.head_dim <= 0 ||
-      p.kv.n_kv_heads <= 0 || p.n_heads % p.kv.n_kv_heads != 0) {
+  const bool blocked = kv::kv_dtype_is_blocked(p.kv.dtype);
+  if ((!blocked && p.kv.dtype != p.q_dtype) || p.kv.head_dim > kMaxHeadDim || p.kv.head_dim <= 0 ||
+      p.kv.n_kv_heads <= 0 || p.n_heads % p.kv.n_kv_heads != 0 ||
+      (blocked && (std::int64_t(p.kv.n_kv_heads) * p.kv.head_dim) % 32 != 0)) {
     return cudaErrorInvalidValue;
   }
-  switch (p.kv.dtype) {
-    case kv::KvDType::f32:
-      return launch_items<float>(p, items, num_items, partial, stream);
-    case kv::KvDType::f16:
-      return launch_items<__half>(p, items, num_items, partial, stream);
-    case kv::KvDType::bf16:
-      return launch_items<__nv_bfloat16>(p, items, num_items, partial, stream);
-    case kv::KvDType::q8_0:
-      break;  // the CUDA pass refuses q8_0 KV at start-up (cuda_paged_forward.cpp)
-  }
-  return cudaErrorInvalidValue;
+  return with_element_type(p.q_dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    switch (p.kv.dtype) {
+      case kv::KvDType::q8_0:
+        return launch_items<T, dev::Q8KvTag>(p, items, num_items, partial, stream);
+      case kv::KvDType::fp8:
+        return launch_items<T, dev::Fp8KvTag>(p, items, num_items, partial, stream);
+      case kv::KvDType::f32:
+      case kv::KvDType::f16:
+      case kv::KvDType::bf16:
+        break;
+    }
+    return launch_items<T, T>(p, items, num_items, partial, stream);
+  });
 }
 
 cudaError_t launch_paged_attention_merge(const PagedAttentionParams& p,
@@ -249,39 +324,36 @@ cudaError_t launch_paged_attention_merge(const PagedAttentionParams& p,
                                          const float* partial, cudaStream_t stream) {
   if (num_merges == 0) return cudaSuccess;
   const dim3 grid(unsigned(num_merges), unsigned(p.n_heads));
-  switch (p.q_dtype) {
-    case kv::KvDType::f32:
-      paged_attention_merge_kernel<float><<<grid, 128, 0, stream>>>(p, merges, partial);
-      break;
-    case kv::KvDType::f16:
-      paged_attention_merge_kernel<__half><<<grid, 128, 0, stream>>>(p, merges, partial);
-      break;
-    case kv::KvDType::bf16:
-      paged_attention_merge_kernel<__nv_bfloat16><<<grid, 128, 0, stream>>>(p, merges, partial);
-      break;
-    case kv::KvDType::q8_0:
-      return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return with_element_type(p.q_dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    paged_attention_merge_kernel<T><<<grid, 128, 0, stream>>>(p, merges, partial);
+    return cudaGetLastError();
+  });
 }
 
 cudaError_t launch_reshape_and_cache(const ReshapeAndCacheParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0) return cudaSuccess;
-  if (p.src_dtype != p.cache.dtype) return cudaErrorInvalidValue;
-  switch (p.cache.dtype) {
-    case kv::KvDType::f32:
-      reshape_and_cache_kernel<float><<<unsigned(p.num_tokens), 128, 0, stream>>>(p);
-      break;
-    case kv::KvDType::f16:
-      reshape_and_cache_kernel<__half><<<unsigned(p.num_tokens), 128, 0, stream>>>(p);
-      break;
-    case kv::KvDType::bf16:
-      reshape_and_cache_kernel<__nv_bfloat16><<<unsigned(p.num_tokens), 128, 0, stream>>>(p);
-      break;
-    case kv::KvDType::q8_0:
-      return cudaErrorInvalidValue;  // refused at start-up (cuda_paged_forward.cpp)
-  }
-  return cudaGetLastError();
+  const bool blocked = kv::kv_dtype_is_blocked(p.cache.dtype);
+  if ((!blocked && p.src_dtype != p.cache.dtype) || (blocked && p.cache.token_stride() % 32 != 0))
+    return cudaErrorInvalidValue;
+  return with_element_type(p.src_dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    const unsigned tokens = unsigned(p.num_tokens);
+    switch (p.cache.dtype) {
+      case kv::KvDType::q8_0:
+        reshape_and_cache_blocked_kernel<T, dev::Q8KvTag><<<tokens, 128, 0, stream>>>(p);
+        break;
+      case kv::KvDType::fp8:
+        reshape_and_cache_blocked_kernel<T, dev::Fp8KvTag><<<tokens, 128, 0, stream>>>(p);
+        break;
+      case kv::KvDType::f32:
+      case kv::KvDType::f16:
+      case kv::KvDType::bf16:
+        reshape_and_cache_kernel<T><<<tokens, 128, 0, stream>>>(p);
+        break;
+    }
+    return cudaGetLastError();
+  });
 }
 
 }  // namespace pensieve::kernels::cuda
