@@ -137,6 +137,8 @@ std::string quant_kernel(model::DType t) {
     return "avx512-vnni tiles (q8_matmul, chosen at run time)";
   std::string k = std::string(kc::quant_dot_path_name(kc::quant_dot_best_path(t))) +
                   " (quant_dot, chosen at run time)";
+  if (kc::quant_dot_tile_fn(t, kc::QuantDotPath::best))
+    k += "; one token: " + std::to_string(kc::quant_dot_tile_rows) + "-row tiles";
   if (kc::quant_dot_rows_fn(t, kc::QuantDotPath::best))
     k += "; decode batches: multi-row dots, up to " + std::to_string(kc::quant_dot_rows_max) +
          " tokens per weight row";

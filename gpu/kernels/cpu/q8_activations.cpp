@@ -57,9 +57,12 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,f16c"))) void quantize
   for (std::int64_t b = 0; b < n / q8_block_values; ++b) {
     const __m512 lo = _mm512_loadu_ps(x + b * 32), hi = _mm512_loadu_ps(x + b * 32 + 16);
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
-    const BlockScale s = block_scale(amax);
-    d[b] = s.d;
-    const __m512 inv = _mm512_set1_ps(s.inv);
+    // block_scale's values with F16C (round to nearest even, as f32_to_f16):
+    // a call to the baseline-compiled block_scale from here cost 100+ ns a
+    // block in a -march-less build (its SSE code after AVX-512 state).
+    const float dd = amax / 127.0f, d16 = _cvtsh_ss(_cvtss_sh(dd, 0));
+    d[b] = std::isfinite(d16) ? d16 : dd;
+    const __m512 inv = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
     // cvtps rounds to nearest even (MXCSR default); the saturating narrowing
     // matches the portable clamp.
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32),
