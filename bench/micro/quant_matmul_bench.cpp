@@ -6,12 +6,12 @@
 // DRAM) and from the L2 (one 128 x 768 matrix: the kernel's compute rate). A path the CPU lacks is reported as skipped (an error row), never
 // timed. Q8_0 also runs the VNNI tiles matmul() takes for it where they are
 // built in ("q8-tiles").
+#include "gpu/formats/half.hpp"
+#include "gpu/formats/quant_block_check.hpp"
 #include "gpu/kernels/cpu/prefetch.hpp"
 #include "gpu/kernels/cpu/q8_matmul.hpp"
 #include "gpu/kernels/cpu/quant_matmul.hpp"
 #include "gpu/model/weight_arena.hpp"
-#include "gpu/formats/half.hpp"
-#include "gpu/formats/quant_block_check.hpp"
 
 #include <benchmark/benchmark.h>
 
@@ -102,9 +102,10 @@ void BM_QuantMatmulDecode(benchmark::State& state) {
   const std::size_t threads = std::size_t(state.range(3));
   state.SetLabel(std::string(pensieve::model::dtype_name(dtype)) + " " + path_name(path) +
                  (from_memory ? " dram" : " l2"));
-  const bool supported = path == q8_tiles             ? kc::q8_vnni_available()
-                         : path == avx512_single_rows ? kc::quant_dot_path_supported(kc::QuantDotPath::avx512)
-                                                      : kc::quant_dot_path_supported(kc::QuantDotPath(path));
+  const bool supported = path == q8_tiles ? kc::q8_vnni_available()
+                         : path == avx512_single_rows
+                             ? kc::quant_dot_path_supported(kc::QuantDotPath::avx512)
+                             : kc::quant_dot_path_supported(kc::QuantDotPath(path));
   if (!supported) {
     state.SkipWithError("skipped: this CPU (or build) lacks this path");
     return;
@@ -169,11 +170,17 @@ void BM_QuantizeActRow(benchmark::State& state) {
   std::vector<float> x(static_cast<std::size_t>(cols)), storage;
   for (auto& v : x) v = normal(rng);
   for (auto _ : state) {
-    const kc::QuantActs a = kc::quantize_act_rows(kind, kc::ConstRowsView(x.data(), 1, cols, cols), storage);
+    const kc::QuantActs a =
+        kc::quantize_act_rows(kind, kc::ConstRowsView(x.data(), 1, cols, cols), storage);
     benchmark::DoNotOptimize(a.q);
   }
-  state.SetLabel(kind == kc::ActQuant::q8_k ? "q8_k" : kind == kc::ActQuant::q8_1 ? "q8_1" : "q8_0");
+  state.SetLabel(kind == kc::ActQuant::q8_k   ? "q8_k"
+                 : kind == kc::ActQuant::q8_1 ? "q8_1"
+                                              : "q8_0");
 }
-BENCHMARK(BM_QuantizeActRow)->Arg(int(kc::ActQuant::q8_0))->Arg(int(kc::ActQuant::q8_1))->Arg(int(kc::ActQuant::q8_k));
+BENCHMARK(BM_QuantizeActRow)
+    ->Arg(int(kc::ActQuant::q8_0))
+    ->Arg(int(kc::ActQuant::q8_1))
+    ->Arg(int(kc::ActQuant::q8_k));
 
 }  // namespace

@@ -110,8 +110,10 @@ TEST_CASE("AVX-512 has the 8-row decode tiles of Q4_K and Q5_K, the portable and
   }
 }
 
-TEST_CASE("a K-quant 8-row tile stores each row of its mask with the reference dot's bits, and nothing else",
-          "[kernels][quant][quant_dot]") {
+TEST_CASE(
+    "a K-quant 8-row tile stores each row of its mask with the reference dot's bits, and nothing "
+    "else",
+    "[kernels][quant][quant_dot]") {
   if (!kc::quant_dot_path_supported(kc::QuantDotPath::avx512)) {
     WARN("this CPU lacks AVX-512 VNNI: the K-quant tiles are not run");
     return;
@@ -126,15 +128,16 @@ TEST_CASE("a K-quant 8-row tile stores each row of its mask with the reference d
       const auto w = random_blocks(t, rows * nb, 920 + unsigned(t) + unsigned(nb));
       const auto x = random_floats(cols, 921 + unsigned(nb));
       std::vector<float> storage;
-      const kc::QuantActs acts =
-          kc::quantize_act_rows(kc::act_quant_for(t), kc::ConstRowsView(x.data(), 1, cols, cols), storage);
+      const kc::QuantActs acts = kc::quantize_act_rows(
+          kc::act_quant_for(t), kc::ConstRowsView(x.data(), 1, cols, cols), storage);
       for (unsigned store : {0xffu, 0x01u, 0x80u, 0x5au, 0xf0u}) {
         std::vector<float> y(rows, -7.0f);
         // The prefetch range: this tile's own rows (any readable memory).
         tile(w.data(), row_bytes, acts.row(0), nb, y.data(), store, w.data(), w.size());
         bool right = true;
         for (std::int64_t r = 0; r < rows; ++r) {
-          const float want = (store >> r) & 1u ? ref(w.data() + r * row_bytes, acts.row(0), nb) : -7.0f;
+          const float want =
+              (store >> r) & 1u ? ref(w.data() + r * row_bytes, acts.row(0), nb) : -7.0f;
           right = right && same_bits(y[std::size_t(r)], want);
         }
         INFO(pensieve::model::dtype_name(t) << " blocks " << nb << " store " << store);
@@ -154,13 +157,13 @@ TEST_CASE("a one-token K-quant matmul over odd row counts gives every row its re
       const kc::QuantDotFn ref = kc::quant_dot_fn(t, kc::QuantDotPath::portable);
       const auto x = random_floats(cols, 931);
       std::vector<float> storage;
-      const kc::QuantActs acts =
-          kc::quantize_act_rows(kc::act_quant_for(t), kc::ConstRowsView(x.data(), 1, cols, cols), storage);
+      const kc::QuantActs acts = kc::quantize_act_rows(
+          kc::act_quant_for(t), kc::ConstRowsView(x.data(), 1, cols, cols), storage);
       for (std::size_t threads : {1u, 2u}) {
         kc::ThreadPool pool(threads, 0.0);
         std::vector<float> y(static_cast<std::size_t>(rows)), scratch;
-        kc::quant_matmul(kc::ConstRowsView(x.data(), 1, cols, cols), wv, kc::RowsView{y.data(), 1, rows, rows},
-                         pool, scratch);
+        kc::quant_matmul(kc::ConstRowsView(x.data(), 1, cols, cols), wv,
+                         kc::RowsView{y.data(), 1, rows, rows}, pool, scratch);
         bool all_equal = true;
         for (std::int64_t o = 0; o < rows; ++o)
           all_equal = all_equal && same_bits(y[std::size_t(o)], ref(wv.row(o), acts.row(0), nb));

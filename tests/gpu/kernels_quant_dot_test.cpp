@@ -63,7 +63,8 @@ TEST_CASE("Q8_K activations: d = 1 / (-127 / max) with max the signed element of
   for (int j = 2; j < 32; ++j) CHECK(r.bsums[j] == 0);
 }
 
-TEST_CASE("the activation quantisers this CPU runs give the portable ones' bytes", "[kernels][quant]") {
+TEST_CASE("the activation quantisers this CPU runs give the portable ones' bytes",
+          "[kernels][quant]") {
   for (const kc::ActQuant a : {kc::ActQuant::q8_0, kc::ActQuant::q8_1, kc::ActQuant::q8_k}) {
     for (const std::int64_t n : {256, 768, 2048}) {
       auto x = random_floats(n, 940 + unsigned(n));
@@ -76,7 +77,8 @@ TEST_CASE("the activation quantisers this CPU runs give the portable ones' bytes
       std::vector<float> d(blocks), d_ref(blocks), s(blocks), s_ref(blocks);
       std::vector<std::int16_t> bs(values / 16), bs_ref(values / 16);
       kc::quantize_act_row(a, x.data(), n, q.data(), d.data(), s.data(), bs.data());
-      kc::quantize_act_row_portable(a, x.data(), n, q_ref.data(), d_ref.data(), s_ref.data(), bs_ref.data());
+      kc::quantize_act_row_portable(a, x.data(), n, q_ref.data(), d_ref.data(), s_ref.data(),
+                                    bs_ref.data());
       INFO("kind " << int(a) << " n " << n);
       CHECK(q == q_ref);
       CHECK(same_bits(d.data(), d_ref.data(), d.size()));

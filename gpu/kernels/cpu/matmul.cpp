@@ -37,15 +37,22 @@ bool cpu_has_avx512() {
 #endif
 }
 
-MatmulPath resolve(MatmulPath path) { return path == MatmulPath::best ? matmul_best_path() : path; }
+MatmulPath resolve(MatmulPath path) {
+  return path == MatmulPath::best ? matmul_best_path() : path;
+}
 
 // The row kernels of `path` (resolved once per call from the CPU's features).
 MatmulRowsFn rows_fn(MatmulPath path) {
   switch (resolve(path)) {
-    case MatmulPath::avx512: assert(cpu_has_avx512()); return matmul_rows_avx512();
-    case MatmulPath::avx2: assert(cpu_has_avx2()); return matmul_rows_avx2();
+    case MatmulPath::avx512:
+      assert(cpu_has_avx512());
+      return matmul_rows_avx512();
+    case MatmulPath::avx2:
+      assert(cpu_has_avx2());
+      return matmul_rows_avx2();
     case MatmulPath::best:
-    case MatmulPath::portable: break;
+    case MatmulPath::portable:
+      break;
   }
   return matmul_rows_portable();
 }
@@ -71,10 +78,13 @@ bool integer_path(const MatmulParams& params, const WeightView& w) {
 
 bool matmul_path_supported(MatmulPath path) {
   switch (path) {
-    case MatmulPath::avx512: return cpu_has_avx512() && matmul_rows_avx512() != nullptr;
-    case MatmulPath::avx2: return cpu_has_avx2() && matmul_rows_avx2() != nullptr;
+    case MatmulPath::avx512:
+      return cpu_has_avx512() && matmul_rows_avx512() != nullptr;
+    case MatmulPath::avx2:
+      return cpu_has_avx2() && matmul_rows_avx2() != nullptr;
     case MatmulPath::best:
-    case MatmulPath::portable: return true;
+    case MatmulPath::portable:
+      return true;
   }
   return false;
 }
@@ -87,10 +97,13 @@ MatmulPath matmul_best_path() {
 
 const char* matmul_path_name(MatmulPath path) {
   switch (resolve(path)) {
-    case MatmulPath::avx512: return "avx512";
-    case MatmulPath::avx2: return "avx2";
+    case MatmulPath::avx512:
+      return "avx512";
+    case MatmulPath::avx2:
+      return "avx2";
     case MatmulPath::best:
-    case MatmulPath::portable: break;
+    case MatmulPath::portable:
+      break;
   }
   return "portable";
 }

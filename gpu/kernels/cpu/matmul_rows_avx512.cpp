@@ -11,12 +11,12 @@
 #include "gpu/kernels/cpu/prefetch.hpp"
 #include "gpu/kernels/cpu/views.hpp"
 
+#include <immintrin.h>
 #include <algorithm>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <immintrin.h>
 #include <type_traits>
 #include <vector>
 

@@ -178,7 +178,8 @@ void run_rows_blocked(const ConstRowsView& x, const WeightView& w, const RowsVie
         for (std::int64_t t = tb; t < te; t += 4) {
           const int n_tok = int(std::min<std::int64_t>(4, te - t));
           for (std::int64_t o = ob; o < oe; o += 4) {
-            float* tile = acc.data() + ((t - tb) / 4 * (rows_block / 4) + (o - ob) / 4) * tile_floats;
+            float* tile =
+                acc.data() + ((t - tb) / 4 * (rows_block / 4) + (o - ob) / 4) * tile_floats;
             dot_tile_acc<Loader>(n_tok, int(std::min<std::int64_t>(4, oe - o)), x.row(t), x.stride,
                                  w.row(o), w.row_bytes, k0, k1, tile);
           }
@@ -188,9 +189,11 @@ void run_rows_blocked(const ConstRowsView& x, const WeightView& w, const RowsVie
         const int n_tok = int(std::min<std::int64_t>(4, te - t));
         for (std::int64_t o = ob; o < oe; o += 4) {
           const int n_out = int(std::min<std::int64_t>(4, oe - o));
-          const float* tile = acc.data() + ((t - tb) / 4 * (rows_block / 4) + (o - ob) / 4) * tile_floats;
+          const float* tile =
+              acc.data() + ((t - tb) / 4 * (rows_block / 4) + (o - ob) / 4) * tile_floats;
           for (int r = 0; r < n_tok; ++r)
-            for (int c = 0; c < n_out; ++c) y.row(t + r)[o + c] = hsum_lanes(tile + (r * n_out + c) * 16);
+            for (int c = 0; c < n_out; ++c)
+              y.row(t + r)[o + c] = hsum_lanes(tile + (r * n_out + c) * 16);
         }
       }
     }
@@ -253,13 +256,14 @@ void run_rows(const ConstRowsView& x, const WeightView& w, const RowsView& y, st
 // Types without a register loader: rows_block rows at a time dequantised
 // into F32 rows, then the F32 kernels on them (the same values, so the same
 // bits as the F32 matmul on the dequantised weight).
-void run_rows_dequantised(const ConstRowsView& x, const WeightView& w, const RowsView& y, std::int64_t o0,
-                          std::int64_t o1, std::vector<float>& buf) {
+void run_rows_dequantised(const ConstRowsView& x, const WeightView& w, const RowsView& y,
+                          std::int64_t o0, std::int64_t o1, std::vector<float>& buf) {
   constexpr std::int64_t rows_at_once = 64;
   std::vector<float> rows(std::size_t(std::min(rows_at_once, o1 - o0) * w.cols));
   for (std::int64_t o = o0; o < o1; o += rows_at_once) {
     const std::int64_t n = std::min(rows_at_once, o1 - o);
-    for (std::int64_t r = 0; r < n; ++r) dequantize_row(w.dtype, w.row(o + r), w.cols, rows.data() + r * w.cols);
+    for (std::int64_t r = 0; r < n; ++r)
+      dequantize_row(w.dtype, w.row(o + r), w.cols, rows.data() + r * w.cols);
     const WeightView f{DType::f32, reinterpret_cast<const std::byte*>(rows.data()), n, w.cols,
                        std::size_t(w.cols) * sizeof(float)};
     const RowsView yo{y.data + o, y.rows, n, y.stride};
@@ -270,12 +274,18 @@ void run_rows_dequantised(const ConstRowsView& x, const WeightView& w, const Row
 void run_rows_for(const ConstRowsView& x, const WeightView& w, const RowsView& y, std::int64_t o0,
                   std::int64_t o1, std::vector<float>& buf) {
   switch (w.dtype) {
-    case DType::f32: return run_rows<LoadF32>(x, w, y, o0, o1, buf);
-    case DType::f16: return run_rows<LoadF16>(x, w, y, o0, o1, buf);
-    case DType::bf16: return run_rows<LoadBF16>(x, w, y, o0, o1, buf);
-    case DType::q8_0: return run_rows<LoadQ8_0>(x, w, y, o0, o1, buf);
-    case DType::q4_0: return run_rows<LoadQ4_0>(x, w, y, o0, o1, buf);
-    case DType::q4_k: return run_rows<LoadQ4_K>(x, w, y, o0, o1, buf);
+    case DType::f32:
+      return run_rows<LoadF32>(x, w, y, o0, o1, buf);
+    case DType::f16:
+      return run_rows<LoadF16>(x, w, y, o0, o1, buf);
+    case DType::bf16:
+      return run_rows<LoadBF16>(x, w, y, o0, o1, buf);
+    case DType::q8_0:
+      return run_rows<LoadQ8_0>(x, w, y, o0, o1, buf);
+    case DType::q4_0:
+      return run_rows<LoadQ4_0>(x, w, y, o0, o1, buf);
+    case DType::q4_k:
+      return run_rows<LoadQ4_K>(x, w, y, o0, o1, buf);
     case DType::q4_1:
     case DType::q5_0:
     case DType::q5_1:
@@ -283,7 +293,8 @@ void run_rows_for(const ConstRowsView& x, const WeightView& w, const RowsView& y
     case DType::q2_k:
     case DType::q3_k:
     case DType::q5_k:
-    case DType::q6_k: return run_rows_dequantised(x, w, y, o0, o1, buf);
+    case DType::q6_k:
+      return run_rows_dequantised(x, w, y, o0, o1, buf);
   }
   assert(false && "matmul: unsupported weight type");
 }

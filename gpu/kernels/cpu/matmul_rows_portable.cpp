@@ -8,6 +8,8 @@
 
 namespace pensieve::kernels::cpu {
 
-MatmulRowsFn matmul_rows_portable() { return &matmul_rows_kernel; }
+MatmulRowsFn matmul_rows_portable() {
+  return &matmul_rows_kernel;
+}
 
 }  // namespace pensieve::kernels::cpu

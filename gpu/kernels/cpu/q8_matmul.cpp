@@ -1,7 +1,7 @@
 #include "gpu/kernels/cpu/q8_matmul.hpp"
 
-#include "gpu/kernels/cpu/q8_rows_vnni.hpp"
 #include "gpu/formats/half.hpp"
+#include "gpu/kernels/cpu/q8_rows_vnni.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -39,7 +39,6 @@ void rows_portable(const Q8Rows& x, const WeightView& w, const RowsView& y, std:
     for (std::int64_t o = o0; o < o1; ++o)
       y.row(t)[o] = q8_dot_reference(x.q_row(t), x.d_row(t), w.row(o), x.blocks());
 }
-
 
 }  // namespace
 
@@ -94,7 +93,9 @@ void q8_matmul_many(ConstRowsView x, std::span<const WeightView> w, std::span<co
     cost += double(x.rows) * double(w[i].rows) * double(w[i].cols);
   }
   const Q8Rows q = quantize_rows_q8(x, scratch, batched);
-  const Q8RowsFn vnni_rows = batched ? q8_rows_vnni_batched() : vnni ? q8_rows_vnni_decode() : nullptr;
+  const Q8RowsFn vnni_rows = batched ? q8_rows_vnni_batched()
+                             : vnni  ? q8_rows_vnni_decode()
+                                     : nullptr;
   pool.parallel_for(
       first[w.size()],
       [&](std::size_t begin, std::size_t end, std::size_t thread) {

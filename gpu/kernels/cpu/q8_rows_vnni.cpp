@@ -8,11 +8,11 @@
 #include "gpu/kernels/cpu/prefetch.hpp"
 #include "gpu/kernels/cpu/q8_matmul.hpp"
 
+#include <immintrin.h>
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <immintrin.h>
 #include <vector>
 
 #define PENSIEVE_KERNEL_ISA 3

@@ -100,7 +100,8 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void quantize_q8_k
     }
     int first = 0;
     for (int i = 0; i < 16; ++i) {
-      const __mmask16 at = _mm512_cmp_ps_mask(_mm512_abs_ps(v[i]), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+      const __mmask16 at =
+          _mm512_cmp_ps_mask(_mm512_abs_ps(v[i]), _mm512_set1_ps(amax), _CMP_EQ_OQ);
       if (at != 0) {
         first = 16 * i + __builtin_ctz(unsigned(at));
         break;
@@ -109,7 +110,8 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void quantize_q8_k
     const float iscale = -127.0f / xb[first];
     const __m512 vs = _mm512_set1_ps(iscale);
     for (int i = 0; i < 16; ++i) {
-      const __m512i qi = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(vs, v[i])), _mm512_set1_epi32(127));
+      const __m512i qi =
+          _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(vs, v[i])), _mm512_set1_epi32(127));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16 * i), _mm512_cvtepi32_epi8(qi));
       bsums[b * 16 + i] = std::int16_t(_mm512_reduce_add_epi32(qi));
     }
@@ -156,8 +158,8 @@ void quantize_act_row(ActQuant a, const float* x, std::int64_t n, std::int8_t* q
   if (a == ActQuant::q8_1) q8_1_sums(x, n, q, s);
 }
 
-void quantize_act_row_portable(ActQuant a, const float* x, std::int64_t n, std::int8_t* q,
-                               float* d, float* s, std::int16_t* bsums) {
+void quantize_act_row_portable(ActQuant a, const float* x, std::int64_t n, std::int8_t* q, float* d,
+                               float* s, std::int16_t* bsums) {
   assert(n % act_block_values(a) == 0);
   if (a == ActQuant::q8_k) return quantize_q8_k(x, n, q, d, bsums);
   quantize_row_q8_portable(x, n, q, d);

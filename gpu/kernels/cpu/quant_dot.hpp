@@ -78,8 +78,8 @@ QuantDotRowsFn quant_dot_rows_fn(model::DType t, QuantDotPath path);
 // next tile's rows; pf may be null).
 constexpr int quant_dot_tile_rows = 8;
 using QuantDotTileFn = void (*)(const std::byte* w, std::size_t row_bytes, const QuantActRow& x,
-                                std::int64_t n_blocks, float* y, unsigned store, const std::byte* pf,
-                                std::size_t pf_bytes);
+                                std::int64_t n_blocks, float* y, unsigned store,
+                                const std::byte* pf, std::size_t pf_bytes);
 
 // The tile kernel of type t on `path` (best as quant_dot_fn resolves it);
 // null where that path has none for t: AVX-512 for Q4_K and Q5_K. (An 8-row

@@ -14,9 +14,9 @@
 // payload). The functions carry their own target attribute, so this file
 // builds with any -march and quant_dot_fn calls them only on a CPU that has
 // these features.
+#include "gpu/kernels/cpu/prefetch.hpp"
 #include "gpu/kernels/cpu/quant_dot.hpp"
 #include "gpu/kernels/cpu/quant_dot_steps.hpp"
-#include "gpu/kernels/cpu/prefetch.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -483,7 +483,8 @@ PENSIEVE_AVX512_FN inline __m256i sums8_of_pairs(const __m512i* p) {
     q[h] = _mm512_add_epi32(_mm512_shuffle_i64x2(p[2 * h], p[2 * h + 1], _MM_SHUFFLE(2, 0, 2, 0)),
                             _mm512_shuffle_i64x2(p[2 * h], p[2 * h + 1], _MM_SHUFFLE(3, 1, 3, 1)));
   }
-  const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(q[0], q[1]), _mm512_unpackhi_epi32(q[0], q[1]));
+  const __m512i u =
+      _mm512_add_epi32(_mm512_unpacklo_epi32(q[0], q[1]), _mm512_unpackhi_epi32(q[0], q[1]));
   // Per 128-bit lane k: (row k, row k + 4) twice.
   const __m512i t = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_BADC));
   const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
@@ -503,13 +504,15 @@ PENSIEVE_AVX512_FN inline __m256i sums8(const __m512i* v) {
 PENSIEVE_AVX512_FN inline __m256i sums8(const __m256i* v) {
   __m512i p[4];
   PENSIEVE_UNROLL_ALL
-  for (int i = 0; i < 4; ++i) p[i] = _mm512_inserti64x4(_mm512_castsi256_si512(v[2 * i]), v[2 * i + 1], 1);
+  for (int i = 0; i < 4; ++i)
+    p[i] = _mm512_inserti64x4(_mm512_castsi256_si512(v[2 * i]), v[2 * i + 1], 1);
   return sums8_of_pairs(p);
 }
 
 // The 8 rows' F16 fields at byte `at` of block b (low half) and at + 2
 // (high half), one gather.
-PENSIEVE_AVX512_FN inline __m256i tile_heads(const std::byte* w, __m256i row_offsets, std::int64_t at) {
+PENSIEVE_AVX512_FN inline __m256i tile_heads(const std::byte* w, __m256i row_offsets,
+                                             std::int64_t at) {
   return _mm256_i32gather_epi32(reinterpret_cast<const int*>(w + at), row_offsets, 1);
 }
 PENSIEVE_AVX512_FN inline __m256 low_f16(__m256i head) {
@@ -520,11 +523,12 @@ PENSIEVE_AVX512_FN inline __m256 high_f16(__m256i head) {
 }
 
 // The prefetches of block b of nb: its share of [pf, pf + pf_bytes).
-PENSIEVE_AVX512_FN inline void tile_prefetch(const std::byte* pf, std::size_t pf_bytes, std::int64_t b,
-                                             std::int64_t nb) {
+PENSIEVE_AVX512_FN inline void tile_prefetch(const std::byte* pf, std::size_t pf_bytes,
+                                             std::int64_t b, std::int64_t nb) {
   if (pf == nullptr) return;
   const std::size_t lines = (pf_bytes + 63) / 64;
-  for (std::size_t l = lines * std::size_t(b) / std::size_t(nb); l < lines * std::size_t(b + 1) / std::size_t(nb); ++l)
+  for (std::size_t l = lines * std::size_t(b) / std::size_t(nb);
+       l < lines * std::size_t(b + 1) / std::size_t(nb); ++l)
     prefetch_l2(pf + 64 * l);
 }
 
@@ -533,7 +537,8 @@ PENSIEVE_AVX512_FN inline void tile_store(__m256 acc, __m256 accm, float* y, uns
 }
 
 PENSIEVE_AVX512_FN inline __m256i tile_row_offsets(std::size_t row_bytes) {
-  return _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(std::int32_t(row_bytes)));
+  return _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                            _mm256_set1_epi32(std::int32_t(row_bytes)));
 }
 
 // Blocks per pass of a tile: the 8 rows are read one after another over
@@ -589,7 +594,8 @@ PENSIEVE_AVX512_FN void k4_dot_tile(const std::byte* w, std::size_t row_bytes, c
       const std::int64_t b = b0 + i;
       const __m256i head = tile_heads(w + b * Bytes, offsets, 0);
       const __m256 dx = _mm256_set1_ps(x.d[b]);
-      acc = _mm256_fmadd_ps(_mm256_mul_ps(dx, low_f16(head)), _mm256_cvtepi32_ps(sums8(isum[i])), acc);
+      acc = _mm256_fmadd_ps(_mm256_mul_ps(dx, low_f16(head)), _mm256_cvtepi32_ps(sums8(isum[i])),
+                            acc);
       const __m256 mscale = _mm256_xor_ps(_mm256_mul_ps(dx, high_f16(head)), sign);
       accm = _mm256_fmadd_ps(mscale, _mm256_cvtepi32_ps(sums8(mins[i])), accm);
     }
@@ -597,12 +603,14 @@ PENSIEVE_AVX512_FN void k4_dot_tile(const std::byte* w, std::size_t row_bytes, c
   tile_store(acc, accm, y, store);
 }
 
-PENSIEVE_AVX512_FN void tile_q4_k(const std::byte* w, std::size_t rb, const QuantActRow& x, std::int64_t nb,
-                                  float* y, unsigned store, const std::byte* pf, std::size_t pf_bytes) {
+PENSIEVE_AVX512_FN void tile_q4_k(const std::byte* w, std::size_t rb, const QuantActRow& x,
+                                  std::int64_t nb, float* y, unsigned store, const std::byte* pf,
+                                  std::size_t pf_bytes) {
   k4_dot_tile<144, 16, false>(w, rb, x, nb, y, store, pf, pf_bytes);
 }
-PENSIEVE_AVX512_FN void tile_q5_k(const std::byte* w, std::size_t rb, const QuantActRow& x, std::int64_t nb,
-                                  float* y, unsigned store, const std::byte* pf, std::size_t pf_bytes) {
+PENSIEVE_AVX512_FN void tile_q5_k(const std::byte* w, std::size_t rb, const QuantActRow& x,
+                                  std::int64_t nb, float* y, unsigned store, const std::byte* pf,
+                                  std::size_t pf_bytes) {
   k4_dot_tile<176, 48, true>(w, rb, x, nb, y, store, pf, pf_bytes);
 }
 

@@ -119,7 +119,8 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
           for (std::int64_t o0 = b; o0 < e; o0 += std::int64_t(row_grain)) {
             const std::int64_t o1 = std::min(e, o0 + std::int64_t(row_grain));
             if (tile[i]) {
-              run_rows_tile(tile[i], w[i], acts[act_of[i]].row(0), y[i].row(0), n_blocks[i], o0, o1, e);
+              run_rows_tile(tile[i], w[i], acts[act_of[i]].row(0), y[i].row(0), n_blocks[i], o0, o1,
+                            e);
               continue;
             }
             if (dot_rows[i]) {
