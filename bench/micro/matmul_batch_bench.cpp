@@ -160,7 +160,8 @@ void BM_MatmulBatch(benchmark::State& state) {
   state.counters["GFLOP/s"] =
       benchmark::Counter(2.0 * double(tokens * rows * cols) * n * 1e-9, benchmark::Counter::kIsRate);
   state.counters["GB/s"] = benchmark::Counter(double(matrix_bytes) * n * 1e-9, benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(pensieve::model::dtype_name(dtype)) + (dram ? " dram" : " cached"));
+  state.SetLabel(std::string(pensieve::model::dtype_name(dtype)) + (dram ? " dram" : " cached") +
+                 " " + kc::matmul_path_name(kc::MatmulPath::best));
 }
 BENCHMARK(BM_MatmulBatch)
     ->ArgsProduct({{int(DType::f32), int(DType::f16), int(DType::bf16), int(DType::q8_0),

@@ -6,11 +6,12 @@
 // DRAM) and from the L2 (one 128 x 768 matrix: the kernel's compute rate). A path the CPU lacks is reported as skipped (an error row), never
 // timed. Q8_0 also runs the VNNI tiles matmul() takes for it where they are
 // built in ("q8-tiles").
+#include "gpu/formats/half.hpp"
+#include "gpu/formats/quant_block_check.hpp"
+#include "gpu/kernels/cpu/prefetch.hpp"
 #include "gpu/kernels/cpu/q8_matmul.hpp"
 #include "gpu/kernels/cpu/quant_matmul.hpp"
 #include "gpu/model/weight_arena.hpp"
-#include "gpu/formats/half.hpp"
-#include "gpu/formats/quant_block_check.hpp"
 
 #include <benchmark/benchmark.h>
 
@@ -68,11 +69,29 @@ class QuantRing {
   std::shared_ptr<pensieve::model::WeightArena> arena_;
 };
 
-// Path argument: the QuantDotPath values, and this one for Q8_0's tiles.
+// Path argument: the QuantDotPath values, this one for Q8_0's tiles, and
+// this one for the AVX-512 single-row dots one weight row at a time with a
+// prefetch 4 rows ahead (what quant_matmul ran for one token before the
+// K-quants' 8-row tiles; kept to measure the tiles against, same run).
 constexpr int q8_tiles = 100;
+constexpr int avx512_single_rows = 101;
 
 std::string path_name(int path) {
+  if (path == avx512_single_rows) return "avx512-vnni-single-rows";
   return path == q8_tiles ? "q8-tiles" : kc::quant_dot_path_name(kc::QuantDotPath(path));
+}
+
+void single_rows(const kc::ConstRowsView& x, const kc::WeightView& w, const kc::RowsView& y,
+                 std::vector<float>& scratch) {
+  const kc::QuantActs acts = kc::quantize_act_rows(kc::act_quant_for(w.dtype), x, scratch);
+  const kc::QuantDotFn dot = kc::quant_dot_fn(w.dtype, kc::QuantDotPath::avx512);
+  const kc::QuantActRow xr = acts.row(0);
+  const std::int64_t nb = w.cols / pensieve::model::dtype_block_elems(w.dtype);
+  for (std::int64_t o = 0; o < w.rows; ++o) {
+    if (o + 4 < w.rows)
+      for (std::size_t off = 0; off < w.row_bytes; off += 64) kc::prefetch_l2(w.row(o + 4) + off);
+    y.data[o] = dot(w.row(o), xr, nb);
+  }
 }
 
 // args: dtype, path, ring bytes (MiB; 0: one small matrix that the L2 holds), threads.
@@ -83,8 +102,11 @@ void BM_QuantMatmulDecode(benchmark::State& state) {
   const std::size_t threads = std::size_t(state.range(3));
   state.SetLabel(std::string(pensieve::model::dtype_name(dtype)) + " " + path_name(path) +
                  (from_memory ? " dram" : " l2"));
-  if (path == q8_tiles ? !kc::q8_vnni_available()
-                       : !kc::quant_dot_path_supported(kc::QuantDotPath(path))) {
+  const bool supported = path == q8_tiles ? kc::q8_vnni_available()
+                         : path == avx512_single_rows
+                             ? kc::quant_dot_path_supported(kc::QuantDotPath::avx512)
+                             : kc::quant_dot_path_supported(kc::QuantDotPath(path));
+  if (!supported) {
     state.SkipWithError("skipped: this CPU (or build) lacks this path");
     return;
   }
@@ -104,6 +126,8 @@ void BM_QuantMatmulDecode(benchmark::State& state) {
     const kc::RowsView yv{y.data(), 1, rows, rows};
     if (path == q8_tiles)
       kc::q8_matmul(xv, ring.view(i++), yv, pool, scratch);
+    else if (path == avx512_single_rows)
+      single_rows(xv, ring.view(i++), yv, scratch);
     else
       kc::quant_matmul(xv, ring.view(i++), yv, pool, scratch, kc::QuantDotPath(path));
     benchmark::DoNotOptimize(y.data());
@@ -118,6 +142,8 @@ void decode_args(benchmark::internal::Benchmark* b, std::int64_t mib, std::int64
          {kc::QuantDotPath::portable, kc::QuantDotPath::avx2, kc::QuantDotPath::avx512})
       b->Args({int(t), int(p), mib, threads});
     if (t == DType::q8_0) b->Args({int(t), q8_tiles, mib, threads});
+    if (t == DType::q4_k || t == DType::q5_k || t == DType::q6_k)
+      b->Args({int(t), avx512_single_rows, mib, threads});
   }
 }
 
@@ -129,5 +155,32 @@ void BM_QuantMatmulDecodeL2(benchmark::State& state) { BM_QuantMatmulDecode(stat
 BENCHMARK(BM_QuantMatmulDecodeL2)->Apply([](benchmark::internal::Benchmark* b) {
   decode_args(b, 0, 1);
 });
+
+}  // namespace
+
+namespace {
+
+// The activation quantisation every quantised matmul call does first, on one
+// thread before the rows are split: one M-100 row (768) per format.
+void BM_QuantizeActRow(benchmark::State& state) {
+  const auto kind = kc::ActQuant(state.range(0));
+  const std::int64_t cols = 768;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<std::size_t>(cols)), storage;
+  for (auto& v : x) v = normal(rng);
+  for (auto _ : state) {
+    const kc::QuantActs a =
+        kc::quantize_act_rows(kind, kc::ConstRowsView(x.data(), 1, cols, cols), storage);
+    benchmark::DoNotOptimize(a.q);
+  }
+  state.SetLabel(kind == kc::ActQuant::q8_k   ? "q8_k"
+                 : kind == kc::ActQuant::q8_1 ? "q8_1"
+                                              : "q8_0");
+}
+BENCHMARK(BM_QuantizeActRow)
+    ->Arg(int(kc::ActQuant::q8_0))
+    ->Arg(int(kc::ActQuant::q8_1))
+    ->Arg(int(kc::ActQuant::q8_k));
 
 }  // namespace

@@ -19,6 +19,7 @@ using pensieve::testing::random_floats;
 namespace {
 
 constexpr DType multi_row_types[] = {DType::q4_k, DType::q5_k, DType::q6_k};
+constexpr DType tile_types[] = {DType::q4_k, DType::q5_k};
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
@@ -91,6 +92,82 @@ TEST_CASE("a K-quant decode batch of 2 to 64 tokens gives every token its refere
           for (std::int64_t o = 0; o < rows; ++o)
             all_equal = all_equal && same_bits(y[std::size_t(tk * rows + o)], ref(wv.row(o), acts.row(tk), nb));
         INFO(pensieve::model::dtype_name(t) << " tokens " << n << " threads " << threads);
+        CHECK(all_equal);
+      }
+    }
+  }
+}
+
+TEST_CASE("AVX-512 has the 8-row decode tiles of Q4_K and Q5_K, the portable and AVX2 paths none",
+          "[kernels][quant][quant_dot]") {
+  for (DType t : quantised_dtypes) {
+    const bool listed = t == DType::q4_k || t == DType::q5_k;
+    INFO(pensieve::model::dtype_name(t));
+    CHECK(kc::quant_dot_tile_fn(t, kc::QuantDotPath::portable) == nullptr);
+    CHECK(kc::quant_dot_tile_fn(t, kc::QuantDotPath::avx2) == nullptr);
+    const bool runs = kc::quant_dot_path_supported(kc::QuantDotPath::avx512);
+    CHECK((kc::quant_dot_tile_fn(t, kc::QuantDotPath::avx512) != nullptr) == (listed && runs));
+  }
+}
+
+TEST_CASE(
+    "a K-quant 8-row tile stores each row of its mask with the reference dot's bits, and nothing "
+    "else",
+    "[kernels][quant][quant_dot]") {
+  if (!kc::quant_dot_path_supported(kc::QuantDotPath::avx512)) {
+    WARN("this CPU lacks AVX-512 VNNI: the K-quant tiles are not run");
+    return;
+  }
+  for (DType t : tile_types) {
+    const kc::QuantDotTileFn tile = kc::quant_dot_tile_fn(t, kc::QuantDotPath::avx512);
+    const kc::QuantDotFn ref = kc::quant_dot_fn(t, kc::QuantDotPath::portable);
+    REQUIRE(tile != nullptr);
+    for (std::int64_t nb : {1, 2, 3, 8, 9, 17}) {  // one pass, several (tile_pass_blocks = 8)
+      const std::int64_t rows = 8, cols = nb * 256;
+      const std::size_t row_bytes = pensieve::model::dtype_row_bytes(t, cols);
+      const auto w = random_blocks(t, rows * nb, 920 + unsigned(t) + unsigned(nb));
+      const auto x = random_floats(cols, 921 + unsigned(nb));
+      std::vector<float> storage;
+      const kc::QuantActs acts = kc::quantize_act_rows(
+          kc::act_quant_for(t), kc::ConstRowsView(x.data(), 1, cols, cols), storage);
+      for (unsigned store : {0xffu, 0x01u, 0x80u, 0x5au, 0xf0u}) {
+        std::vector<float> y(rows, -7.0f);
+        // The prefetch range: this tile's own rows (any readable memory).
+        tile(w.data(), row_bytes, acts.row(0), nb, y.data(), store, w.data(), w.size());
+        bool right = true;
+        for (std::int64_t r = 0; r < rows; ++r) {
+          const float want =
+              (store >> r) & 1u ? ref(w.data() + r * row_bytes, acts.row(0), nb) : -7.0f;
+          right = right && same_bits(y[std::size_t(r)], want);
+        }
+        INFO(pensieve::model::dtype_name(t) << " blocks " << nb << " store " << store);
+        CHECK(right);
+      }
+    }
+  }
+}
+
+TEST_CASE("a one-token K-quant matmul over odd row counts gives every row its reference dot's bits",
+          "[kernels][quant][quant_dot]") {
+  for (DType t : multi_row_types) {
+    for (std::int64_t rows : {7, 8, 9, 15, 17, 31, 61, 200}) {
+      const std::int64_t cols = 3 * 256, nb = 3;
+      const auto w = random_blocks(t, rows * nb, 930 + unsigned(t) + unsigned(rows));
+      const kc::WeightView wv{t, w.data(), rows, cols, pensieve::model::dtype_row_bytes(t, cols)};
+      const kc::QuantDotFn ref = kc::quant_dot_fn(t, kc::QuantDotPath::portable);
+      const auto x = random_floats(cols, 931);
+      std::vector<float> storage;
+      const kc::QuantActs acts = kc::quantize_act_rows(
+          kc::act_quant_for(t), kc::ConstRowsView(x.data(), 1, cols, cols), storage);
+      for (std::size_t threads : {1u, 2u}) {
+        kc::ThreadPool pool(threads, 0.0);
+        std::vector<float> y(static_cast<std::size_t>(rows)), scratch;
+        kc::quant_matmul(kc::ConstRowsView(x.data(), 1, cols, cols), wv,
+                         kc::RowsView{y.data(), 1, rows, rows}, pool, scratch);
+        bool all_equal = true;
+        for (std::int64_t o = 0; o < rows; ++o)
+          all_equal = all_equal && same_bits(y[std::size_t(o)], ref(wv.row(o), acts.row(0), nb));
+        INFO(pensieve::model::dtype_name(t) << " rows " << rows << " threads " << threads);
         CHECK(all_equal);
       }
     }

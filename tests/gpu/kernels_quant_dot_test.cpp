@@ -63,6 +63,31 @@ TEST_CASE("Q8_K activations: d = 1 / (-127 / max) with max the signed element of
   for (int j = 2; j < 32; ++j) CHECK(r.bsums[j] == 0);
 }
 
+TEST_CASE("the activation quantisers this CPU runs give the portable ones' bytes",
+          "[kernels][quant]") {
+  for (const kc::ActQuant a : {kc::ActQuant::q8_0, kc::ActQuant::q8_1, kc::ActQuant::q8_k}) {
+    for (const std::int64_t n : {256, 768, 2048}) {
+      auto x = random_floats(n, 940 + unsigned(n));
+      x[7] = 3.5f;  // ties of magnitude, the later of opposite sign
+      x[9] = -3.5f;
+      for (std::int64_t i = 256; i < 512 && i < n; ++i) x[std::size_t(i)] = 0.0f;  // a zero block
+      const std::int64_t nb = n / kc::act_block_values(a);
+      const auto values = static_cast<std::size_t>(n), blocks = static_cast<std::size_t>(nb);
+      std::vector<std::int8_t> q(values), q_ref(values);
+      std::vector<float> d(blocks), d_ref(blocks), s(blocks), s_ref(blocks);
+      std::vector<std::int16_t> bs(values / 16), bs_ref(values / 16);
+      kc::quantize_act_row(a, x.data(), n, q.data(), d.data(), s.data(), bs.data());
+      kc::quantize_act_row_portable(a, x.data(), n, q_ref.data(), d_ref.data(), s_ref.data(),
+                                    bs_ref.data());
+      INFO("kind " << int(a) << " n " << n);
+      CHECK(q == q_ref);
+      CHECK(same_bits(d.data(), d_ref.data(), d.size()));
+      if (a == kc::ActQuant::q8_1) CHECK(same_bits(s.data(), s_ref.data(), s.size()));
+      if (a == kc::ActQuant::q8_k) CHECK(bs == bs_ref);
+    }
+  }
+}
+
 TEST_CASE("Q8_0 activations keep ggml's F16 scale, Q8_1 adds F16(d * sum q)", "[kernels][quant]") {
   auto x = random_floats(64, 5);
   const Acts a0 = quantise(kc::ActQuant::q8_0, x, 1), a1 = quantise(kc::ActQuant::q8_1, x, 1);

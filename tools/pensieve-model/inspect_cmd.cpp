@@ -1,5 +1,6 @@
 // pensieve-model inspect [--cpu] FILE|DIR: what a model is and what it
 // needs; --cpu: which matmul kernel each weight type runs on this CPU.
+#include "gpu/kernels/cpu/matmul.hpp"
 #include "gpu/kernels/cpu/q8_matmul.hpp"
 #include "gpu/kernels/cpu/quant_dot.hpp"
 #include "gpu/model/model_loader.hpp"
@@ -133,9 +134,11 @@ constexpr model::DType quantised_types[] = {
 std::string quant_kernel(model::DType t) {
   namespace kc = kernels::cpu;
   if (t == model::DType::q8_0 && kc::q8_vnni_available())
-    return "avx512-vnni tiles (q8_matmul, chosen at compile time)";
+    return "avx512-vnni tiles (q8_matmul, chosen at run time)";
   std::string k = std::string(kc::quant_dot_path_name(kc::quant_dot_best_path(t))) +
                   " (quant_dot, chosen at run time)";
+  if (kc::quant_dot_tile_fn(t, kc::QuantDotPath::best))
+    k += "; one token: " + std::to_string(kc::quant_dot_tile_rows) + "-row tiles";
   if (kc::quant_dot_rows_fn(t, kc::QuantDotPath::best))
     k += "; decode batches: multi-row dots, up to " + std::to_string(kc::quant_dot_rows_max) +
          " tokens per weight row";
@@ -149,16 +152,19 @@ void print_cpu(const std::set<model::DType>& used) {
               kc::quant_dot_path_supported(kc::QuantDotPath::avx512) ? "yes" : "no",
               kc::quant_dot_path_supported(kc::QuantDotPath::avx2) ? "yes" : "no",
               kc::quant_dot_isa());
-  // The float kernels follow the build's -march (dot_tile.hpp), not the CPU.
-#if defined(__AVX512F__) && defined(__F16C__)
-  const char* float_kernel =
-      "avx512 dot tiles; 2-8 tokens (F32: 2-16): 8-token x 3-row small-batch tiles; then 2-token "
-      "x 8-row decode tiles (halves, to 32), then the F32 panel GEMM (chosen at compile time)";
-#else
-  const char* float_kernel = "portable dot tiles (chosen at compile time)";
-#endif
+  std::printf("cpu: float matmul paths: avx512 %s, avx2 %s, portable yes; best %s\n",
+              kc::matmul_path_supported(kc::MatmulPath::avx512) ? "yes" : "no",
+              kc::matmul_path_supported(kc::MatmulPath::avx2) ? "yes" : "no",
+              kc::matmul_path_name(kc::MatmulPath::best));
+  const std::string float_kernel =
+      kc::matmul_best_path() == kc::MatmulPath::avx512
+          ? "avx512 dot tiles; 2-8 tokens (F32: 2-16): 8-token x 3-row small-batch tiles; then "
+            "2-token x 8-row decode tiles (halves, to 32), then the F32 panel GEMM (chosen at run "
+            "time)"
+          : std::string(kc::matmul_path_name(kc::MatmulPath::best)) +
+                " scalar dot tiles (chosen at run time)";
   for (model::DType t : {model::DType::f32, model::DType::f16, model::DType::bf16})
-    std::printf("  %-7s %s%s\n", model::dtype_name(t), float_kernel,
+    std::printf("  %-7s %s%s\n", model::dtype_name(t), float_kernel.c_str(),
                 used.count(t) ? "  [in this model]" : "");
   for (model::DType t : quantised_types)
     std::printf("  %-7s %s%s\n", model::dtype_name(t), quant_kernel(t).c_str(),

@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__AVX512F__) && defined(__F16C__)
+#include "gpu/kernels/cpu/kernel_isa.hpp"
+
+#if PENSIEVE_KERNEL_ISA >= 3
 #include <immintrin.h>
 #define PENSIEVE_DOT_AVX512 1
 
@@ -22,6 +24,7 @@
 #define PENSIEVE_UNROLL _Pragma("GCC unroll 8")
 
 namespace pensieve::kernels::cpu {
+inline namespace PENSIEVE_KERNEL_NS {
 
 #if defined(PENSIEVE_DOT_AVX512)
 
@@ -434,4 +437,5 @@ inline void dot_tile(int n_tokens, int n_out, const float* x, std::int64_t x_str
 #undef PENSIEVE_TILE
 }
 
+}  // namespace PENSIEVE_KERNEL_NS
 }  // namespace pensieve::kernels::cpu

@@ -12,6 +12,7 @@
 #if defined(PENSIEVE_DOT_AVX512)
 
 namespace pensieve::kernels::cpu {
+inline namespace PENSIEVE_KERNEL_NS {
 
 // Widest tile: tokens x weight rows. 24 accumulators + 4 weights + 1
 // activation = 29 of the 32 zmm registers.
@@ -133,6 +134,7 @@ inline void gemm_tile_any(int n_tokens, int n_out, const float* x, std::int64_t 
 #undef PENSIEVE_GEMM_TILE
 }
 
+}  // namespace PENSIEVE_KERNEL_NS
 }  // namespace pensieve::kernels::cpu
 
 #endif

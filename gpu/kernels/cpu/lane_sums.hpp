@@ -10,10 +10,13 @@
 // gpu/kernels/cpu.
 #include <cstdint>
 
-#if defined(__AVX512F__)
+#include "gpu/kernels/cpu/kernel_isa.hpp"
+
+#if PENSIEVE_KERNEL_ISA >= 3
 #include <immintrin.h>
 
 namespace pensieve::kernels::cpu {
+inline namespace PENSIEVE_KERNEL_NS {
 
 namespace lane_sums_detail {
 
@@ -78,6 +81,7 @@ inline __m512 hsum16_many(const __m512* v) {
                                pairs);
 }
 
+}  // namespace PENSIEVE_KERNEL_NS
 }  // namespace pensieve::kernels::cpu
 
 #endif

@@ -40,10 +40,26 @@
 #include "gpu/kernels/cpu/thread_pool.hpp"
 #include "gpu/kernels/cpu/views.hpp"
 
+#include <cstdint>
 #include <span>
 #include <vector>
 
 namespace pensieve::kernels::cpu {
+
+// Which float row kernels run (the F32, F16, BF16 weights, and quantised ones
+// on float activations); every path gives the same bits.
+enum class MatmulPath : std::uint8_t {
+  best,      // the fastest this CPU runs: avx512, else avx2, else portable
+  portable,  // the tiles' scalar twins
+  avx2,      // the scalar twins compiled for AVX2 + FMA + F16C
+  avx512,    // the AVX-512 F/BW/VL tiles
+};
+
+// Whether this CPU (and build) runs `path`; best and portable always.
+bool matmul_path_supported(MatmulPath path);
+// The path `best` takes here, and a path's name ("avx512", "avx2", "portable").
+MatmulPath matmul_best_path();
+const char* matmul_path_name(MatmulPath path);
 
 struct MatmulParams {
   // Round activations to F16 before multiplying (as ggml does for F16
@@ -57,6 +73,8 @@ struct MatmulParams {
   // quantised activations and integer block dot products (the default:
   // q8_matmul.hpp for Q8_0, quant_matmul.hpp for the others).
   bool float_activations = false;
+  // The float kernels' instruction set (a path the CPU lacks is a fault).
+  MatmulPath path = MatmulPath::best;
 };
 
 // x: {n_tokens, w.cols}; y: {n_tokens, w.rows}. y must not alias x.

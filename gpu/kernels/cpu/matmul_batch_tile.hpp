@@ -23,6 +23,7 @@
 #if defined(PENSIEVE_DOT_AVX512)
 
 namespace pensieve::kernels::cpu {
+inline namespace PENSIEVE_KERNEL_NS {
 
 // Most tokens per small-batch tile; a batch takes them 8 at a time.
 constexpr int batch_tile_tokens = 8;
@@ -134,6 +135,7 @@ inline void batch_tile_rows_any(int n_tokens, const ConstRowsView& x, std::int64
   }
 }
 
+}  // namespace PENSIEVE_KERNEL_NS
 }  // namespace pensieve::kernels::cpu
 
 #endif

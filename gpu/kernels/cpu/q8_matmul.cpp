@@ -1,7 +1,7 @@
 #include "gpu/kernels/cpu/q8_matmul.hpp"
 
-#include "gpu/kernels/cpu/q8_tiles.hpp"
 #include "gpu/formats/half.hpp"
+#include "gpu/kernels/cpu/q8_rows_vnni.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -40,48 +40,14 @@ void rows_portable(const Q8Rows& x, const WeightView& w, const RowsView& y, std:
       y.row(t)[o] = q8_dot_reference(x.q_row(t), x.d_row(t), w.row(o), x.blocks());
 }
 
-#if defined(PENSIEVE_Q8_VNNI)
-
-void rows_decode(const Q8Rows& x, const WeightView& w, const RowsView& y, std::int64_t o0,
-                 std::int64_t o1) {
-  if (w.rows < q8_gemv_rows) return rows_portable(x, w, y, o0, o1);
-  for (std::int64_t o = o0; o < o1; o += q8_gemv_rows) {
-    // A last tile of fewer than 8 rows moves down to end at the weight's
-    // last row; the rows below o it recomputes (maybe another thread's) are
-    // read, never stored.
-    const std::int64_t start = std::min(o, w.rows - q8_gemv_rows);
-    const auto count = unsigned(std::min<std::int64_t>(o1 - o, q8_gemv_rows));
-    const auto store = __mmask8(((1u << count) - 1u) << unsigned(o - start));
-    // The first token's pass prefetches the next tile's rows (contiguous
-    // with these) in step; the last tile of the range has none to fetch.
-    const std::byte* next = o + 2 * q8_gemv_rows <= o1 ? w.row(o + q8_gemv_rows) : nullptr;
-    for (std::int64_t t = 0; t < x.rows; ++t)
-      q8_gemv_tile(x.q_row(t), x.d_row(t), w.row(start), w.row_bytes, x.blocks(), y.row(t) + start,
-                   store, t == 0 ? next : nullptr);
-  }
-}
-
-void rows_batched(const Q8Rows& x, const WeightView& w, const RowsView& y, std::int64_t o0,
-                  std::int64_t o1, std::vector<float>& buf) {
-  const std::int64_t nb = x.blocks();
-  const Q8Panel panel = q8_panel(buf, nb);
-  for (std::int64_t o = o0; o < o1; o += q8_panel_rows) {
-    const int n_rows = int(std::min<std::int64_t>(q8_panel_rows, o1 - o));
-    q8_pack_panel(w, o, n_rows, nb, panel);
-    std::int64_t t = 0;
-    for (; t + q8_tile_tokens <= x.rows; t += q8_tile_tokens)
-      q8_gemm_tile<q8_tile_tokens>(x, t, panel, nb, y, o, n_rows);
-    q8_gemm_tile_any(int(x.rows - t), x, t, panel, nb, y, o, n_rows);
-  }
-}
-
-#endif
-
 }  // namespace
 
 bool q8_vnni_available() {
-#if defined(PENSIEVE_Q8_VNNI)
-  return true;
+#if defined(__x86_64__)
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c") &&
+         __builtin_cpu_supports("fma") && q8_rows_vnni_decode() != nullptr;
 #else
   return false;
 #endif
@@ -127,6 +93,9 @@ void q8_matmul_many(ConstRowsView x, std::span<const WeightView> w, std::span<co
     cost += double(x.rows) * double(w[i].rows) * double(w[i].cols);
   }
   const Q8Rows q = quantize_rows_q8(x, scratch, batched);
+  const Q8RowsFn vnni_rows = batched ? q8_rows_vnni_batched()
+                             : vnni  ? q8_rows_vnni_decode()
+                                     : nullptr;
   pool.parallel_for(
       first[w.size()],
       [&](std::size_t begin, std::size_t end, std::size_t thread) {
@@ -134,17 +103,10 @@ void q8_matmul_many(ConstRowsView x, std::span<const WeightView> w, std::span<co
           const auto o0 = std::int64_t(std::max(begin, first[i]) - first[i]);
           const auto o1 = std::min(std::int64_t(std::min(end, first[i + 1]) - first[i]), w[i].rows);
           if (o0 >= o1) continue;
-#if defined(PENSIEVE_Q8_VNNI)
-          if (batched) {
-            rows_batched(q, w[i], y[i], o0, o1, pool.scratch(thread));
+          if (vnni_rows) {
+            vnni_rows(q, w[i], y[i], o0, o1, pool.scratch(thread));
             continue;
           }
-          if (vnni) {
-            rows_decode(q, w[i], y[i], o0, o1);
-            continue;
-          }
-#endif
-          (void)thread;
           rows_portable(q, w[i], y[i], o0, o1);
         }
       },

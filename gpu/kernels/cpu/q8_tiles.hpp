@@ -25,8 +25,11 @@
 #include <cstring>
 #include <vector>
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
-    defined(__AVX512VNNI__) && defined(__F16C__)
+#include "gpu/kernels/cpu/kernel_isa.hpp"
+
+// VNNI on top of level 3: the file including this says so (PENSIEVE_KERNEL_VNNI)
+// or its flags do.
+#if PENSIEVE_KERNEL_ISA >= 3 && (defined(PENSIEVE_KERNEL_VNNI) || defined(__AVX512VNNI__))
 #include <immintrin.h>
 #define PENSIEVE_Q8_VNNI 1
 #endif
@@ -36,6 +39,7 @@
 #define PENSIEVE_Q8_UNROLL _Pragma("GCC unroll 8")
 
 namespace pensieve::kernels::cpu {
+inline namespace PENSIEVE_KERNEL_NS {
 
 constexpr int q8_gemv_rows = 8;
 constexpr int q8_panel_rows = 32;  // two groups of 16 (one zmm of int32 each)
@@ -84,17 +88,19 @@ inline __m128i q8_scales8(RowAt row) {
 // pairs of those, then the 128-bit lanes). All non-destructive ops (no
 // register copies); vphaddd, which does the first two steps in one
 // instruction, costs three cycles a piece on Zen 4.
+// (Functions, not lambdas: a lambda's function-pointer conversion does not
+// carry the AVX-512 target of a file that sets it by pragma.)
+inline __m512i q8_add32(__m512i a, __m512i b) {
+  return _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+}
+inline __m512i q8_add64(__m512i a, __m512i b) {
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+}
 inline __m512i q8_reduce8x2(const __m512i* p) {
-  const auto add32 = [](__m512i a, __m512i b) {
-    return _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
-  };
-  const auto add64 = [](__m512i a, __m512i b) {
-    return _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
-  };
   // Each 128-bit lane j of u0 (u1) holds rows 0-3 (4-7) summed over lane j of
   // the inputs; lanes 0-1 come from the low halves, 2-3 from the high ones.
-  const __m512i u0 = add64(add32(p[0], p[1]), add32(p[2], p[3]));
-  const __m512i u1 = add64(add32(p[4], p[5]), add32(p[6], p[7]));
+  const __m512i u0 = q8_add64(q8_add32(p[0], p[1]), q8_add32(p[2], p[3]));
+  const __m512i u1 = q8_add64(q8_add32(p[4], p[5]), q8_add32(p[6], p[7]));
   // [u0.0 + u0.1, u1.0 + u1.1, u0.2 + u0.3, u1.2 + u1.3]
   return _mm512_add_epi32(
       _mm512_permutex2var_epi64(u0, _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), u1),
@@ -318,6 +324,7 @@ inline void q8_gemm_tile_any(int n_tokens, const Q8Rows& x, std::int64_t t, cons
   }
 }
 
+}  // namespace PENSIEVE_KERNEL_NS
 }  // namespace pensieve::kernels::cpu
 
 #endif

@@ -38,6 +38,10 @@ struct QuantActRow {
 // (s may be null for Q8_0; bsums is used by Q8_K only).
 void quantize_act_row(ActQuant a, const float* x, std::int64_t n, std::int8_t* q, float* d,
                       float* s, std::int16_t* bsums);
+// The same in scalar code only: the definition the AVX-512 quantisers (Q8_0
+// blocks; Q8_K, chosen at run time) meet byte for byte.
+void quantize_act_row_portable(ActQuant a, const float* x, std::int64_t n, std::int8_t* q, float* d,
+                               float* s, std::int16_t* bsums);
 
 // Every row of x quantised into `storage` (caller-owned, resized as needed).
 struct QuantActs {

@@ -249,6 +249,12 @@ QuantDotRowsFn quant_dot_rows_fn(DType t, QuantDotPath path) {
   return quant_dot_avx512_rows_fn(t);
 }
 
+QuantDotTileFn quant_dot_tile_fn(DType t, QuantDotPath path) {
+  if (path == QuantDotPath::best) path = quant_dot_best_path(t);
+  if (path != QuantDotPath::avx512 || !cpu_has_avx512_vnni()) return nullptr;
+  return quant_dot_avx512_tile_fn(t);
+}
+
 const char* quant_dot_path_name(QuantDotPath path) {
   switch (path) {
     case QuantDotPath::avx512:

@@ -69,6 +69,24 @@ using QuantDotRowsFn = void (*)(const std::byte* w_row, const QuantActRow* x, in
 // quant_dot_fn's kernel): AVX-512 for Q4_K, Q5_K and Q6_K.
 QuantDotRowsFn quant_dot_rows_fn(model::DType t, QuantDotPath path);
 
+// Eight weight rows, row_bytes apart from w, against one activation row (a
+// decode step of one sequence): y[r] = the QuantDotFn of row r, bit for bit,
+// stored for the rows whose bit r is set in `store` (the others are read and
+// computed, never stored). The activation's blocks are loaded once for the
+// eight rows and each row's F32 steps run in a lane of one vector chain.
+// [pf, pf + pf_bytes) is fetched into the L2 in step with the blocks (the
+// next tile's rows; pf may be null).
+constexpr int quant_dot_tile_rows = 8;
+using QuantDotTileFn = void (*)(const std::byte* w, std::size_t row_bytes, const QuantActRow& x,
+                                std::int64_t n_blocks, float* y, unsigned store,
+                                const std::byte* pf, std::size_t pf_bytes);
+
+// The tile kernel of type t on `path` (best as quant_dot_fn resolves it);
+// null where that path has none for t: AVX-512 for Q4_K and Q5_K. (An 8-row
+// Q6_K tile was as fast as its single-row dot from the L2 and 8% slower from
+// DRAM, BM_QuantMatmulDecode 2026-12-02: Q6_K keeps the single-row dots.)
+QuantDotTileFn quant_dot_tile_fn(model::DType t, QuantDotPath path);
+
 // The scalar references (the definitions), one per type.
 float quant_dot_q8_0(const std::byte* w, const QuantActRow& x, std::int64_t nb);
 float quant_dot_q4_0(const std::byte* w, const QuantActRow& x, std::int64_t nb);
@@ -92,5 +110,6 @@ QuantDotFn quant_dot_avx2_fn(model::DType t);
 // type has none, or on a non-x86 build.
 QuantDotFn quant_dot_avx512_fn(model::DType t);
 QuantDotRowsFn quant_dot_avx512_rows_fn(model::DType t);
+QuantDotTileFn quant_dot_avx512_tile_fn(model::DType t);
 
 }  // namespace pensieve::kernels::cpu

@@ -14,6 +14,7 @@
 // payload). The functions carry their own target attribute, so this file
 // builds with any -march and quant_dot_fn calls them only on a CPU that has
 // these features.
+#include "gpu/kernels/cpu/prefetch.hpp"
 #include "gpu/kernels/cpu/quant_dot.hpp"
 #include "gpu/kernels/cpu/quant_dot_steps.hpp"
 
@@ -22,6 +23,7 @@
 #define PENSIEVE_QUANT_AVX512 1
 #endif
 
+#include <algorithm>
 #include <cassert>
 #include <cstring>
 
@@ -464,6 +466,154 @@ struct Q6KRows {
   }
 };
 
+// ---- One activation row against 8 weight rows (a decode step) ----
+// The activation's 64-value vectors are loaded once per block for all 8
+// rows, the rows' integer sums reduced together (sums8: about 2 shuffles a
+// row where reduce() takes 4), and the F32 steps of row r run in lane r of
+// one vector chain: the same fma, with the same operands, in the same block
+// order as the single-row kernel, so each lane has that kernel's bits.
+
+// The int32 sums of v[0..7], lane r = the sum of v[r]'s 16 lanes (exact).
+PENSIEVE_AVX512_FN inline __m256i sums8_of_pairs(const __m512i* p) {
+  // p[i]: row 2i's partial sums in 128-bit lanes 0-1, row 2i + 1's in 2-3.
+  __m512i q[2];
+  PENSIEVE_UNROLL_ALL
+  for (int h = 0; h < 2; ++h) {
+    // 128-bit lane k: row 4h + k's four partial sums.
+    q[h] = _mm512_add_epi32(_mm512_shuffle_i64x2(p[2 * h], p[2 * h + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i64x2(p[2 * h], p[2 * h + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  const __m512i u =
+      _mm512_add_epi32(_mm512_unpacklo_epi32(q[0], q[1]), _mm512_unpackhi_epi32(q[0], q[1]));
+  // Per 128-bit lane k: (row k, row k + 4) twice.
+  const __m512i t = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_BADC));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, t));
+}
+
+PENSIEVE_AVX512_FN inline __m256i sums8(const __m512i* v) {
+  __m512i p[4];
+  PENSIEVE_UNROLL_ALL
+  for (int i = 0; i < 4; ++i)
+    p[i] = _mm512_add_epi32(_mm512_shuffle_i64x2(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                            _mm512_shuffle_i64x2(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  return sums8_of_pairs(p);
+}
+
+// The same for 8 ymm of 8 lanes each.
+PENSIEVE_AVX512_FN inline __m256i sums8(const __m256i* v) {
+  __m512i p[4];
+  PENSIEVE_UNROLL_ALL
+  for (int i = 0; i < 4; ++i)
+    p[i] = _mm512_inserti64x4(_mm512_castsi256_si512(v[2 * i]), v[2 * i + 1], 1);
+  return sums8_of_pairs(p);
+}
+
+// The 8 rows' F16 fields at byte `at` of block b (low half) and at + 2
+// (high half), one gather.
+PENSIEVE_AVX512_FN inline __m256i tile_heads(const std::byte* w, __m256i row_offsets,
+                                             std::int64_t at) {
+  return _mm256_i32gather_epi32(reinterpret_cast<const int*>(w + at), row_offsets, 1);
+}
+PENSIEVE_AVX512_FN inline __m256 low_f16(__m256i head) {
+  return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(head));
+}
+PENSIEVE_AVX512_FN inline __m256 high_f16(__m256i head) {
+  return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(head, 16)));
+}
+
+// The prefetches of block b of nb: its share of [pf, pf + pf_bytes).
+PENSIEVE_AVX512_FN inline void tile_prefetch(const std::byte* pf, std::size_t pf_bytes,
+                                             std::int64_t b, std::int64_t nb) {
+  if (pf == nullptr) return;
+  const std::size_t lines = (pf_bytes + 63) / 64;
+  for (std::size_t l = lines * std::size_t(b) / std::size_t(nb);
+       l < lines * std::size_t(b + 1) / std::size_t(nb); ++l)
+    prefetch_l2(pf + 64 * l);
+}
+
+PENSIEVE_AVX512_FN inline void tile_store(__m256 acc, __m256 accm, float* y, unsigned store) {
+  _mm256_mask_storeu_ps(y, __mmask8(store), _mm256_add_ps(acc, accm));
+}
+
+PENSIEVE_AVX512_FN inline __m256i tile_row_offsets(std::size_t row_bytes) {
+  return _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                            _mm256_set1_epi32(std::int32_t(row_bytes)));
+}
+
+// Blocks per pass of a tile: the 8 rows are read one after another over
+// this many blocks (each row's bytes in address order, as the hardware
+// prefetchers follow best), their integer sums parked in the L1, then the
+// F32 steps run block by block over the 8 lanes.
+constexpr std::int64_t tile_pass_blocks = 8;
+
+// Q4_K / Q5_K, 8 rows: k4_dot_rows<..., 1> of each row, lane by lane.
+template <int Bytes, int Nibbles, bool Fifth>
+PENSIEVE_AVX512_FN void k4_dot_tile(const std::byte* w, std::size_t row_bytes, const QuantActRow& x,
+                                    std::int64_t nb, float* y, unsigned store, const std::byte* pf,
+                                    std::size_t pf_bytes) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f), by4 = halves16(0, 4);
+  const __m256i offsets = tile_row_offsets(row_bytes);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+  __m512i isum[tile_pass_blocks][8];
+  __m256i mins[tile_pass_blocks][8];
+  const std::int64_t passes = (nb + tile_pass_blocks - 1) / tile_pass_blocks;
+  for (std::int64_t b0 = 0; b0 < nb; b0 += tile_pass_blocks) {
+    const std::int64_t n = std::min(tile_pass_blocks, nb - b0);
+    for (int r = 0; r < 8; ++r) {
+      tile_prefetch(pf, pf_bytes, b0 / tile_pass_blocks * 8 + r, passes * 8);
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::int64_t b = b0 + i;
+        const std::byte* blk = w + r * row_bytes + b * Bytes;
+        const std::int8_t* xq = x.q + b * 256;
+        const ScalesMins sm = k4_scales_mins(blk + 4);
+        const __m512i sc8 =
+            _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(std::int64_t(sm.scales))));
+        __m512i a[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        PENSIEVE_UNROLL_ALL
+        for (int g = 0; g < 4; ++g) {
+          // Low half: the 32 bytes' low nibbles, high half: their high ones
+          // (a broadcast load and a shift, no shuffle).
+          __m512i q = _mm512_and_si512(_mm512_srlv_epi16(twice(blk + Nibbles + 32 * g), by4), m4);
+          if constexpr (Fifth) {
+            const __mmask64 set =
+                _mm512_test_epi8_mask(twice(blk + 16), halves8(1 << (2 * g), 2 << (2 * g)));
+            q = _mm512_mask_add_epi8(q, set, q, _mm512_set1_epi8(16));
+          }
+          a[g & 1] = _mm512_dpwssd_epi32(a[g & 1], _mm512_maddubs_epi16(q, load512(xq + 64 * g)),
+                                         scales_by32(sc8, 2 * g));
+        }
+        isum[i][r] = _mm512_add_epi32(a[0], a[1]);
+        const __m128i m = _mm_cvtsi64_si128(std::int64_t(sm.mins));
+        mins[i][r] = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m)),
+                                       load256(x.bsums + b * 16));
+      }
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t b = b0 + i;
+      const __m256i head = tile_heads(w + b * Bytes, offsets, 0);
+      const __m256 dx = _mm256_set1_ps(x.d[b]);
+      acc = _mm256_fmadd_ps(_mm256_mul_ps(dx, low_f16(head)), _mm256_cvtepi32_ps(sums8(isum[i])),
+                            acc);
+      const __m256 mscale = _mm256_xor_ps(_mm256_mul_ps(dx, high_f16(head)), sign);
+      accm = _mm256_fmadd_ps(mscale, _mm256_cvtepi32_ps(sums8(mins[i])), accm);
+    }
+  }
+  tile_store(acc, accm, y, store);
+}
+
+PENSIEVE_AVX512_FN void tile_q4_k(const std::byte* w, std::size_t rb, const QuantActRow& x,
+                                  std::int64_t nb, float* y, unsigned store, const std::byte* pf,
+                                  std::size_t pf_bytes) {
+  k4_dot_tile<144, 16, false>(w, rb, x, nb, y, store, pf, pf_bytes);
+}
+PENSIEVE_AVX512_FN void tile_q5_k(const std::byte* w, std::size_t rb, const QuantActRow& x,
+                                  std::int64_t nb, float* y, unsigned store, const std::byte* pf,
+                                  std::size_t pf_bytes) {
+  k4_dot_tile<176, 48, true>(w, rb, x, nb, y, store, pf, pf_bytes);
+}
+
 // Q3_K's third bits of the 64 values s = 2 pair, 2 pair + 1 of half n:
 // bit 4n + s of hm[l], added as 4.
 PENSIEVE_AVX512_FN inline __m512i q3_k_high(__m512i hm, int n, int pair, __m512i q) {
@@ -569,8 +719,22 @@ QuantDotRowsFn quant_dot_avx512_rows_fn(DType t) {
   }
 }
 
+QuantDotTileFn quant_dot_avx512_tile_fn(DType t) {
+  switch (t) {
+    case DType::q4_k:
+      return tile_q4_k;
+    case DType::q5_k:
+      return tile_q5_k;
+    default:
+      return nullptr;
+  }
+}
+
 #else
 
+QuantDotTileFn quant_dot_avx512_tile_fn(DType) {
+  return nullptr;
+}
 QuantDotFn quant_dot_avx512_fn(DType) {
   return nullptr;
 }

@@ -41,6 +41,24 @@ void run_rows_multi(QuantDotRowsFn dot_rows, const WeightView& w, const std::vec
   }
 }
 
+// One token over rows [o0, o1) (of a range ending at `end`) by 8-row tiles:
+// a tile that would pass the weight's last row moves down to end there (the
+// rows it recomputes are not stored); each tile fetches the next one's rows
+// in step, while there is a next one in the range.
+void run_rows_tile(QuantDotTileFn tile, const WeightView& w, const QuantActRow& x, float* y,
+                   std::int64_t n_blocks, std::int64_t o0, std::int64_t o1, std::int64_t end) {
+  constexpr std::int64_t n = quant_dot_tile_rows;
+  for (std::int64_t o = o0; o < o1; o += n) {
+    const std::int64_t start = std::min(o, w.rows - n);
+    const auto count = unsigned(std::min(o1 - o, n));
+    const unsigned store = ((1u << count) - 1u) << unsigned(o - start);
+    const std::int64_t next = o + n, next_end = std::min(end, next + n);
+    const std::byte* pf = next < next_end ? w.row(next) : nullptr;
+    tile(w.row(start), w.row_bytes, x, n_blocks, y + start, store, pf,
+         pf ? std::size_t(next_end - next) * w.row_bytes : 0);
+  }
+}
+
 }  // namespace
 
 void quant_matmul(ConstRowsView x, const WeightView& w, RowsView y, ThreadPool& pool,
@@ -54,6 +72,7 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
   assert(w.size() == y.size() && w.size() <= quant_max_weights);
   QuantDotFn dot[quant_max_weights];
   QuantDotRowsFn dot_rows[quant_max_weights];
+  QuantDotTileFn tile[quant_max_weights];
   std::int64_t n_blocks[quant_max_weights];
   // The quantised activations per format: scratch holds the first format's,
   // `more` any other's (a mix of legacy and K-quant types, which the common
@@ -70,6 +89,9 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
     assert(x.cols == w[i].cols && y[i].cols == w[i].rows && y[i].rows == x.rows);
     dot[i] = quant_dot_fn(w[i].dtype, path);
     dot_rows[i] = x.rows > 1 ? quant_dot_rows_fn(w[i].dtype, path) : nullptr;
+    // One token: 8-row tiles where the weight has that many rows.
+    tile[i] = x.rows == 1 && w[i].rows >= quant_dot_tile_rows ? quant_dot_tile_fn(w[i].dtype, path)
+                                                              : nullptr;
     assert(dot[i] && "quant_matmul: a path this CPU lacks");
     n_blocks[i] = w[i].cols / model::dtype_block_elems(w[i].dtype);
     const ActQuant kind = act_quant_for(w[i].dtype);
@@ -96,6 +118,11 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
           const auto e = std::min(std::int64_t(std::min(end, first[i + 1]) - first[i]), w[i].rows);
           for (std::int64_t o0 = b; o0 < e; o0 += std::int64_t(row_grain)) {
             const std::int64_t o1 = std::min(e, o0 + std::int64_t(row_grain));
+            if (tile[i]) {
+              run_rows_tile(tile[i], w[i], acts[act_of[i]].row(0), y[i].row(0), n_blocks[i], o0, o1,
+                            e);
+              continue;
+            }
             if (dot_rows[i]) {
               run_rows_multi(dot_rows[i], w[i], act_rows[act_of[i]], y[i], n_blocks[i], o0, o1, e);
               continue;
