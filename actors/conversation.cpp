@@ -429,7 +429,37 @@ asio::awaitable<void> run_completion(const TurnServices& svc, const Conversation
   if (reply) (void)send(out, std::move(reply->done));
 }
 
+namespace {
+
+// Counts a turn out of its conversation's activity however its handler ends.
+struct TurnCountedOut {
+  ConversationActivity* activity;
+  ~TurnCountedOut() {
+    if (activity != nullptr) activity->turns_pending.fetch_sub(1, std::memory_order_acq_rel);
+  }
+};
+
+}  // namespace
+
+// On the control executor, which is also the journal's ring executor (the
+// journal's copy of its histories is read there only).
+void ConversationActor::load_from_journal() {
+  if (!state_.load_from_journal) return;
+  state_.load_from_journal = false;
+  if (services_->journal == nullptr) return;
+  // Absent: created, and left memory before its create record was written
+  // (it had no turn then: a conversation with a turn running stays).
+  const JournaledConversation* c = services_->journal->find(state_.journal_uid);
+  if (c == nullptr) return;
+  state_.messages = c->messages;
+  state_.tokens = c->tokens;
+  state_.turns = c->turns;
+  state_.last_active_unix_s = c->last_active_unix_s;
+}
+
 asio::awaitable<void> ConversationActor::operator()(StartTurn m) {
+  const TurnCountedOut counted{state_.activity.get()};
+  load_from_journal();
   if (m.prompt) {
     co_await run_completion(*services_, state_, m.turn, std::move(*m.prompt), std::move(m.sampling),
                             *m.out);
@@ -440,12 +470,14 @@ asio::awaitable<void> ConversationActor::operator()(StartTurn m) {
 }
 
 asio::awaitable<void> ConversationActor::operator()(GetSnapshot m) {
+  load_from_journal();
   m.reply.send(ConversationSnapshot{state_.messages, state_.tokens, state_.turns, state_.last_active_unix_s});
   co_return;
 }
 
 void ConversationActor::on_rejected(ConversationMsg& m) {
   if (auto* turn = std::get_if<StartTurn>(&m)) {
+    if (state_.activity) state_.activity->turns_pending.fetch_sub(1, std::memory_order_acq_rel);
     send_error(*turn->out, TurnErrorKind::not_found, "the conversation was deleted");
   }
 }

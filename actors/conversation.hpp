@@ -21,7 +21,9 @@
 #include "runtime/actor.hpp"
 #include "runtime/error.hpp"
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,6 +58,14 @@ struct TurnStart {
   std::size_t rendered = 0;
 };
 
+// What the engine's registry reads of a stored conversation without asking
+// its actor: turns sent to it and not yet ended (a conversation with one is
+// never expired). The engine counts a turn in before sending it; the actor
+// counts it out when it ends or is refused.
+struct ConversationActivity {
+  std::atomic<std::int32_t> turns_pending{0};
+};
+
 struct ConversationState {
   ConversationId id;
   std::string tenant;
@@ -78,6 +88,11 @@ struct ConversationState {
   // A named conversation's: its turns share the cached prefixes of this
   // namespace (see TurnSpec::share_namespace). Nullopt: they share nothing.
   std::optional<std::string> share_namespace;
+  // A stored conversation's activity, shared with the engine; null: anonymous.
+  std::shared_ptr<ConversationActivity> activity;
+  // Reloaded after it left memory: its history is taken from the journal
+  // (by journal_uid) before its first message.
+  bool load_from_journal = false;
 };
 
 // Runs one turn on `state`: `messages` are appended to the conversation,
@@ -139,6 +154,8 @@ class ConversationActor {
   }
 
  private:
+  void load_from_journal();
+
   const TurnServices* services_;
   ConversationState state_;
 };

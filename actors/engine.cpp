@@ -1,5 +1,7 @@
 #include "actors/engine.hpp"
 
+#include "actors/conversation_lru.hpp"
+
 #include "actors/disk_tier.hpp"
 #include "actors/gpu_worker.hpp"
 #include "actors/history_journal.hpp"
@@ -11,7 +13,9 @@
 #include "runtime/task_group.hpp"
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -30,6 +34,10 @@ namespace pensieve::actors {
 namespace asio = boost::asio;
 
 namespace {
+
+// Conversations deleted by the limits whose ids answer "expired" (about
+// 100 bytes each).
+constexpr std::size_t kExpiredIds = 4096;
 
 // Replies whose generated ids a stateless client's resent history maps
 // back to (a few MB of ids and text at most).
@@ -59,6 +67,19 @@ TurnError not_found(const std::string& id) {
   return TurnError{TurnErrorKind::not_found, "no conversation '" + id + "'"};
 }
 
+// Without a journal a conversation past the limits is deleted: its 404 says why it is gone.
+TurnError expired(const std::string& id, const EngineOptions& o) {
+  TurnError e{TurnErrorKind::not_found, "conversation '" + id + "' expired"};
+  e.message += " (idle conversations are deleted";
+  if (o.conversation_idle_s > 0) e.message += " after " + std::to_string(o.conversation_idle_s) + " s";
+  if (o.max_conversations > 0) {
+    e.message += std::string(o.conversation_idle_s > 0 ? " or" : "") + " beyond the " +
+                 std::to_string(o.max_conversations) + " most recently used";
+  }
+  e.message += "); create it again to reuse its id";
+  return e;
+}
+
 std::int64_t unix_now_s() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -70,8 +91,9 @@ struct Engine::Impl {
   struct Entry {
     ConversationInfo info;
     ConversationId cid;
-    rt::ActorRef<ConversationMsg> actor;
+    rt::ActorRef<ConversationMsg> actor;  // null: unloaded to the journal
     std::uint64_t journal_uid = 0;  // 0: not journaled
+    std::shared_ptr<ConversationActivity> activity;
   };
 
   // The threads' io_contexts go last: every channel and actor below belongs
@@ -102,10 +124,14 @@ struct Engine::Impl {
   rt::ActorRef<SwapEngineMsg> swap;  // null without a host tier
   std::optional<Scheduler> scheduler;
 
-  mutable std::mutex store_mutex;  // guards store, per_tenant and rng
+  mutable std::mutex store_mutex;  // guards the members down to `stopping`
   std::map<std::string, Entry> store;
   std::map<std::string, std::int32_t> per_tenant;  // stored conversations by tenant (those with one)
   std::mt19937_64 rng{std::random_device{}()};
+  ConversationLru loaded;  // the stored conversations in memory
+  ExpiredIds expired_ids{kExpiredIds};
+  ConversationCounts counts;
+  bool stopping = false;  // shutdown began: nothing leaves memory any more
 
   Impl(model::Tokenizer t, model::ChatTemplate c, std::string n, EngineOptions o)
       : tokenizer(std::move(t)), chat(std::move(c)), name(std::move(n)), options(std::move(o)) {}
@@ -119,14 +145,34 @@ struct Engine::Impl {
         group, control.executor(), ConversationActor(services, std::move(state)),
         {.name = "conversation", .mailbox_capacity = 16, .tracer = options.tracer});
   }
+  std::int64_t now_ns() const {
+    if (options.now_ns) return options.now_ns();
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  ConversationLimits limits(bool idle) const {
+    return {options.max_conversations, idle ? std::int64_t(options.conversation_idle_s) * 1'000'000'000 : 0};
+  }
   // Under store_mutex.
   EngineResult<Entry*> create_locked(const std::string& tenant, std::optional<std::string> id);
+  // The entry's actor, loaded back from the journal if it had left memory;
+  // the entry becomes the most recently used.
+  rt::ActorRef<ConversationMsg> use_locked(const std::string& key, Entry& e);
+  // Unloads (or, without a journal, deletes) what the limits say must leave.
+  std::int32_t expire_locked(bool idle, const std::string* keep);
+  void leave_memory_locked(std::map<std::string, Entry>::iterator it);
+  void drop_kv(ConversationId cid);
+  asio::awaitable<void> expire_every_second();
   void restore_history();
   void shutdown();
 };
 
 void Engine::Impl::shutdown() {
   canceller.reset();  // the scheduler fails every turn as it stops
+  {
+    std::lock_guard lock(store_mutex);
+    stopping = true;
+  }
   std::promise<void> done;
   auto stop = [this]() -> asio::awaitable<void> {
     if (scheduler) co_await scheduler->stop();
@@ -135,7 +181,9 @@ void Engine::Impl::shutdown() {
     std::vector<rt::ActorRef<ConversationMsg>> actors;
     {
       std::lock_guard lock(store_mutex);
-      for (auto& [key, e] : store) actors.push_back(e.actor);
+      for (auto& [key, e] : store) {
+        if (e.actor) actors.push_back(e.actor);
+      }
     }
     for (auto& a : actors) co_await a.stop(rt::StopMode::reject);
     // Creates and deletes that no turn waited for.
@@ -338,6 +386,12 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   m.services.journal = m.journal.get();
   m.services.replies = &m.replies;
   if (m.journal) m.restore_history();
+  // A test's clock (now_ns) drives expiry through expire_conversations()
+  // alone. The count is applied at each creation too, but a conversation
+  // whose turn is still ending then stays over it until the next pass.
+  if ((m.options.conversation_idle_s > 0 || m.options.max_conversations > 0) && !m.options.now_ns) {
+    m.group.spawn(m.control.executor(), m.expire_every_second());
+  }
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -381,6 +435,7 @@ EngineResult<Engine::Impl::Entry*> Engine::Impl::create_locked(const std::string
                          " conversations, its limit; delete one before creating another"};
   }
   ++count;
+  expired_ids.forget(store_key(tenant, *id));
   ConversationState state;
   state.id = new_id();
   state.tenant = tenant;
@@ -393,10 +448,103 @@ EngineResult<Engine::Impl::Entry*> Engine::Impl::create_locked(const std::string
   const std::uint64_t journal_uid = state.journal_uid;
   ConversationInfo info{*id, tenant, state.created_unix_s};
   const ConversationId cid = state.id;
+  auto activity = std::make_shared<ConversationActivity>();
+  state.activity = activity;
   auto actor = spawn_conversation(std::move(state));
-  auto [it, inserted] =
-      store.emplace(store_key(tenant, *id), Entry{info, cid, std::move(actor), journal_uid});
+  const std::string key = store_key(tenant, *id);
+  auto [it, inserted] = store.emplace(key, Entry{info, cid, std::move(actor), journal_uid, std::move(activity)});
+  ++counts.live;
+  loaded.touch(key, now_ns());
+  (void)expire_locked(false, &key);  // the count of those that left is in `counts`
   return &it->second;
+}
+
+rt::ActorRef<ConversationMsg> Engine::Impl::use_locked(const std::string& key, Entry& e) {
+  loaded.touch(key, now_ns());
+  if (e.actor) return e.actor;
+  // Back from the journal: its history loads before its first message; its
+  // KV is recomputed (a fresh id: the old one's drop may still be queued).
+  ConversationState state;
+  state.id = new_id();
+  state.tenant = e.info.tenant;
+  state.created_unix_s = state.last_active_unix_s = e.info.created_unix_s;
+  state.journal_uid = e.journal_uid;
+  state.activity = e.activity;
+  state.load_from_journal = true;
+  e.cid = state.id;
+  e.actor = spawn_conversation(std::move(state));
+  --counts.journaled;
+  ++counts.live;
+  ++counts.reloaded_total;
+  (void)expire_locked(false, &key);
+  return e.actor;
+}
+
+std::int32_t Engine::Impl::expire_locked(bool idle, const std::string* keep) {
+  if (stopping || (options.max_conversations <= 0 && (!idle || options.conversation_idle_s <= 0))) return 0;
+  const auto busy = [this](const std::string& key) {
+    return store.at(key).activity->turns_pending.load(std::memory_order_acquire) > 0;
+  };
+  const std::vector<std::string> leaving = loaded.pick(now_ns(), limits(idle), busy, keep);
+  for (const std::string& key : leaving) leave_memory_locked(store.find(key));
+  return std::int32_t(leaving.size());
+}
+
+// The conversation has no turn queued or running (so no message for its
+// actor but snapshots, which it still answers), and every acknowledged turn
+// of it is in the journal's copy (the turn committed before it ended).
+void Engine::Impl::leave_memory_locked(std::map<std::string, Entry>::iterator it) {
+  Entry& e = it->second;
+  loaded.erase(it->first);
+  e.actor.request_stop(rt::StopMode::drain);
+  e.actor = {};
+  drop_kv(e.cid);
+  --counts.live;
+  if (journal && e.journal_uid != 0) {
+    ++counts.journaled;
+    ++counts.unloaded_total;
+    return;
+  }
+  ++counts.expired_total;
+  expired_ids.remember(it->first);
+  if (auto t = per_tenant.find(e.info.tenant); t != per_tenant.end() && --t->second == 0) per_tenant.erase(t);
+  store.erase(it);
+}
+
+void Engine::Impl::drop_kv(ConversationId cid) {
+  SchedulerMsg drop = DropConversation{cid};
+  const rt::ActorRef<SchedulerMsg> ref = scheduler->ref();
+  if (ref.try_tell(drop) != rt::SendStatus::full) return;  // sent, or the scheduler is gone
+  // A full inbox (a burst of deletes): the drop waits its turn. It must not
+  // be lost: the cached entry (its token history, and its KV until eviction
+  // takes it) would outlive the conversation.
+  auto tell = [](rt::ActorRef<SchedulerMsg> to, SchedulerMsg msg) -> asio::awaitable<void> {
+    co_await to.tell(std::move(msg));
+  };
+  group.spawn(control.executor(), tell(ref, std::move(drop)));
+}
+
+asio::awaitable<void> Engine::Impl::expire_every_second() {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  for (;;) {
+    timer.expires_after(std::chrono::seconds(1));
+    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return;  // cancelled: the engine is stopping
+    std::lock_guard lock(store_mutex);
+    (void)expire_locked(true, nullptr);  // counted in `counts`
+  }
+}
+
+ConversationCounts Engine::conversation_counts() const {
+  std::lock_guard lock(impl_->store_mutex);
+  return impl_->counts;
+}
+
+std::size_t Engine::running_tasks() const { return impl_->group.size(); }
+
+std::int32_t Engine::expire_conversations() {
+  std::lock_guard lock(impl_->store_mutex);
+  return impl_->expire_locked(true, nullptr);
 }
 
 EngineResult<ConversationInfo> Engine::create_conversation(const std::string& tenant,
@@ -407,23 +555,14 @@ EngineResult<ConversationInfo> Engine::create_conversation(const std::string& te
   return (*entry)->info;
 }
 
-// The conversations the journal replayed: their history is back, their KV
-// is not (the next turn recomputes it).
+// The conversations the journal replayed, unloaded: each comes into memory
+// on its first use, its history from the journal's copy, its KV recomputed.
 void Engine::Impl::restore_history() {
   std::lock_guard lock(store_mutex);
   for (const auto& [uid, c] : journal->recovered()) {
-    ConversationState state;
-    state.id = new_id();
-    state.tenant = c.tenant;
-    state.messages = c.messages;
-    state.tokens = c.tokens;
-    state.created_unix_s = c.created_unix_s;
-    state.last_active_unix_s = c.last_active_unix_s;
-    state.turns = c.turns;
-    state.journal_uid = uid;
-    const ConversationId cid = state.id;
-    auto actor = spawn_conversation(std::move(state));
-    store.emplace(store_key(c.tenant, c.id), Entry{{c.id, c.tenant, c.created_unix_s}, cid, std::move(actor), uid});
+    store.emplace(store_key(c.tenant, c.id), Entry{{c.id, c.tenant, c.created_unix_s}, new_id(), {}, uid,
+                                                   std::make_shared<ConversationActivity>()});
+    ++counts.journaled;
     ++per_tenant[c.tenant];  // restored ones count, even past a lowered limit
   }
 }
@@ -449,9 +588,12 @@ asio::awaitable<EngineResult<ConversationSnapshot>> Engine::snapshot(const std::
   rt::ActorRef<ConversationMsg> actor;
   {
     std::lock_guard lock(impl_->store_mutex);
-    auto it = impl_->store.find(store_key(tenant, id));
-    if (it == impl_->store.end()) co_return not_found(id);
-    actor = it->second.actor;
+    const std::string key = store_key(tenant, id);
+    auto it = impl_->store.find(key);
+    if (it == impl_->store.end()) {
+      co_return impl_->expired_ids.contains(key) ? expired(id, impl_->options) : not_found(id);
+    }
+    actor = impl_->use_locked(key, it->second);
   }
   GetSnapshot get;
   auto r = co_await actor.ask(std::move(get));
@@ -468,23 +610,21 @@ bool Engine::delete_conversation(const std::string& tenant, const std::string& i
     if (it == m.store.end()) return false;
     entry = std::move(it->second);
     m.store.erase(it);
+    if (entry.actor) {
+      m.loaded.erase(store_key(tenant, id));
+      --m.counts.live;
+    } else {
+      --m.counts.journaled;
+    }
     if (auto t = m.per_tenant.find(tenant); t != m.per_tenant.end() && --t->second == 0) m.per_tenant.erase(t);
     if (m.journal && entry.journal_uid != 0) {
       const JournalRecord tombstone = JournalRemove{entry.journal_uid};
       m.journal->flush_soon(m.journal->append(tombstone));
     }
   }
+  if (!entry.actor) return true;  // unloaded: its KV was freed then
   entry.actor.request_stop(rt::StopMode::reject);
-  SchedulerMsg drop = DropConversation{entry.cid};
-  const rt::ActorRef<SchedulerMsg> ref = m.scheduler->ref();
-  if (ref.try_tell(drop) != rt::SendStatus::full) return true;  // sent, or the scheduler is gone
-  // A full inbox (a burst of deletes): the drop waits its turn. It must not
-  // be lost: the cached entry (its token history, and its KV until eviction
-  // takes it) would outlive the conversation.
-  auto tell = [](rt::ActorRef<SchedulerMsg> to, SchedulerMsg msg) -> asio::awaitable<void> {
-    co_await to.tell(std::move(msg));
-  };
-  m.group.spawn(m.control.executor(), tell(ref, std::move(drop)));
+  m.drop_kv(entry.cid);
   return true;
 }
 
@@ -495,6 +635,7 @@ EngineResult<TurnStream> Engine::start(const asio::any_io_executor& executor, Tu
                      "prompt"};
   }
   rt::ActorRef<ConversationMsg> actor;
+  std::shared_ptr<ConversationActivity> activity;  // counts the turn in; null: anonymous
   const bool anonymous = !request.conversation;
   if (anonymous) {
     // Not in the store: no one else can reach it, and it ends after this turn.
@@ -508,16 +649,25 @@ EngineResult<TurnStream> Engine::start(const asio::any_io_executor& executor, Tu
     actor = m.spawn_conversation(std::move(state));
   } else {
     std::lock_guard lock(m.store_mutex);
-    auto it = m.store.find(store_key(request.tenant, *request.conversation));
+    const std::string key = store_key(request.tenant, *request.conversation);
+    auto it = m.store.find(key);
+    Impl::Entry* entry = nullptr;
     if (it != m.store.end()) {
-      actor = it->second.actor;
+      entry = &it->second;
+      actor = m.use_locked(key, *entry);
+    } else if (m.expired_ids.contains(key)) {
+      return expired(*request.conversation, m.options);
     } else if (!request.create_conversation) {
       return not_found(*request.conversation);
     } else {
       auto created = m.create_locked(request.tenant, *request.conversation);
       if (!created) return created.error();
-      actor = (*created)->actor;
+      entry = *created;
+      actor = entry->actor;
     }
+    // Under the store's lock: an expiry that sees no turn pending sees this one.
+    activity = entry->activity;
+    activity->turns_pending.fetch_add(1, std::memory_order_acq_rel);
   }
   const TurnId turn{m.next_turn.fetch_add(1) + 1};
   auto channel = std::make_shared<TurnEventChannel>(
@@ -526,6 +676,7 @@ EngineResult<TurnStream> Engine::start(const asio::any_io_executor& executor, Tu
       StartTurn{turn,    std::move(request.messages), std::move(request.prompt), std::move(request.sampling),
                 channel, std::move(request.chat),     request.compare_history};
   const rt::SendStatus sent = actor.try_tell(message);
+  if (sent != rt::SendStatus::sent && activity) activity->turns_pending.fetch_sub(1, std::memory_order_acq_rel);
   if (anonymous) actor.request_stop(rt::StopMode::drain);  // after its one turn
   switch (sent) {
     case rt::SendStatus::sent: break;

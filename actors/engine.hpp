@@ -75,6 +75,18 @@ struct EngineOptions {
   // Stored conversations one tenant may have (--max-conversations-per-tenant);
   // creating one more is refused (rate_limited). 0: no limit.
   std::int32_t max_conversations_per_tenant = 0;
+  // Bounded memory: stored conversations in memory at once
+  // (--max-conversations) and the idle time after which one leaves memory
+  // (--conversation-idle-s). One past either, least recently used first,
+  // leaves: its KV is freed; with history_dir its actor and history are
+  // unloaded (the journal has every acknowledged turn) and come back on its
+  // next turn or snapshot; without, it is deleted (later requests for it:
+  // not_found). One with a turn queued or running stays. 0: no limit.
+  std::int32_t max_conversations = 0;
+  std::int32_t conversation_idle_s = 0;
+  // The clock idle times are measured on (tests: then only
+  // Engine::expire_conversations() applies the idle limit); empty: steady_clock.
+  std::function<std::int64_t()> now_ns;
   // A stored conversation that outgrows the context (--context-overflow).
   ContextOverflow context_overflow = ContextOverflow::truncate;
   // The scheduler's inbox (admissions, deletes, stats, transfer reports);
@@ -128,6 +140,15 @@ struct ConversationInfo {
   std::int64_t created_unix_s = 0;
 };
 
+// The conversation store's counts (the /metrics gauges and counters).
+struct ConversationCounts {
+  std::int64_t live = 0;       // stored and in memory (an actor and its history)
+  std::int64_t journaled = 0;  // stored and unloaded: its history only in the journal
+  std::int64_t unloaded_total = 0;  // times one left memory for the journal
+  std::int64_t reloaded_total = 0;  // times one came back from it
+  std::int64_t expired_total = 0;   // deleted by the limits (no journal)
+};
+
 template <class T>
 using EngineResult = boost::system::result<T, TurnError>;
 
@@ -172,6 +193,14 @@ class Engine {
                                                                       const std::string& id);
   // Frees the conversation's KV; a turn in flight finishes, queued ones fail.
   bool delete_conversation(const std::string& tenant, const std::string& id);
+  ConversationCounts conversation_counts() const;
+  // The engine's coroutines alive now (actors, a conversation actor each,
+  // pending tells): what a leak check compares with its starting count.
+  std::size_t running_tasks() const;
+  // Applies max_conversations and conversation_idle_s now (the engine also
+  // does every second, and applies the count at each creation and reload);
+  // returns how many left memory.
+  std::int32_t expire_conversations();
   // Frees the KV that stateless requests left cached (every idle unnamed
   // path; turns in flight keep theirs). Takes effect in the scheduler's
   // order: a stats() asked afterwards sees it.

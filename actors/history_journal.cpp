@@ -224,6 +224,11 @@ asio::awaitable<void> HistoryJournal::flush_all() {
   changed_.cancel();
 }
 
+const JournaledConversation* HistoryJournal::find(std::uint64_t uid) const {
+  auto it = live_.find(uid);
+  return it == live_.end() ? nullptr : &it->second;
+}
+
 asio::awaitable<Result<void>> HistoryJournal::write_batch(const std::vector<Pending>& batch) {
   std::vector<std::byte> bytes;
   for (const Pending& p : batch) {

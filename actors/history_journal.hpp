@@ -83,6 +83,10 @@ class HistoryJournal : public std::enable_shared_from_this<HistoryJournal> {
   // The conversations replayed by open(), by uid. Call before any append.
   const ConversationsByUid& recovered() const { return live_; }
   const std::filesystem::path& path() const { return path_; }
+  // A live conversation as written to the file (every committed turn in
+  // it); null: unknown, or its create record not written yet. On the
+  // ring's executor.
+  const JournaledConversation* find(std::uint64_t uid) const;
 
   // Queues `record`; returns its sequence number. Nothing is durable yet.
   std::uint64_t append(JournalRecord record);

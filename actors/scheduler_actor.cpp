@@ -147,6 +147,7 @@ asio::awaitable<void> Scheduler::State::loop() {
       dispatch(events);
       continue;
     }
+    if (plan.empty()) core.carry_over(plan);
     if (plan.empty() && !layer_ready.empty()) {
       // The core counts on swap_in having landed before its next plan.
       co_await layer_ready.back().wait(wake.get_executor(), asio::use_awaitable);

@@ -413,6 +413,12 @@ void SchedulerCore::complete(const IterationPlan& plan, std::span<const SampleRe
   }
 }
 
+void SchedulerCore::carry_over(IterationPlan& empty_plan) {
+  released_since_plan_.insert(released_since_plan_.end(), empty_plan.released_samplers.begin(),
+                              empty_plan.released_samplers.end());
+  empty_plan.released_samplers.clear();
+}
+
 void SchedulerCore::fail(const IterationPlan& plan, const std::string& error,
                          std::vector<TurnUpdate>& events) {
   for (const PlannedSequence& p : plan.sequences) {

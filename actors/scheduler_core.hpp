@@ -157,6 +157,9 @@ class SchedulerCore {
   // Ends cancelled turns (their events go to `events`), then picks the next
   // batch. An empty plan means there is nothing to run.
   IterationPlan plan(std::int64_t now_ns, std::vector<TurnUpdate>& events);
+  // An empty plan does not reach the worker: the samplers it releases go
+  // with the next plan instead (else each is kept there for good).
+  void carry_over(IterationPlan& empty_plan);
 
   // Applies the worker's samples for `plan` and emits the turns' events.
   void complete(const IterationPlan& plan, std::span<const SampleResult> samples,

@@ -97,6 +97,12 @@ asio::awaitable<EngineGauges> EngineBackend::gauges() {
   g.prefill_tokens = s.prefill_tokens;
   g.decode_tokens = s.decode_tokens;
   g.reused_tokens = s.reused_tokens;
+  const actors::ConversationCounts c = engine_.conversation_counts();
+  g.live_conversations = c.live;
+  g.journaled_conversations = c.journaled;
+  g.unloaded_conversations = c.unloaded_total;
+  g.reloaded_conversations = c.reloaded_total;
+  g.expired_conversations = c.expired_total;
   const actors::TierStats& t = s.tiers;
   g.host_slots_free = t.free_host_slots;
   g.host_slots_total = t.host_slots;

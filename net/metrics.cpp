@@ -175,6 +175,15 @@ std::string ServerMetrics::render(const EngineGauges& e) const {
   gauge(out, "pensieve_queue_waiting", "Turns admitted and waiting.", "gauge", double(e.waiting));
   gauge(out, "pensieve_queue_running", "Turns running.", "gauge", double(e.running));
   gauge(out, "pensieve_cached_conversations", "Idle conversations holding KV.", "gauge", double(e.cached_conversations));
+  gauge(out, "pensieve_conversations_live", "Stored conversations in memory.", "gauge", double(e.live_conversations));
+  gauge(out, "pensieve_conversations_journaled", "Stored conversations unloaded to the history journal.", "gauge",
+        double(e.journaled_conversations));
+  gauge(out, "pensieve_conversations_unloaded_total", "Conversations that left memory for the journal.", "counter",
+        double(e.unloaded_conversations));
+  gauge(out, "pensieve_conversations_reloaded_total", "Conversations loaded back from the journal.", "counter",
+        double(e.reloaded_conversations));
+  gauge(out, "pensieve_conversations_expired_total", "Conversations deleted by the idle or count limit.", "counter",
+        double(e.expired_conversations));
   out += "# HELP pensieve_kv_blocks KV blocks per tier and state.\n# TYPE pensieve_kv_blocks gauge\n";
   out += "pensieve_kv_blocks{tier=\"device\",state=\"free\"} " + std::to_string(e.kv_blocks_free) + "\n";
   out += "pensieve_kv_blocks{tier=\"device\",state=\"used\"} " +

@@ -45,6 +45,11 @@ struct EngineGauges {
   std::int64_t swap_in_bytes = 0, swap_out_bytes = 0, spill_bytes = 0, restore_bytes = 0;
   double swap_in_seconds = 0, swap_out_seconds = 0, spill_seconds = 0, restore_seconds = 0;
   std::int64_t corrupt_chunks = 0;
+  // The conversation store (--max-conversations, --conversation-idle-s):
+  // in memory, unloaded to the journal; times one was unloaded, reloaded,
+  // deleted by the limits.
+  std::int64_t live_conversations = 0, journaled_conversations = 0;
+  std::int64_t unloaded_conversations = 0, reloaded_conversations = 0, expired_conversations = 0;
   // Stateless requests' prefix cache: prompt tokens looked up and matched
   // by a cached unnamed path; such paths; device blocks several paths or
   // turns share.

@@ -232,6 +232,13 @@ TEST_CASE("a cancelled turn ends at the next plan and keeps the KV of what it fe
   REQUIRE(cached);
   CHECK(cached->size() == 7);
   CHECK_FALSE(core.has_work());
+  // That plan runs nothing, so the worker never sees it: the release goes with the next plan.
+  core.carry_over(plan);
+  CHECK(plan.released_samplers.empty());
+  REQUIRE(core.admit(turn(2, 4, iota_tokens(5), 2), now) == AdmitStatus::admitted);
+  auto next = core.plan(++now, events);
+  CHECK_FALSE(next.empty());
+  CHECK(next.released_samplers == std::vector<TurnId>{TurnId{1}});
 }
 
 TEST_CASE("dropping a conversation frees its KV, also when its turn is still running", "[scheduler]") {

@@ -94,3 +94,21 @@ TEST_CASE("the server's --context-overflow and --history-reset-on-model-change p
   REQUIRE_FALSE(bad.has_value());
   CHECK(bad.error().message == "--context-overflow: 'drop' is not truncate or error");
 }
+
+TEST_CASE("the server's --max-conversations and --conversation-idle-s parse, default off, and are documented",
+          "[tools]") {
+  auto defaults = parse_options({});
+  REQUIRE(defaults.has_value());
+  CHECK(defaults->max_conversations == 0);
+  CHECK(defaults->conversation_idle_s == 0);
+  auto o = parse_options({"--max-conversations", "5000", "--conversation-idle-s=600"});
+  REQUIRE(o.has_value());
+  CHECK(o->max_conversations == 5000);
+  CHECK(o->conversation_idle_s == 600);
+  auto zero = parse_options({"--max-conversations", "0"});
+  REQUIRE_FALSE(zero.has_value());
+  CHECK(zero.error().message.find("out of range") != std::string::npos);
+  const std::string text = pensieve::server::usage();
+  CHECK(text.find("--max-conversations N") != std::string::npos);
+  CHECK(text.find("--conversation-idle-s S") != std::string::npos);
+}

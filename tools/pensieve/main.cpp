@@ -97,6 +97,8 @@ int serve(const server::Options& o) {
   engine_options.tp = o.tp;
   engine_options.chat_template = o.chat_template.value_or("");
   engine_options.max_conversations_per_tenant = o.max_conversations_per_tenant;
+  engine_options.max_conversations = o.max_conversations;
+  engine_options.conversation_idle_s = o.conversation_idle_s;
   engine_options.scheduler = o.scheduler;
   engine_options.kv_cache = o.kv_cache;
   engine_options.kv_cache_mb = o.kv_device_mb;

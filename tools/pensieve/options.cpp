@@ -58,6 +58,13 @@ conversation's KV cache between turns.
                          turns one API key (tenant) may have in the engine at once, on every
                          front end; more: HTTP 429 with Retry-After, WebSocket close 1013,
                          RPC OVERLOADED (default: no limit)
+  --max-conversations N  stored conversations in memory at once; past it the least recently used
+                         idle one leaves memory: its KV is freed and, with --history-dir, its
+                         history unloaded to the journal (reloaded on its next turn), otherwise
+                         it is deleted (a later request for it: 404) (default: no limit)
+  --conversation-idle-s S
+                         an idle conversation leaves memory, as above, after S seconds without
+                         a turn; one with a turn running never does (default: never)
   --max-conversations-per-tenant N
                          stored conversations one API key may have; creating one more is
                          refused with 429 until one is deleted (default: no limit)
@@ -186,6 +193,12 @@ std::map<std::string, Setter> value_flags() {
        }},
       {"--max-turns-per-tenant", [](Options& o, const std::string& v) {
          return parse_int("--max-turns-per-tenant", v, o.max_turns_per_tenant, 1, 1 << 20);
+       }},
+      {"--max-conversations", [](Options& o, const std::string& v) {
+         return parse_int("--max-conversations", v, o.max_conversations, 1, 1 << 30);
+       }},
+      {"--conversation-idle-s", [](Options& o, const std::string& v) {
+         return parse_int("--conversation-idle-s", v, o.conversation_idle_s, 1, 1 << 30);
        }},
       {"--max-conversations-per-tenant", [](Options& o, const std::string& v) {
          return parse_int("--max-conversations-per-tenant", v, o.max_conversations_per_tenant, 1, 1 << 30);

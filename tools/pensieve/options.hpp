@@ -39,6 +39,8 @@ struct Options {
   actors::ContextOverflow context_overflow = actors::ContextOverflow::truncate;
   std::int32_t request_timeout_s = 600;
   std::int32_t max_turns_per_tenant = 0;  // turns one API key may have in the engine; 0: no limit
+  std::int32_t max_conversations = 0;     // stored conversations in memory; 0: no limit
+  std::int32_t conversation_idle_s = 0;   // idle time before one leaves memory; 0: never
   std::int32_t max_conversations_per_tenant = 0;  // stored conversations per API key; 0: no limit
   std::int32_t threads = 0;  // 0: every core
   std::int32_t compute_nice = 0;  // the compute threads' nice value (0..19, 20: SCHED_IDLE); 0: unchanged
