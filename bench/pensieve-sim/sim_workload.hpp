@@ -15,10 +15,14 @@ namespace pensieve::sim {
 struct SimTurn {
   std::int32_t user_tokens = 0;    // new prompt tokens of this turn (its template included)
   std::int32_t output_tokens = 0;  // the reply's length
+  // The think time before this turn (a replayed schedule); negative: drawn
+  // from the simulation's exponential think time.
+  double think_before_s = -1;
 };
 
 struct SimConversation {
   std::vector<SimTurn> turns;
+  double start_s = -1;  // a replayed schedule's start; negative: Poisson arrivals
 };
 
 struct Workload {

@@ -145,8 +145,9 @@ Result<SimResult> simulate(const Workload& w, const DeviceModel& d, const ModelS
   std::priority_queue<Arrival, std::vector<Arrival>, std::greater<>> arrivals;
   double t = 0;
   for (std::size_t c = 0; c < w.conversations.size(); ++c) {
-    t += gap(rng);
-    arrivals.push({t, c});
+    const double start = w.conversations[c].start_s;
+    if (start < 0) t += gap(rng);
+    arrivals.push({start < 0 ? t : start, c});
   }
   std::vector<std::vector<std::int32_t>> history(w.conversations.size());
   std::vector<std::size_t> next_turn(w.conversations.size(), 0);
@@ -167,9 +168,12 @@ Result<SimResult> simulate(const Workload& w, const DeviceModel& d, const ModelS
     ++r.turns;
     output_tokens += lt.generated;
     ttft.push_back(lt.first_token - lt.arrival);
+    if (o.record_turns) r.turn_timings.push_back({lt.conversation, lt.index, lt.arrival, ttft.back(), now - lt.arrival});
     normalized.push_back((now - lt.arrival) / std::max(1, lt.generated));
-    if (next_turn[lt.conversation] < w.conversations[lt.conversation].turns.size()) {
-      arrivals.push({now + think(rng), lt.conversation});
+    const SimConversation& conv = w.conversations[lt.conversation];
+    if (next_turn[lt.conversation] < conv.turns.size()) {
+      const double given = conv.turns[next_turn[lt.conversation]].think_before_s;
+      arrivals.push({now + (given < 0 ? think(rng) : given), lt.conversation});
     }
   };
   auto handle = [&](std::vector<actors::TurnUpdate>& evs) {
@@ -276,7 +280,7 @@ Result<SimResult> simulate(const Workload& w, const DeviceModel& d, const ModelS
     }
     std::vector<BatchRow> rows;
     rows.reserve(plan.sequences.size());
-    for (const actors::PlannedSequence& p : plan.sequences) rows.push_back({p.start_pos, std::int64_t(p.tokens.size())});
+    for (const actors::PlannedSequence& p : plan.sequences) rows.push_back({p.start_pos, std::int64_t(p.tokens.size()), p.sample});
     const IterationCost cost = iteration_cost(d, m, o.tp, rows, in_bytes / ranks);
     now += cost.total_s;
     ++r.iterations;
@@ -311,6 +315,9 @@ Result<SimResult> simulate(const Workload& w, const DeviceModel& d, const ModelS
   double sum = 0;
   for (double v : normalized) sum += v;
   r.mean_normalized_latency_s = normalized.empty() ? 0 : sum / double(normalized.size());
+  double ttft_sum = 0;
+  for (double v : ttft) ttft_sum += v;
+  r.ttft_mean_s = ttft.empty() ? 0 : ttft_sum / double(ttft.size());
   r.ttft_p50_s = percentile(ttft, 0.5);
   r.ttft_p99_s = percentile(ttft, 0.99);
   return r;
