@@ -23,7 +23,8 @@ fed a conversation trace; every figure it prints is simulated.
   --think-s S            mean think time between a reply and the next turn (default 10)
   --latency-target S     mean normalized latency target, s per output token (default 0.2)
   --ttft-p99-target S    and a TTFT p99 target (default none)
-  --conversations N      the first N conversations of --data (default all)
+  --conversations N      the first N conversations of --data (default all; more than it holds:
+                         its conversations again, as new ones)
   --block-tokens N       tokens per KV block (default 16)
   --max-batch-tokens N   tokens per iteration (default 2048)
   --seed S               arrivals and think times (default 1)

@@ -35,7 +35,7 @@ struct WorkloadOptions {
   std::int32_t max_context = 2048;
   std::int32_t max_output_tokens = 1024;  // longer replies are cut (as a max_tokens would)
   std::int32_t template_tokens = 8;       // role markers a chat template adds per turn
-  std::size_t max_conversations = 0;      // 0: all
+  std::size_t max_conversations = 0;      // 0: all; more than the data: the data repeated
 };
 
 Result<Workload> load_workload(const std::string& jsonl_path, const WorkloadOptions& options);

@@ -241,28 +241,19 @@ Result<SimResult> simulate(const Workload& w, const DeviceModel& d, const ModelS
     const double in_bytes = double(tr.swap_in.size()) * chunk;
     r.h2d_bytes += in_bytes;
     // Background moves: reported to the core when their modelled copy ends.
+    auto in_background = [&](std::size_t chunks, double& moved, Channel& channel, double per_channel, double gbps,
+                             actors::TransfersDone done) {
+      const double bytes = double(chunks) * chunk;
+      moved += bytes;
+      inflight.push({channel.finish(now, bytes / per_channel, gbps), order++, std::move(done)});
+    };
     if (!tr.swap_out.empty()) {
-      const double bytes = double(tr.swap_out.size()) * chunk;
-      r.d2h_bytes += bytes;
       const double gbps = d.pcie_d2h_gbps * (tr.swap_in.empty() ? 1.0 : 1.0 - d.pcie_duplex_loss);
-      actors::TransfersDone done;
-      done.swap_out = tr.swap_out;
-      inflight.push({d2h.finish(now, bytes / ranks, gbps), order++, std::move(done)});
+      in_background(tr.swap_out.size(), r.d2h_bytes, d2h, ranks, gbps, {.swap_out = tr.swap_out});
     }
-    if (!tr.spill.empty()) {
-      const double bytes = double(tr.spill.size()) * chunk;
-      r.disk_bytes += bytes;
-      actors::TransfersDone done;
-      done.spill = tr.spill;
-      inflight.push({disk_write.finish(now, bytes, d.disk_write_gbps), order++, std::move(done)});
-    }
-    if (!tr.restore.empty()) {
-      const double bytes = double(tr.restore.size()) * chunk;
-      r.disk_bytes += bytes;
-      actors::TransfersDone done;
-      done.restored = tr.restore;
-      inflight.push({disk_read.finish(now, bytes, d.disk_read_gbps), order++, std::move(done)});
-    }
+    if (!tr.spill.empty()) in_background(tr.spill.size(), r.disk_bytes, disk_write, 1.0, d.disk_write_gbps, {.spill = tr.spill});
+    if (!tr.restore.empty())
+      in_background(tr.restore.size(), r.disk_bytes, disk_read, 1.0, d.disk_read_gbps, {.restored = tr.restore});
     if (plan.empty()) {
       if (in_bytes > 0) {
         now += in_bytes / ranks / (d.pcie_h2d_gbps * 1e9);
