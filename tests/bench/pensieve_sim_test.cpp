@@ -159,3 +159,22 @@ TEST_CASE("pensieve-sim reads a model's shape from a GGUF file's metadata as the
   CHECK(shape->vocab == c.vocab_size);
   CHECK(shape->max_context == c.max_context);
 }
+
+TEST_CASE("pensieve-sim repeats the data's conversations, as new ones, when asked for more than it holds", "[sim]") {
+  const std::string data = testing::shared_file("data/oasst.jsonl").string();
+  auto all = sim::load_workload(data, {});
+  REQUIRE(all.has_value());
+  const std::size_t n = all->conversations.size();
+  sim::WorkloadOptions more;
+  more.max_conversations = 2 * n + 3;
+  auto w = sim::load_workload(data, more);
+  REQUIRE(w.has_value());
+  REQUIRE(w->conversations.size() == 2 * n + 3);
+  for (std::size_t i : {std::size_t(0), std::size_t(2), n - 1}) {
+    REQUIRE(w->conversations[n + i].turns.size() == all->conversations[i].turns.size());
+    CHECK(w->conversations[n + i].turns.front().user_tokens == all->conversations[i].turns.front().user_tokens);
+    CHECK(w->conversations[n + i].turns.back().output_tokens == all->conversations[i].turns.back().output_tokens);
+  }
+  CHECK(w->turns() == 2 * all->turns() + all->conversations[0].turns.size() + all->conversations[1].turns.size() +
+                          all->conversations[2].turns.size());
+}
