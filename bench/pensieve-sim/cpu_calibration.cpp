@@ -241,6 +241,18 @@ Result<Calibration> calibrate_cpu(const CalibrationOptions& o) {
   if (simulated->failed_turns > 0) return fail("the simulation failed turns the engine served");
   c.simulated = simulated_figures(*simulated);
   c.simulated_turns = simulated->turn_timings;
+  {
+    double context = 0;
+    for (const bench::TurnSample& t : replayed.turns) context += t.prompt_tokens + 0.5 * t.completion_tokens;
+    context /= double(std::max<std::size_t>(1, replayed.turns.size()));
+    for (const actors::IterationRecord& r : c.engine_iterations) {
+      std::vector<BatchRow> rows(std::size_t(r.decode_tokens), BatchRow{std::int64_t(context), 1, true});
+      if (r.prefill_tokens > 0) rows.push_back({std::int64_t(context / 2), r.prefill_tokens, true});
+      const double model_ms = iteration_cost(c.fit.device, *shape, 1, rows, 0).total_s * 1e3;
+      (r.prefill_tokens > 0 ? c.with_prefill_ms : c.decode_only_ms) += r.compute_ms;
+      (r.prefill_tokens > 0 ? c.with_prefill_model_ms : c.decode_only_model_ms) += model_ms;
+    }
+  }
   c.simulated_iterations = simulated->iterations;
   return c;
 }
@@ -289,6 +301,11 @@ std::string render_calibration(const Calibration& c) {
                 "simulation %llu iterations in %.1f ms\n",
                 c.engine_iterations.size(), compute_ms, c.first_makespan_s * 1e3,
                 static_cast<unsigned long long>(c.simulated_iterations), c.simulated.makespan_s * 1e3);
+  out += line;
+  std::snprintf(line, sizeof line,
+                "  its forward passes as the fit prices them: decode-only %.1f ms measured, %.1f modelled; with a "
+                "prefill %.1f ms measured, %.1f modelled\n",
+                c.decode_only_ms, c.decode_only_model_ms, c.with_prefill_ms, c.with_prefill_model_ms);
   out += line;
   row("measured (engine)", c.measured);
   row("simulated (fitted)", c.simulated);

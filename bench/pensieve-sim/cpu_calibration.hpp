@@ -57,6 +57,11 @@ struct Calibration {
   // The engine's own iterations during the first round's replay (its scheduler's records).
   std::vector<actors::IterationRecord> engine_iterations;
   double first_makespan_s = 0;
+  // The first round's forward passes, measured and as the fitted model
+  // prices them (each prefill one row after its conversation's cached
+  // tokens, each decode row at the replay's mean context): decode-only
+  // iterations and those with a prefill apart.
+  double decode_only_ms = 0, decode_only_model_ms = 0, with_prefill_ms = 0, with_prefill_model_ms = 0;
   std::uint64_t simulated_iterations = 0;
   double throughput_error() const;  // simulated / measured - 1
   double ttft_mean_error() const;

@@ -1,6 +1,7 @@
 #pragma once
-// Fits a device model's three compute constants (effective FLOP rate,
-// effective memory bandwidth, per-iteration overhead) to iterations timed
+// Fits a device model's compute constants (effective FLOP rate, effective
+// memory bandwidth, per-iteration overhead, and how far compute and memory
+// traffic overlap: one of 1, 0.75, 0.5, 0.25, 0) to iterations timed
 // on a real engine, so that iteration_cost.hpp's roofline reproduces them;
 // and writes the fitted model as a device file. The fit minimises the
 // squared log ratio of modelled to measured time over every sample (each

@@ -24,7 +24,7 @@ IterationCost iteration_cost(const DeviceModel& d, const ModelShape& m, std::int
   const double bytes = rows.empty() ? 0.0 : m.weight_bytes() + kv_bytes;
   c.flops_s = flops / (d.tensor_tflops * 1e12 * d.tensor_efficiency * ranks);
   c.bytes_s = bytes / (d.hbm_gbps * 1e9 * d.hbm_efficiency * ranks);
-  c.compute_s = std::max(c.flops_s, c.bytes_s);
+  c.compute_s = std::max(c.flops_s, c.bytes_s) + (1.0 - d.compute_memory_overlap) * std::min(c.flops_s, c.bytes_s);
   if (ranks > 1 && !rows.empty()) {
     // Two all-reduces per layer of the residual stream (ring: 2 (N-1)/N of it over the link).
     const double payload = tokens * m.dim * 2.0 * 2.0 * (ranks - 1.0) / ranks;

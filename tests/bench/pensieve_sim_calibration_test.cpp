@@ -39,6 +39,15 @@ TEST_CASE("pensieve-sim's device fit recovers the constants of the roofline that
   CHECK(fit->device.iteration_overhead_us == Approx(20000).epsilon(0.01));
   CHECK(fit->max_relative_error < 0.005);
   CHECK(fit->device.name == "fitted");
+  CHECK(fit->device.compute_memory_overlap == 1.0);
+  // A CPU-like device that reads, then computes: the sum is found.
+  truth.compute_memory_overlap = 0.0;
+  for (auto& s : samples) s.seconds = sim::iteration_cost(truth, *shape, 1, s.rows, 0).total_s;
+  auto sum = sim::fit_device(base, *shape, samples);
+  REQUIRE(sum.has_value());
+  CHECK(sum->device.compute_memory_overlap == 0.0);
+  CHECK(sum->device.tensor_tflops == Approx(2.5).epsilon(0.01));
+  CHECK(sum->max_relative_error < 0.005);
 
   auto back = sim::parse_device_model(sim::render_device_json(fit->device, "a note"), "fitted.json");
   REQUIRE(back.has_value());
@@ -47,6 +56,7 @@ TEST_CASE("pensieve-sim's device fit recovers the constants of the roofline that
   CHECK(back->hbm_gbps == Approx(fit->device.hbm_gbps).epsilon(1e-12));
   CHECK(back->iteration_overhead_us == Approx(fit->device.iteration_overhead_us).epsilon(1e-12));
   CHECK(back->kv_budget_gb == fit->device.kv_budget_gb);
+  CHECK(back->compute_memory_overlap == fit->device.compute_memory_overlap);
 
   CHECK(sim::fit_device(base, *shape, std::span(samples).first(2)).error().message ==
         "fitting a device needs at least three timed iterations");
