@@ -110,7 +110,7 @@ Result<ProbeResult> probe_engine(boost::asio::io_context& io, actors::Engine& en
     std::vector<double> times;
     std::int32_t prompt = 0;
     for (std::int32_t rep = 0; rep < o.repetitions; ++rep) {
-      auto p = run_probe(io, engine, log, 20, batch, o.decode_steps);
+      auto p = run_probe(io, engine, log, o.decode_prompt_tokens, batch, o.decode_steps);
       if (!p) return p.error();
       prompt = p->turns.front().prompt_tokens;
       // Steps of the whole batch, each after another such step.

@@ -42,6 +42,10 @@ struct ProbeOptions {
   std::vector<std::int32_t> prefill_tokens = {48, 160, 400};  // about: the engine's counts are recorded
   std::vector<std::int32_t> decode_batches = {1, 2, 4, 8};
   std::int32_t decode_steps = 24;
+  // The decode turns' prompts, about: a chat's decode reads a context of
+  // some hundred tokens, and the CPU's paged attention costs more per key
+  // than the roofline's FLOPs say, so the probe decodes at such a context.
+  std::int32_t decode_prompt_tokens = 120;
   std::int32_t repetitions = 3;
 };
 

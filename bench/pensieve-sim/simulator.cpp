@@ -160,9 +160,33 @@ Result<SimResult> simulate(const Workload& w, const DeviceModel& d, const ModelS
   double now = 0;
   std::vector<actors::TurnUpdate> events;
 
+  // A conversation whose last turn has ended keeps its KV, as the server
+  // keeps a stored conversation's. Once every chunk of it is dropped, its
+  // entry only lengthens the cache manager's scans (they visit every
+  // conversation's chunks, dropped ones too: at 10^3 conversations most of
+  // the simulation's time), so it is forgotten then; no decision changes,
+  // since nothing of it is cached.
+  std::vector<std::size_t> finished;
+  auto forget_emptied = [&]() {
+    for (std::size_t i = 0; i < finished.size();) {
+      const actors::ConversationId id{finished[i] + 1};
+      const auto chunks = core.cached_chunks(id);
+      const bool empty = std::all_of(chunks.begin(), chunks.end(), [](const actors::ChunkView& v) {
+        return v.tier == actors::ChunkTier::dropped && !v.moving;
+      });
+      if (!empty) {
+        ++i;
+        continue;
+      }
+      core.drop_conversation(id);
+      finished[i] = finished.back();
+      finished.pop_back();
+    }
+  };
   auto end_turn = [&](const LiveTurn& lt, bool ok) {
     if (!ok) {
       ++r.failed_turns;
+      finished.push_back(lt.conversation);
       return;  // the conversation goes no further
     }
     ++r.turns;
@@ -174,6 +198,8 @@ Result<SimResult> simulate(const Workload& w, const DeviceModel& d, const ModelS
     if (next_turn[lt.conversation] < conv.turns.size()) {
       const double given = conv.turns[next_turn[lt.conversation]].think_before_s;
       arrivals.push({now + (given < 0 ? think(rng) : given), lt.conversation});
+    } else {
+      finished.push_back(lt.conversation);
     }
   };
   auto handle = [&](std::vector<actors::TurnUpdate>& evs) {
@@ -290,6 +316,7 @@ Result<SimResult> simulate(const Workload& w, const DeviceModel& d, const ModelS
     }
     core.complete(plan, samples, ns(now), events);
     handle(events);
+    if (r.iterations % 64 == 0) forget_emptied();
   }
   r.makespan_s = now;
   const actors::SchedulerStats st = core.stats();
