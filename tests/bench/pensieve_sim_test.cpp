@@ -173,7 +173,7 @@ TEST_CASE("pensieve-sim repeats the data's conversations, as new ones, when aske
   for (std::size_t i : {std::size_t(0), std::size_t(2), n - 1}) {
     REQUIRE(w->conversations[n + i].turns.size() == all->conversations[i].turns.size());
     CHECK(w->conversations[n + i].turns.front().user_tokens == all->conversations[i].turns.front().user_tokens);
-    CHECK(w->conversations[n + i].turns.back().output_tokens == all->conversations[i].turns.back().output_tokens);
+    CHECK(w->conversations[2 * n + 2].turns.back().output_tokens == all->conversations[2].turns.back().output_tokens);
   }
   CHECK(w->turns() == 2 * all->turns() + all->conversations[0].turns.size() + all->conversations[1].turns.size() +
                           all->conversations[2].turns.size());
