@@ -27,17 +27,6 @@ asio::awaitable<void> sleep_s(double s) {
   co_await t.async_wait(asio::use_awaitable);
 }
 
-// Think times of one conversation: fixed by the seed and its index only.
-std::vector<double> think_times(std::size_t conversation, std::size_t turns, const ReplayOptions& o) {
-  std::mt19937_64 rng(o.seed * 1000003 + conversation);
-  std::vector<double> out;
-  for (std::size_t i = 0; i < turns; ++i) {
-    const double u = double(rng() >> 11) * 0x1.0p-53;  // [0, 1), not the library's distribution
-    out.push_back(-std::log(1.0 - u) * o.think_time_s);
-  }
-  return out;
-}
-
 asio::awaitable<void> play(actors::Engine& engine, std::size_t index, std::vector<std::string> turns,
                            const ReplayOptions& o, Clock::time_point t0, std::vector<TurnSample>& out) {
   co_await sleep_s(double(index) * o.stagger_s);
@@ -105,6 +94,16 @@ double percentile(std::vector<double> v, double q) {
 }
 
 }  // namespace
+
+std::vector<double> think_times(std::size_t conversation, std::size_t turns, const ReplayOptions& o) {
+  std::mt19937_64 rng(o.seed * 1000003 + conversation);
+  std::vector<double> out;
+  for (std::size_t i = 0; i < turns; ++i) {
+    const double u = double(rng() >> 11) * 0x1.0p-53;  // [0, 1), not the library's distribution
+    out.push_back(-std::log(1.0 - u) * o.think_time_s);
+  }
+  return out;
+}
 
 ReplayResult replay(asio::io_context& io, actors::Engine& engine,
                     const std::vector<std::vector<std::string>>& conversations, const ReplayOptions& options) {

@@ -44,6 +44,11 @@ struct ReplayResult {
   actors::SchedulerStats scheduler;
 };
 
+// The think times of one conversation (element t precedes turn t; the first
+// is unused), fixed by the seed and its index only: what replay waits, and
+// what a simulation of the same replay is given.
+std::vector<double> think_times(std::size_t conversation, std::size_t turns, const ReplayOptions& options);
+
 // `io` runs the users; the engine completes operations on it, so it must
 // outlive the engine.
 ReplayResult replay(boost::asio::io_context& io, actors::Engine& engine,

@@ -41,6 +41,7 @@ Result<DeviceModel> parse_device_model(const std::string& text, const std::strin
       {"hbm_gbps", &d.hbm_gbps},
       {"hbm_efficiency", &d.hbm_efficiency},
       {"iteration_overhead_us", &d.iteration_overhead_us},
+      {"compute_memory_overlap", &d.compute_memory_overlap},
       {"pcie_h2d_gbps", &d.pcie_h2d_gbps},
       {"pcie_d2h_gbps", &d.pcie_d2h_gbps},
       {"pcie_duplex_loss", &d.pcie_duplex_loss},
@@ -74,6 +75,7 @@ Result<DeviceModel> parse_device_model(const std::string& text, const std::strin
   if (d.tensor_tflops <= 0 || d.hbm_gbps <= 0 || d.tensor_efficiency <= 0 || d.hbm_efficiency <= 0)
     return fail(source + ": tensor_tflops, hbm_gbps and their efficiencies must be positive");
   if (d.pcie_duplex_loss >= 1.0) return fail(source + ": pcie_duplex_loss must be below 1");
+  if (d.compute_memory_overlap > 1.0) return fail(source + ": compute_memory_overlap must be in [0, 1]");
   return d;
 }
 

@@ -27,6 +27,10 @@ struct DeviceModel {
   double hbm_gbps = 2039.0;
   double hbm_efficiency = 0.8;       // sustained share of the memory bandwidth (weights, KV)
   double iteration_overhead_us = 40.0;  // launches, sampling, scheduling per iteration
+  // How much of the shorter roofline side hides under the longer: 1, a GPU
+  // streaming weights while its tensor cores run (the time is the longer
+  // side); 0, a CPU thread that reads, then computes (the sum).
+  double compute_memory_overlap = 1.0;
   double pcie_h2d_gbps = 25.0;       // host -> device, pinned, sustained
   double pcie_d2h_gbps = 25.0;
   double pcie_duplex_loss = 0.2;     // share of bandwidth lost while both directions run

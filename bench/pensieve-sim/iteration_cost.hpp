@@ -19,6 +19,9 @@ namespace pensieve::sim {
 struct BatchRow {
   std::int64_t start = 0;
   std::int64_t tokens = 0;
+  // The chunk ends at the newest token and draws the next one: only then is
+  // the output head run (for that last position), as the engine does.
+  bool sample = true;
 };
 
 struct IterationCost {

@@ -23,12 +23,20 @@ fed a conversation trace; every figure it prints is simulated.
   --think-s S            mean think time between a reply and the next turn (default 10)
   --latency-target S     mean normalized latency target, s per output token (default 0.2)
   --ttft-p99-target S    and a TTFT p99 target (default none)
-  --conversations N      the first N conversations of --data (default all)
+  --conversations N      the first N conversations of --data (default all; more than it holds:
+                         its conversations again, as new ones)
   --block-tokens N       tokens per KV block (default 16)
   --max-batch-tokens N   tokens per iteration (default 2048)
   --seed S               arrivals and think times (default 1)
   --out FILE.json        every run as JSON
   --svg FILE.svg         throughput vs mean normalized latency per policy
+
+  --calibrate-cpu MODEL.gguf [--threads N] [--data FILE] [--conversations N] [--replay-think-s S]
+                --out devices/cpu-NAME.json
+                         time the real CPU engine on MODEL (prefills, decode batches), fit the
+                         device constants, replay --data's first conversations through the engine
+                         and the simulator (4 conversations, think 0.05 s by default), print both,
+                         and write the fitted device file
 )";
 }
 
@@ -126,6 +134,14 @@ Result<CliOptions> parse_cli(const std::vector<std::string>& args) {
       auto n = integer<std::uint64_t>(a, v, 0, ~std::uint64_t{0});
       if (!n) return n.error();
       o.seed = *n;
+    } else if (a == "--calibrate-cpu") {
+      o.calibrate_model = v;
+    } else if (a == "--replay-think-s") {
+      ok = set_number(o.replay_think_s);
+    } else if (a == "--threads") {
+      auto n = integer<std::size_t>(a, v, 1, 1024);
+      if (!n) return n.error();
+      o.threads = *n;
     } else if (a == "--out") {
       o.out_json = v;
     } else if (a == "--svg") {
@@ -134,6 +150,10 @@ Result<CliOptions> parse_cli(const std::vector<std::string>& args) {
       return fail("unknown flag '" + a + "' (pensieve-sim --help)");
     }
     if (!ok) return ok.error();
+  }
+  if (o.calibrate_model) {
+    if (!o.out_json) return fail("--calibrate-cpu: --out FILE.json (the fitted device) is required");
+    if (o.data.empty()) o.data = "../shared/data/oasst.jsonl";
   }
   if (o.data.empty()) return fail("--data FILE is required (pensieve-sim --help)");
   for (double r : o.rates) {

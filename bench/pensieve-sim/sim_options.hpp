@@ -27,6 +27,12 @@ struct CliOptions {
   std::int32_t max_batch_tokens = 2048;
   std::optional<std::string> out_json;
   std::optional<std::string> out_svg;
+  // --calibrate-cpu MODEL.gguf: fit a CPU device file to the real engine
+  // (cpu_calibration.hpp) and write it to --out; --data defaults to
+  // ../shared/data/oasst.jsonl there.
+  std::optional<std::string> calibrate_model;
+  std::size_t threads = 1;          // the engine's forward threads when calibrating
+  double replay_think_s = 0.05;     // and the replay's mean think time
   bool help = false;
 };
 

@@ -1,5 +1,7 @@
 #include "bench/pensieve-sim/sim_runner.hpp"
 
+#include "bench/pensieve-sim/cpu_calibration.hpp"
+
 #include <fstream>
 
 namespace pensieve::sim {
@@ -49,7 +51,28 @@ Result<SimRun> run_sweep(const CliOptions& o) {
   return run;
 }
 
+namespace {
+
+Result<std::string> run_calibration(const CliOptions& o) {
+  CalibrationOptions co;
+  co.engine.model_path = *o.calibrate_model;
+  co.engine.threads = o.threads;
+  co.data = o.data;
+  co.replay.seed = o.seed;
+  co.replay.think_time_s = o.replay_think_s;
+  if (o.max_conversations > 0) co.conversations = o.max_conversations;
+  auto c = calibrate_cpu(co);
+  if (!c) return c.error();
+  std::ofstream f(*o.out_json);
+  f << render_calibrated_device(*c, co);
+  if (!f) return fail("--out: cannot write '" + *o.out_json + "'");
+  return render_calibration(*c) + "wrote " + *o.out_json + "\n";
+}
+
+}  // namespace
+
 Result<std::string> run_cli(const CliOptions& o) {
+  if (o.calibrate_model) return run_calibration(o);
   auto run = run_sweep(o);
   if (!run) return run.error();
   if (o.out_json) {

@@ -50,6 +50,12 @@ Result<Workload> load_workload(const std::string& path, const WorkloadOptions& o
     if (!conv.turns.empty()) w.conversations.push_back(std::move(conv));
     if (o.max_conversations > 0 && w.conversations.size() >= o.max_conversations) break;
   }
+  // More conversations than the data holds: the data again, as new
+  // conversations (their token ids differ: the simulator draws them per
+  // conversation), until there are enough.
+  w.conversations.reserve(std::max(o.max_conversations, w.conversations.size()));  // no reallocation under the copies
+  for (std::size_t i = 0, n = w.conversations.size(); n > 0 && w.conversations.size() < o.max_conversations; ++i)
+    w.conversations.push_back(w.conversations[i % n]);
   if (w.conversations.empty()) return fail("--data " + path + ": no conversation fits the model's context");
   return w;
 }

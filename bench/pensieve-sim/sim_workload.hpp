@@ -15,10 +15,14 @@ namespace pensieve::sim {
 struct SimTurn {
   std::int32_t user_tokens = 0;    // new prompt tokens of this turn (its template included)
   std::int32_t output_tokens = 0;  // the reply's length
+  // The think time before this turn (a replayed schedule); negative: drawn
+  // from the simulation's exponential think time.
+  double think_before_s = -1;
 };
 
 struct SimConversation {
   std::vector<SimTurn> turns;
+  double start_s = -1;  // a replayed schedule's start; negative: Poisson arrivals
 };
 
 struct Workload {
@@ -31,7 +35,7 @@ struct WorkloadOptions {
   std::int32_t max_context = 2048;
   std::int32_t max_output_tokens = 1024;  // longer replies are cut (as a max_tokens would)
   std::int32_t template_tokens = 8;       // role markers a chat template adds per turn
-  std::size_t max_conversations = 0;      // 0: all
+  std::size_t max_conversations = 0;      // 0: all; more than the data: the data repeated
 };
 
 Result<Workload> load_workload(const std::string& jsonl_path, const WorkloadOptions& options);

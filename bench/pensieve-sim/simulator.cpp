@@ -145,8 +145,9 @@ Result<SimResult> simulate(const Workload& w, const DeviceModel& d, const ModelS
   std::priority_queue<Arrival, std::vector<Arrival>, std::greater<>> arrivals;
   double t = 0;
   for (std::size_t c = 0; c < w.conversations.size(); ++c) {
-    t += gap(rng);
-    arrivals.push({t, c});
+    const double start = w.conversations[c].start_s;
+    if (start < 0) t += gap(rng);
+    arrivals.push({start < 0 ? t : start, c});
   }
   std::vector<std::vector<std::int32_t>> history(w.conversations.size());
   std::vector<std::size_t> next_turn(w.conversations.size(), 0);
@@ -159,17 +160,46 @@ Result<SimResult> simulate(const Workload& w, const DeviceModel& d, const ModelS
   double now = 0;
   std::vector<actors::TurnUpdate> events;
 
+  // A conversation whose last turn has ended keeps its KV, as the server
+  // keeps a stored conversation's. Once every chunk of it is dropped, its
+  // entry only lengthens the cache manager's scans (they visit every
+  // conversation's chunks, dropped ones too: at 10^3 conversations most of
+  // the simulation's time), so it is forgotten then; no decision changes,
+  // since nothing of it is cached.
+  std::vector<std::size_t> finished;
+  auto forget_emptied = [&]() {
+    for (std::size_t i = 0; i < finished.size();) {
+      const actors::ConversationId id{finished[i] + 1};
+      const auto chunks = core.cached_chunks(id);
+      const bool empty = std::all_of(chunks.begin(), chunks.end(), [](const actors::ChunkView& v) {
+        return v.tier == actors::ChunkTier::dropped && !v.moving;
+      });
+      if (!empty) {
+        ++i;
+        continue;
+      }
+      core.drop_conversation(id);
+      finished[i] = finished.back();
+      finished.pop_back();
+    }
+  };
   auto end_turn = [&](const LiveTurn& lt, bool ok) {
     if (!ok) {
       ++r.failed_turns;
+      finished.push_back(lt.conversation);
       return;  // the conversation goes no further
     }
     ++r.turns;
     output_tokens += lt.generated;
     ttft.push_back(lt.first_token - lt.arrival);
+    if (o.record_turns) r.turn_timings.push_back({lt.conversation, lt.index, lt.arrival, ttft.back(), now - lt.arrival});
     normalized.push_back((now - lt.arrival) / std::max(1, lt.generated));
-    if (next_turn[lt.conversation] < w.conversations[lt.conversation].turns.size()) {
-      arrivals.push({now + think(rng), lt.conversation});
+    const SimConversation& conv = w.conversations[lt.conversation];
+    if (next_turn[lt.conversation] < conv.turns.size()) {
+      const double given = conv.turns[next_turn[lt.conversation]].think_before_s;
+      arrivals.push({now + (given < 0 ? think(rng) : given), lt.conversation});
+    } else {
+      finished.push_back(lt.conversation);
     }
   };
   auto handle = [&](std::vector<actors::TurnUpdate>& evs) {
@@ -237,28 +267,19 @@ Result<SimResult> simulate(const Workload& w, const DeviceModel& d, const ModelS
     const double in_bytes = double(tr.swap_in.size()) * chunk;
     r.h2d_bytes += in_bytes;
     // Background moves: reported to the core when their modelled copy ends.
+    auto in_background = [&](std::size_t chunks, double& moved, Channel& channel, double per_channel, double gbps,
+                             actors::TransfersDone done) {
+      const double bytes = double(chunks) * chunk;
+      moved += bytes;
+      inflight.push({channel.finish(now, bytes / per_channel, gbps), order++, std::move(done)});
+    };
     if (!tr.swap_out.empty()) {
-      const double bytes = double(tr.swap_out.size()) * chunk;
-      r.d2h_bytes += bytes;
       const double gbps = d.pcie_d2h_gbps * (tr.swap_in.empty() ? 1.0 : 1.0 - d.pcie_duplex_loss);
-      actors::TransfersDone done;
-      done.swap_out = tr.swap_out;
-      inflight.push({d2h.finish(now, bytes / ranks, gbps), order++, std::move(done)});
+      in_background(tr.swap_out.size(), r.d2h_bytes, d2h, ranks, gbps, {.swap_out = tr.swap_out});
     }
-    if (!tr.spill.empty()) {
-      const double bytes = double(tr.spill.size()) * chunk;
-      r.disk_bytes += bytes;
-      actors::TransfersDone done;
-      done.spill = tr.spill;
-      inflight.push({disk_write.finish(now, bytes, d.disk_write_gbps), order++, std::move(done)});
-    }
-    if (!tr.restore.empty()) {
-      const double bytes = double(tr.restore.size()) * chunk;
-      r.disk_bytes += bytes;
-      actors::TransfersDone done;
-      done.restored = tr.restore;
-      inflight.push({disk_read.finish(now, bytes, d.disk_read_gbps), order++, std::move(done)});
-    }
+    if (!tr.spill.empty()) in_background(tr.spill.size(), r.disk_bytes, disk_write, 1.0, d.disk_write_gbps, {.spill = tr.spill});
+    if (!tr.restore.empty())
+      in_background(tr.restore.size(), r.disk_bytes, disk_read, 1.0, d.disk_read_gbps, {.restored = tr.restore});
     if (plan.empty()) {
       if (in_bytes > 0) {
         now += in_bytes / ranks / (d.pcie_h2d_gbps * 1e9);
@@ -276,7 +297,7 @@ Result<SimResult> simulate(const Workload& w, const DeviceModel& d, const ModelS
     }
     std::vector<BatchRow> rows;
     rows.reserve(plan.sequences.size());
-    for (const actors::PlannedSequence& p : plan.sequences) rows.push_back({p.start_pos, std::int64_t(p.tokens.size())});
+    for (const actors::PlannedSequence& p : plan.sequences) rows.push_back({p.start_pos, std::int64_t(p.tokens.size()), p.sample});
     const IterationCost cost = iteration_cost(d, m, o.tp, rows, in_bytes / ranks);
     now += cost.total_s;
     ++r.iterations;
@@ -295,6 +316,7 @@ Result<SimResult> simulate(const Workload& w, const DeviceModel& d, const ModelS
     }
     core.complete(plan, samples, ns(now), events);
     handle(events);
+    if (r.iterations % 64 == 0) forget_emptied();
   }
   r.makespan_s = now;
   const actors::SchedulerStats st = core.stats();
@@ -311,6 +333,9 @@ Result<SimResult> simulate(const Workload& w, const DeviceModel& d, const ModelS
   double sum = 0;
   for (double v : normalized) sum += v;
   r.mean_normalized_latency_s = normalized.empty() ? 0 : sum / double(normalized.size());
+  double ttft_sum = 0;
+  for (double v : ttft) ttft_sum += v;
+  r.ttft_mean_s = ttft.empty() ? 0 : ttft_sum / double(ttft.size());
   r.ttft_p50_s = percentile(ttft, 0.5);
   r.ttft_p99_s = percentile(ttft, 0.99);
   return r;

@@ -42,6 +42,13 @@ struct SimOptions {
   std::int32_t max_batch_tokens = 2048;
   std::int32_t max_running = 256;
   std::uint64_t seed = 1;
+  bool record_turns = false;  // SimResult::turn_timings
+};
+
+// One served turn's times, for a turn-by-turn comparison with a replay.
+struct TurnTiming {
+  std::size_t conversation = 0, turn = 0;
+  double arrival_s = 0, ttft_s = 0, latency_s = 0;
 };
 
 struct SimResult {
@@ -55,6 +62,7 @@ struct SimResult {
   double output_tokens_s = 0;
   double mean_normalized_latency_s = 0;  // per output token, mean over turns
   double ttft_p50_s = 0, ttft_p99_s = 0;
+  double ttft_mean_s = 0;
   std::int64_t prompt_tokens = 0;    // every turn's prompt (history included)
   std::int64_t reused_tokens = 0;    // served from cached KV
   std::int64_t prefill_tokens = 0;   // computed prompt tokens
@@ -63,6 +71,7 @@ struct SimResult {
   std::int32_t device_blocks = 0, host_slots = 0, disk_slots = 0;
   std::uint64_t iterations = 0;
   std::uint64_t scheduler_iterations = 0;  // what the SchedulerCore itself counted
+  std::vector<TurnTiming> turn_timings;     // with SimOptions::record_turns, in completion order
 };
 
 // The device blocks and host slots a configuration gets.
