@@ -430,6 +430,7 @@ asio::awaitable<void> run_completion(const TurnServices& svc, const Conversation
 }
 
 asio::awaitable<void> ConversationActor::operator()(StartTurn m) {
+  if (state_.keep_kv && m.share_namespace) state_.share_namespace = std::move(m.share_namespace);
   if (m.prompt) {
     co_await run_completion(*services_, state_, m.turn, std::move(*m.prompt), std::move(m.sampling),
                             *m.out);
