@@ -460,6 +460,7 @@ void ConversationActor::load_from_journal() {
 asio::awaitable<void> ConversationActor::operator()(StartTurn m) {
   const TurnCountedOut counted{state_.activity.get()};
   load_from_journal();
+  if (state_.keep_kv && m.share_namespace) state_.share_namespace = std::move(m.share_namespace);
   if (m.prompt) {
     co_await run_completion(*services_, state_, m.turn, std::move(*m.prompt), std::move(m.sampling),
                             *m.out);

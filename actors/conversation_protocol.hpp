@@ -26,6 +26,10 @@ struct StartTurn {
   std::shared_ptr<TurnEventChannel> out;
   model::ChatExtras chat;  // tools for the template
   bool compare_history = false;  // `messages` may resend the history (run_turn)
+  // A stored conversation's cache namespace for this turn (its tenant and
+  // the request's cache_salt): the turn shares cached prefixes of that
+  // namespace only, and leaves its own KV findable there. Nullopt: unchanged.
+  std::optional<std::string> share_namespace;
 };
 
 struct ConversationSnapshot {

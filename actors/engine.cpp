@@ -106,6 +106,7 @@ struct Engine::Impl {
   std::string history_note;  // what the journal's restore set aside, for the start-up log
   std::string name;
   EngineOptions options;
+  CostModelReport cost_model;
   std::int32_t max_context = 0;
   std::atomic<std::uint64_t> next_turn{0};
   std::atomic<std::uint64_t> next_conversation{0};
@@ -139,7 +140,9 @@ struct Engine::Impl {
   ConversationId new_id() { return ConversationId{next_conversation.fetch_add(1) + 1}; }
   rt::ActorRef<ConversationMsg> spawn_conversation(ConversationState state) {
     // A named conversation shares cached prefixes with its tenant's
-    // unsalted requests and conversations (one system prompt, computed once).
+    // requests and conversations of the same cache_salt (one system prompt,
+    // computed once); each turn names its salt (StartTurn::share_namespace),
+    // unsalted until one does.
     if (state.keep_kv) state.share_namespace = cache_namespace(state.tenant, std::nullopt);
     return rt::spawn_actor<ConversationMsg>(
         group, control.executor(), ConversationActor(services, std::move(state)),
@@ -292,6 +295,31 @@ Result<std::int64_t> start_swap_engine(Engine::Impl& m, GpuWorker& gpu, const Ti
   return disk_slots;
 }
 
+// The recompute costs eviction weighs: given, from a profile, or timed on
+// the backend before the worker owns it (prefills that fit one pass, the
+// context and the pool).
+Result<CostModelReport> engine_cost_model(const EngineOptions& o, backend::PagedForward& forward,
+                                          std::int32_t max_context) {
+  if (o.cost_model_source == CostModelSource::measured) {
+    CostCalibrationOptions c = o.cost_calibration;
+    const std::int64_t pool_tokens = std::int64_t(forward.pool_config().num_blocks) * o.kv_block_tokens;
+    c.limit_tokens = std::int32_t(std::min<std::int64_t>(
+        {std::int64_t(c.limit_tokens), std::int64_t(o.scheduler.max_batch_tokens), std::int64_t(max_context),
+         pool_tokens}));
+    return calibrate_cost_model(forward, c, o.kv_cache.cost_model);
+  }
+  CostModelReport r;
+  r.model = o.kv_cache.cost_model;
+  r.source = "default";
+  if (!o.cost_model_profile.empty()) {
+    auto m = load_cost_profile(o.cost_model_profile);
+    if (!m) return m.error();
+    r.model = *m;
+    r.source = "profile " + o.cost_model_profile;
+  }
+  return r;
+}
+
 }  // namespace
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -338,6 +366,9 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   if (tiers.host_slots > 0 && !(*forward)->supports_host_tier()) {
     return fail("the host KV tier (--kv-host-mb) works with one rank only for now (--tp 1)");
   }
+  auto cost = engine_cost_model(options, **forward, max_context);
+  if (!cost) return cost.error();
+  options.kv_cache.cost_model = cost->model;
   model::VocabInfo vocab{(*forward)->config().vocab_size, {}};
   for (auto id : {tokenizer->eos_id(), tokenizer->eot_id()}) {
     if (id) vocab.eos_ids.push_back(*id);
@@ -345,6 +376,7 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
 
   auto impl = std::make_unique<Impl>(std::move(*tokenizer), std::move(*chat), std::move(name), std::move(options));
   impl->chat_note = std::move(chat_note);
+  impl->cost_model = std::move(*cost);
   Impl& m = *impl;
   m.max_context = max_context;
   if (!m.options.history_dir.empty()) {
@@ -407,6 +439,7 @@ const std::string& Engine::history_note() const { return impl_->history_note; }
 std::int32_t Engine::max_context() const { return impl_->max_context; }
 std::string Engine::token_text(std::int32_t token) const { return impl_->tokenizer.token_to_piece(token); }
 const EngineOptions& Engine::options() const { return impl_->options; }
+const CostModelReport& Engine::cost_model() const { return impl_->cost_model; }
 
 EngineResult<Engine::Impl::Entry*> Engine::Impl::create_locked(const std::string& tenant,
                                                                std::optional<std::string> id) {
@@ -672,9 +705,12 @@ EngineResult<TurnStream> Engine::start(const asio::any_io_executor& executor, Tu
   const TurnId turn{m.next_turn.fetch_add(1) + 1};
   auto channel = std::make_shared<TurnEventChannel>(
       executor, turn_channel_capacity(request.sampling.max_tokens));
-  ConversationMsg message =
-      StartTurn{turn,    std::move(request.messages), std::move(request.prompt), std::move(request.sampling),
-                channel, std::move(request.chat),     request.compare_history};
+  StartTurn start{turn,    std::move(request.messages), std::move(request.prompt), std::move(request.sampling),
+                  channel, std::move(request.chat),     request.compare_history};
+  // A stored conversation's turn shares only its tenant's and salt's
+  // cached prefixes, as a stateless request does (no cross-salt hit).
+  if (!anonymous) start.share_namespace = cache_namespace(request.tenant, request.cache_salt);
+  ConversationMsg message = std::move(start);
   const rt::SendStatus sent = actor.try_tell(message);
   if (sent != rt::SendStatus::sent && activity) activity->turns_pending.fetch_sub(1, std::memory_order_acq_rel);
   if (anonymous) actor.request_stop(rt::StopMode::drain);  // after its one turn

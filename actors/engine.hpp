@@ -26,6 +26,7 @@
 // the engine (the engine's threads complete operations on it until the
 // destructor has joined them).
 #include "actors/conversation.hpp"
+#include "actors/cost_calibration.hpp"
 #include "actors/kv_cache_options.hpp"
 #include "actors/scheduler_options.hpp"
 #include "actors/scheduler_actor.hpp"
@@ -72,6 +73,13 @@ struct EngineOptions {
   // pass's buffers).
   SchedulerOptions scheduler;
   KvCacheOptions kv_cache;
+  // The eviction policy's recompute costs (--cost-model): kv_cache.cost_model
+  // as given, or that of cost_model_profile when set; or measured at
+  // start-up (the server's default; tests keep the fixed defaults so that
+  // eviction orders do not depend on the machine's speed).
+  CostModelSource cost_model_source = CostModelSource::given;
+  std::string cost_model_profile;
+  CostCalibrationOptions cost_calibration;
   // Stored conversations one tenant may have (--max-conversations-per-tenant);
   // creating one more is refused (rate_limited). 0: no limit.
   std::int32_t max_conversations_per_tenant = 0;
@@ -179,6 +187,8 @@ class Engine {
   // A token's text for logprobs reports (may be part of a UTF-8 character).
   std::string token_text(std::int32_t token) const;
   const EngineOptions& options() const;
+  // The eviction policy's recompute costs in use and where they came from.
+  const CostModelReport& cost_model() const;
 
   // Conversations, namespaced per tenant. `id`: the client's choice (1-128
   // characters of [A-Za-z0-9._:-]); absent: a fresh random one.

@@ -78,6 +78,7 @@ class KvCacheManager {
   std::int32_t block_tokens() const { return sizes_.block_tokens; }
   // Recalibrated recompute costs; they take effect at the next decision.
   void set_cost_model(const CostModel& cost);
+  const CostModel& cost_model() const { return policy_.cost(); }
 
   // --- device blocks for running sequences ---
   std::int32_t device_blocks() const { return pools_.device.slots(); }

@@ -439,6 +439,7 @@ SchedulerStats SchedulerCore::stats() const {
   s.free_blocks = kv_.free_device_blocks();
   s.num_blocks = kv_.device_blocks();
   s.tiers = kv_.stats();
+  s.cost_model = kv_.cost_model();
   s.cached_conversations = std::int32_t(std::int64_t(kv_.size()) - s.tiers.unnamed_paths);  // named ones
   s.evicted_conversations = s.tiers.evicted_conversations;
   return s;

@@ -129,6 +129,7 @@ struct SchedulerStats {
   std::int32_t free_blocks = 0;
   std::int32_t num_blocks = 0;
   TierStats tiers;  // per-tier hits, recompute, moves, evictions, free slots
+  CostModel cost_model;  // the recompute costs the eviction policy weighs now
   // The scheduler actor's loop: times it woke to plan (idle, it waits for a
   // message and does not wake on its own).
   std::uint64_t loop_passes = 0;

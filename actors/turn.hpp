@@ -42,9 +42,11 @@ struct TurnRequest {
   std::optional<std::string> prompt;
   // The request's tools and tool_choice, for the model's template.
   model::ChatExtras chat;
-  // A stateless request's cache namespace within its tenant (vLLM's
-  // cache_salt): its prompt reuses only KV that requests with the same
-  // tenant and salt left. Ignored for a stored conversation.
+  // The request's cache namespace within its tenant (vLLM's cache_salt):
+  // its prompt reuses only KV that requests and conversation turns with the
+  // same tenant and salt left. A stored conversation's own KV is its own
+  // whatever the salt; the salt decides which other cached prefixes
+  // (a system prompt) its turn may share.
   std::optional<std::string> cache_salt;
   // Sampling and the request's options (logprobs, stop strings).
   model::SamplingParams sampling;

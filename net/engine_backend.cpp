@@ -117,6 +117,9 @@ asio::awaitable<EngineGauges> EngineBackend::gauges() {
   g.prefix_matched_tokens = t.prefix_matched_tokens;
   g.unnamed_paths = t.unnamed_paths;
   g.shared_blocks = t.shared_device_blocks;
+  g.pinned_chunks = t.pinned_chunks;
+  g.cost_per_token_s = s.cost_model.per_token;
+  g.cost_per_token_pair_s = s.cost_model.per_token_pair;
   // Drops by why, so the reasons of one tier add up to its evictions: a
   // device chunk dropped with no lower tier (device only), or because every
   // host slot was busy, or it was colder than every host chunk, or while a

@@ -223,6 +223,14 @@ std::string ServerMetrics::render(const EngineGauges& e) const {
         "gauge", double(e.unnamed_paths));
   gauge(out, "pensieve_kv_shared_blocks", "Device KV blocks held by more than one path or turn.", "gauge",
         double(e.shared_blocks));
+  gauge(out, "pensieve_kv_pinned_chunks", "Cached KV chunks a pin keeps out of eviction.", "gauge",
+        double(e.pinned_chunks));
+  gauge(out, "pensieve_eviction_cost_per_token_seconds",
+        "The eviction cost model's time per recomputed token (measured at start-up or given).", "gauge",
+        e.cost_per_token_s);
+  gauge(out, "pensieve_eviction_cost_per_token_pair_seconds",
+        "The eviction cost model's time per attended (token, key) pair of a recompute.", "gauge",
+        e.cost_per_token_pair_s);
   gauge(out, "pensieve_kv_corrupt_chunks_total", "Chunks read back from disk that failed verification.", "counter",
         double(e.corrupt_chunks));
   out += "# HELP pensieve_kv_evictions_total KV chunks leaving a tier, by tier and reason.\n"

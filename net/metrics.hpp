@@ -54,6 +54,9 @@ struct EngineGauges {
   // by a cached unnamed path; such paths; device blocks several paths or
   // turns share.
   std::int64_t prefix_queried_tokens = 0, prefix_matched_tokens = 0, unnamed_paths = 0, shared_blocks = 0;
+  std::int64_t pinned_chunks = 0;  // cached chunks a pin keeps where they are
+  // The eviction policy's recompute costs (measured at start-up, or given).
+  double cost_per_token_s = 0, cost_per_token_pair_s = 0;
   // Evictions by tier and reason ("device","host"; "reclaimed","to_host","dropped").
   std::vector<std::pair<std::string, std::int64_t>> evictions;  // label text -> count
 };

@@ -202,6 +202,33 @@ TEST_CASE("the same prompt in another tenant or with another cache_salt finds no
   CHECK(other_salt.tokens == first.tokens);
 }
 
+TEST_CASE("a conversation's first turn shares only the cached prefixes of its tenant and cache_salt",
+          "[engine][prefix_cache]") {
+  asio::io_context io;
+  auto engine = make_engine(true, 512);
+  const std::string system = "You are a helpful assistant who answers briefly and kindly, in plain words.";
+  const std::vector<model::ChatMessage> history = {
+      {"system", system}, {"user", "Once upon a time there was a little girl who liked to play in the park."}};
+  const Reply salted = run(io, ask(*engine, history, "a", "s1"));  // leaves s1's path cached
+  CHECK(salted.summary.cached_tokens == 0);
+  // The same system prompt, other salts: nothing shared, same tokens.
+  const Reply unsalted = run(io, ask(*engine, history, "a", std::nullopt, "c-none"));
+  CHECK(unsalted.summary.cached_tokens == 0);
+  const Reply other = run(io, ask(*engine, history, "a", "s2", "c-s2"));
+  CHECK(other.summary.cached_tokens == 0);
+  CHECK(other.tokens == salted.tokens);
+  // Its own salt: the first turn starts from the cached prefix.
+  const Reply same = run(io, ask(*engine, history, "a", "s1", "c-s1"));
+  CHECK(same.summary.cached_tokens > 0);
+  CHECK(same.tokens == salted.tokens);
+  // And a conversation's KV is shared in its salt's namespace only.
+  const Reply second_s2 = run(io, ask(*engine, history, "a", "s2", "c2-s2"));
+  CHECK(second_s2.summary.cached_tokens > 0);  // c-s2's path
+  CHECK(second_s2.tokens == salted.tokens);
+  const Reply other_tenant = run(io, ask(*engine, history, "b", "s2", "c-b-s2"));
+  CHECK(other_tenant.summary.cached_tokens == 0);
+}
+
 TEST_CASE("after stateless requests end, one cancelled at once, clearing the cache frees every block",
           "[engine][prefix_cache]") {
   asio::io_context io;

@@ -223,6 +223,10 @@ TEST_CASE("GET /metrics reports requests, tokens, latencies, batches and KV bloc
   CHECK_THAT(t, Catch::Contains("pensieve_kv_evictions_total{tier=\"disk\",reason=\"restore_given_up\"} 0\n"));
   CHECK_THAT(t, Catch::Contains("pensieve_queue_running 0"));
   CHECK_THAT(t, Catch::Contains("pensieve_cached_conversations 1"));
+  // The test engine keeps the fixed default cost model (1 per token, 1/1024 per pair).
+  CHECK_THAT(t, Catch::Contains("pensieve_eviction_cost_per_token_seconds 1\n"));
+  CHECK_THAT(t, Catch::Contains("pensieve_eviction_cost_per_token_pair_seconds 0.0009765625\n"));
+  CHECK_THAT(t, Catch::Contains("pensieve_kv_pinned_chunks 0\n"));
   // The second turn reused the first's KV: cached prompt tokens were counted.
   CHECK(t.find("pensieve_cached_prompt_tokens_total 0\n") == std::string::npos);
 }

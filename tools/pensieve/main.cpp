@@ -101,6 +101,11 @@ int serve(const server::Options& o) {
   engine_options.conversation_idle_s = o.conversation_idle_s;
   engine_options.scheduler = o.scheduler;
   engine_options.kv_cache = o.kv_cache;
+  if (o.cost_model == "measure") {
+    engine_options.cost_model_source = actors::CostModelSource::measured;
+  } else if (o.cost_model != "default") {
+    engine_options.cost_model_profile = o.cost_model;
+  }
   engine_options.kv_cache_mb = o.kv_device_mb;
   engine_options.kv_host_mb = o.kv_host_mb;
   engine_options.kv_disk_dir = o.kv_disk_dir.value_or("");
@@ -195,6 +200,7 @@ int serve(const server::Options& o) {
     return 1;
   }
   std::fprintf(stderr, "pensieve: chat template: %s\n", (*engine)->chat_template_description().c_str());
+  std::fprintf(stderr, "pensieve: eviction cost model: %s\n", actors::describe((*engine)->cost_model()).c_str());
   if (!(*engine)->history_note().empty()) {
     std::fprintf(stderr, "pensieve: --history-reset-on-model-change: %s\n", (*engine)->history_note().c_str());
   }

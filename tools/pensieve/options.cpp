@@ -36,6 +36,10 @@ conversation's KV cache between turns.
                          codes with an F32 scale per 32 values: 1.78x); both backends
   --eviction-policy P    which cached KV chunks leave a tier first: cost (recompute cost over
                          idle time, default) or lru
+  --cost-model M         the recompute costs cost eviction weighs: measure (time prefills of 32,
+                         128 and 512 tokens at start-up, about a second; default), default (fixed
+                         relative constants), or a profile FILE of the lines
+                         "per_token_s X" and "per_token_pair_s Y" (as the start-up log prints)
   --swap-out-watermark F copy idle KV to the host ahead of time while less than this share of
                          device blocks is free (default 0.25)
   --decode-reserve F     share of device blocks kept for running decodes (default 0.10)
@@ -164,6 +168,11 @@ std::map<std::string, Setter> value_flags() {
       {"--eviction-policy", [](Options& o, const std::string& v) -> Result<void> {
          if (v != "lru" && v != "cost") return fail("--eviction-policy: '" + v + "' is not lru or cost");
          o.kv_cache.eviction_policy = v == "lru" ? actors::EvictionPolicyKind::lru : actors::EvictionPolicyKind::cost_aware;
+         return {};
+       }},
+      {"--cost-model", [](Options& o, const std::string& v) -> Result<void> {
+         if (v.empty()) return fail("--cost-model: measure, default or a profile file");
+         o.cost_model = v;
          return {};
        }},
       {"--swap-out-watermark", [](Options& o, const std::string& v) { return parse_share("--swap-out-watermark", v, o.kv_cache.swap_out_watermark); }},

@@ -32,6 +32,9 @@ struct Options {
   actors::SchedulerOptions scheduler;
   // --eviction-policy, --swap-out-watermark.
   actors::KvCacheOptions kv_cache;
+  // --cost-model: "measure" (timed prefills at start-up), "default", or a
+  // profile file's path.
+  std::string cost_model = "measure";
   bool gather_copies = true;             // --no-gather: one transfer per chunk and layer
   std::optional<std::string> history_dir;  // durable conversation history; absent: off
   bool history_reset_on_model_change = false;  // a journal of another model is set aside, not refused
