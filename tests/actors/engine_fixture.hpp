@@ -37,16 +37,17 @@ inline model::ModelWeights stories_model() {
 }
 
 // A generated Llama GGUF (random weights) with the real Llama 2 vocabulary.
-inline model::ModelWeights generated_model(const TempDir& dir) {
+inline model::ModelWeights generated_model(const TempDir& dir, std::int32_t max_context = 1024,
+                                           std::uint64_t seed = 11) {
   model::TestModelOptions o;
   o.n_layers = 2;
   o.dim = 64;
   o.n_heads = 4;
   o.n_kv_heads = 2;
   o.ff_dim = 160;
-  o.max_context = 1024;
+  o.max_context = max_context;
   o.dtype = model::DType::f32;
-  o.seed = 11;
+  o.seed = seed;
   o.vocab_from = shared_file("vocab/ggml-vocab-llama-spm.gguf");
   const auto path = dir / "generated.gguf";
   REQUIRE(model::make_test_model(o, path).has_value());

@@ -308,33 +308,10 @@ TEST_CASE("stateless and conversation requests mixed, sharing system prompts, gi
   }
 }
 
-namespace {
-
-// A generated Llama (random weights, the real Llama 2 vocabulary) with
-// room for a 1,000-token system prompt.
-model::ModelWeights long_context_model(const TempDir& dir) {
-  model::TestModelOptions o;
-  o.n_layers = 2;
-  o.dim = 64;
-  o.n_heads = 4;
-  o.n_kv_heads = 2;
-  o.ff_dim = 160;
-  o.max_context = 2048;
-  o.dtype = model::DType::f32;
-  o.seed = 21;
-  o.vocab_from = shared_file("vocab/ggml-vocab-llama-spm.gguf");
-  const auto path = dir / "long.gguf";
-  REQUIRE(model::make_test_model(o, path).has_value());
-  auto w = model::load_model(path);
-  REQUIRE(w.has_value());
-  return std::move(*w);
-}
-
-}  // namespace
 
 TEST_CASE("100 conversations with one 1,000-token system prompt compute it once", "[engine][prefix_cache]") {
   TempDir dir;
-  auto weights = long_context_model(dir);
+  auto weights = generated_model(dir, 2048, 21);  // room for a 1,000-token system prompt
   auto make = [&](bool keep_kv) {
     actors::EngineOptions o;
     o.n_threads = 2;
