@@ -12,18 +12,20 @@ TEST_CASE("the KV tier flags parse: policy, watermark, decode reserve, gathering
   CHECK(defaults->kv_cache.swap_out_watermark == 0.25);
   CHECK(defaults->scheduler.decode_reserve == 0.10);
   CHECK(defaults->gather_copies);
+  CHECK(defaults->swap_gather_kernel);  // the CUDA swap engine's gather kernel for scattered runs
   CHECK(defaults->kv_host_mb == -1);  // automatic: the engine's default host tier
   CHECK(defaults->cost_model == "measure");  // timed prefills at start-up
   auto profile = parse_options({"--cost-model", "cost.txt"});
   REQUIRE(profile.has_value());
   CHECK(profile->cost_model == "cost.txt");
   auto o = parse_options({"--eviction-policy", "lru", "--swap-out-watermark=0.5", "--decode-reserve", "0",
-                          "--no-gather", "--kv-host-mb", "64"});
+                          "--no-gather", "--kv-host-mb", "64", "--swap-gather", "off"});
   REQUIRE(o.has_value());
   CHECK(o->kv_cache.eviction_policy == EvictionPolicyKind::lru);
   CHECK(o->kv_cache.swap_out_watermark == 0.5);
   CHECK(o->scheduler.decode_reserve == 0.0);
   CHECK_FALSE(o->gather_copies);
+  CHECK_FALSE(o->swap_gather_kernel);
   CHECK(o->kv_host_mb == 64);
 }
 
@@ -36,5 +38,6 @@ TEST_CASE("a bad KV tier flag is a one-line reason", "[tools][tiers]") {
   CHECK(message({"--eviction-policy", "fifo"}) == "--eviction-policy: 'fifo' is not lru or cost");
   CHECK(message({"--cost-model", ""}) == "--cost-model: measure, default or a profile file");
   CHECK(message({"--swap-out-watermark", "1.5"}) == "--swap-out-watermark: '1.5' is not a number in [0, 1]");
+  CHECK(message({"--swap-gather", "on"}) == "--swap-gather: 'on' is not auto or off");
   CHECK(message({"--decode-reserve", "x"}) == "--decode-reserve: 'x' is not a number in [0, 1]");
 }

@@ -112,6 +112,7 @@ int serve(const server::Options& o) {
   engine_options.kv_disk_gb = o.kv_disk_gb;
   engine_options.kv_dtype = o.kv_dtype;
   engine_options.gather_copies = o.gather_copies;
+  engine_options.swap_gather_kernel = o.swap_gather_kernel;
   if (o.decode_plan) {
     auto table = kernels::load_decode_plan_table(*o.decode_plan);
     if (!table) {

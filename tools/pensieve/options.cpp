@@ -44,6 +44,9 @@ conversation's KV cache between turns.
                          device blocks is free (default 0.25)
   --decode-reserve F     share of device blocks kept for running decodes (default 0.10)
   --no-gather            one transfer per chunk and layer instead of gathering adjacent chunks
+  --swap-gather M        small scattered swap runs under --backend cuda: auto (four or more runs
+                         under 512 KiB go through one gather-kernel launch, default) or off (one
+                         DMA copy per run); the CPU backend copies either way
   --history-dir DIR      keep every conversation's history in a journal in DIR, fsynced before
                          a turn is acknowledged; a restart on the same DIR brings the
                          conversations back (their KV is recomputed) (default: off); a
@@ -194,6 +197,11 @@ std::map<std::string, Setter> value_flags() {
       {"--backend", [](Options& o, const std::string& v) -> Result<void> {
          if (v != "cpu" && v != "cuda") return fail("--backend: '" + v + "' is not cpu or cuda");
          o.backend = v;
+         return {};
+       }},
+      {"--swap-gather", [](Options& o, const std::string& v) -> Result<void> {
+         if (v != "auto" && v != "off") return fail("--swap-gather: '" + v + "' is not auto or off");
+         o.swap_gather_kernel = v == "auto";
          return {};
        }},
       {"--tp", [](Options& o, const std::string& v) { return parse_int("--tp", v, o.tp, 1, 64); }},

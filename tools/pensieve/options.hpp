@@ -36,6 +36,7 @@ struct Options {
   // profile file's path.
   std::string cost_model = "measure";
   bool gather_copies = true;             // --no-gather: one transfer per chunk and layer
+  bool swap_gather_kernel = true;        // --swap-gather off: one DMA copy per swap run
   std::optional<std::string> history_dir;  // durable conversation history; absent: off
   bool history_reset_on_model_change = false;  // a journal of another model is set aside, not refused
   // What a conversation past the context does (--context-overflow).
