@@ -173,3 +173,104 @@ TEST_CASE("a one-token K-quant matmul over odd row counts gives every row its re
     }
   }
 }
+
+TEST_CASE("AVX-512 has the token tiles of Q4_K, Q5_K and Q6_K, the portable and AVX2 paths none",
+          "[kernels][quant][quant_dot]") {
+  for (DType t : quantised_dtypes) {
+    const bool listed = t == DType::q4_k || t == DType::q5_k || t == DType::q6_k;
+    INFO(pensieve::model::dtype_name(t));
+    CHECK(kc::quant_dot_token_tile_fn(t, kc::QuantDotPath::portable) == nullptr);
+    CHECK(kc::quant_dot_token_tile_fn(t, kc::QuantDotPath::avx2) == nullptr);
+    const bool runs = kc::quant_dot_path_supported(kc::QuantDotPath::avx512);
+    CHECK((kc::quant_dot_token_tile_fn(t, kc::QuantDotPath::avx512) != nullptr) == (listed && runs));
+  }
+}
+
+TEST_CASE(
+    "a K-quant token tile stores each row of its mask for each of 1 to 4 tokens with the reference "
+    "dot's bits, and nothing else",
+    "[kernels][quant][quant_dot]") {
+  if (!kc::quant_dot_path_supported(kc::QuantDotPath::avx512)) {
+    WARN("this CPU lacks AVX-512 VNNI: the K-quant token tiles are not run");
+    return;
+  }
+  for (DType t : multi_row_types) {
+    const kc::QuantDotTokenTileFn tile = kc::quant_dot_token_tile_fn(t, kc::QuantDotPath::avx512);
+    const kc::QuantDotFn ref = kc::quant_dot_fn(t, kc::QuantDotPath::portable);
+    REQUIRE(tile != nullptr);
+    // One pass and several (4 or 8 blocks a pass by the token count).
+    for (std::int64_t nb : {1, 3, 4, 5, 8, 9, 17}) {
+      const std::int64_t rows = 8, cols = nb * 256, stride = 11;
+      const std::size_t row_bytes = pensieve::model::dtype_row_bytes(t, cols);
+      const auto w = random_blocks(t, rows * nb, 940 + unsigned(t) + unsigned(nb));
+      const int max_tokens = kc::quant_dot_tile_tokens_max;
+      const auto x = random_floats(max_tokens * cols, 941 + unsigned(nb));
+      std::vector<float> storage;
+      const kc::QuantActs acts = kc::quantize_act_rows(
+          kc::act_quant_for(t), kc::ConstRowsView(x.data(), max_tokens, cols, cols), storage);
+      std::vector<kc::QuantActRow> act_rows;
+      for (int r = 0; r < max_tokens; ++r) act_rows.push_back(acts.row(r));
+      for (int n = 1; n <= max_tokens; ++n) {
+        for (unsigned store : {0xffu, 0x01u, 0x80u, 0x5au, 0xf0u}) {
+          // Token k's rows at k * stride; the 3 slots after each token's 8 poisoned.
+          std::vector<float> y(std::size_t(n * stride), -7.0f);
+          tile(w.data(), row_bytes, act_rows.data(), n, nb, y.data(), stride, store, w.data(),
+               w.size());
+          bool right = true;
+          for (int k = 0; k < n; ++k) {
+            for (std::int64_t r = 0; r < stride; ++r) {
+              const bool stored = r < rows && ((store >> r) & 1u);
+              const float want =
+                  stored ? ref(w.data() + r * row_bytes, act_rows[std::size_t(k)], nb) : -7.0f;
+              right = right && same_bits(y[std::size_t(k * stride + r)], want);
+            }
+          }
+          INFO(pensieve::model::dtype_name(t) << " blocks " << nb << " tokens " << n << " store "
+                                              << store);
+          CHECK(right);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE(
+    "a K-quant decode batch over odd row counts and block counts gives every token its reference "
+    "dot's bits on every path",
+    "[kernels][quant][quant_dot]") {
+  for (kc::QuantDotPath path :
+       {kc::QuantDotPath::portable, kc::QuantDotPath::avx2, kc::QuantDotPath::avx512}) {
+    if (!kc::quant_dot_path_supported(path)) {
+      WARN("this CPU lacks " << kc::quant_dot_path_name(path) << ": not run");
+      continue;
+    }
+    for (DType t : multi_row_types) {
+      const kc::QuantDotFn ref = kc::quant_dot_fn(t, kc::QuantDotPath::portable);
+      for (std::int64_t rows : {8, 9, 17, 61}) {
+        for (std::int64_t nb : {1, 3, 5}) {
+          const std::int64_t cols = nb * 256;
+          const auto w = random_blocks(t, rows * nb, 950 + unsigned(t) + unsigned(rows * nb));
+          const kc::WeightView wv{t, w.data(), rows, cols, pensieve::model::dtype_row_bytes(t, cols)};
+          for (std::int64_t n : {2, 5, 6, 11}) {
+            const auto x = random_floats(n * cols, 951 + unsigned(n));
+            std::vector<float> storage;
+            const kc::QuantActs acts = kc::quantize_act_rows(
+                kc::act_quant_for(t), kc::ConstRowsView(x.data(), n, cols, cols), storage);
+            kc::ThreadPool pool(2, 0.0);
+            std::vector<float> y(std::size_t(n * rows)), scratch;
+            kc::quant_matmul(kc::ConstRowsView(x.data(), n, cols, cols), wv,
+                             kc::RowsView{y.data(), n, rows, rows}, pool, scratch, path);
+            bool all_equal = true;
+            for (std::int64_t tk = 0; tk < n; ++tk)
+              for (std::int64_t o = 0; o < rows; ++o)
+                all_equal = all_equal &&
+                            same_bits(y[std::size_t(tk * rows + o)], ref(wv.row(o), acts.row(tk), nb));
+            INFO(pensieve::model::dtype_name(t) << " " << kc::quant_dot_path_name(path) << " rows "
+                                                << rows << " blocks " << nb << " tokens " << n);
+            CHECK(all_equal);
+          }
+        }
+      }
+    }
+  }
+}

@@ -255,6 +255,12 @@ QuantDotTileFn quant_dot_tile_fn(DType t, QuantDotPath path) {
   return quant_dot_avx512_tile_fn(t);
 }
 
+QuantDotTokenTileFn quant_dot_token_tile_fn(DType t, QuantDotPath path) {
+  if (path == QuantDotPath::best) path = quant_dot_best_path(t);
+  if (path != QuantDotPath::avx512 || !cpu_has_avx512_vnni()) return nullptr;
+  return quant_dot_avx512_token_tile_fn(t);
+}
+
 const char* quant_dot_path_name(QuantDotPath path) {
   switch (path) {
     case QuantDotPath::avx512:

@@ -87,6 +87,22 @@ using QuantDotTileFn = void (*)(const std::byte* w, std::size_t row_bytes, const
 // DRAM, BM_QuantMatmulDecode 2026-12-02: Q6_K keeps the single-row dots.)
 QuantDotTileFn quant_dot_tile_fn(model::DType t, QuantDotPath path);
 
+// Eight weight rows against 1 to quant_dot_tile_tokens_max activation rows
+// (a decode batch): y[t * y_stride + r] = the QuantDotFn of weight row r and
+// activation row t, bit for bit, stored for the rows of `store` as
+// QuantDotTileFn does. Each block of the 8 rows is read and unpacked once
+// and multiplied into every token's integer sums, which are reduced 8 rows
+// at a time; token t's F32 steps run in the lanes of its own vector chain.
+constexpr int quant_dot_tile_tokens_max = 4;
+using QuantDotTokenTileFn = void (*)(const std::byte* w, std::size_t row_bytes,
+                                     const QuantActRow* x, int n_tokens, std::int64_t n_blocks,
+                                     float* y, std::int64_t y_stride, unsigned store,
+                                     const std::byte* pf, std::size_t pf_bytes);
+
+// The token tile of type t on `path` (best as quant_dot_fn resolves it);
+// null where that path has none for t: AVX-512 for Q4_K, Q5_K and Q6_K.
+QuantDotTokenTileFn quant_dot_token_tile_fn(model::DType t, QuantDotPath path);
+
 // The scalar references (the definitions), one per type.
 float quant_dot_q8_0(const std::byte* w, const QuantActRow& x, std::int64_t nb);
 float quant_dot_q4_0(const std::byte* w, const QuantActRow& x, std::int64_t nb);
@@ -111,5 +127,6 @@ QuantDotFn quant_dot_avx2_fn(model::DType t);
 QuantDotFn quant_dot_avx512_fn(model::DType t);
 QuantDotRowsFn quant_dot_avx512_rows_fn(model::DType t);
 QuantDotTileFn quant_dot_avx512_tile_fn(model::DType t);
+QuantDotTokenTileFn quant_dot_avx512_token_tile_fn(model::DType t);
 
 }  // namespace pensieve::kernels::cpu

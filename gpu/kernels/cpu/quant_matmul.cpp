@@ -59,6 +59,36 @@ void run_rows_tile(QuantDotTileFn tile, const WeightView& w, const QuantActRow& 
   }
 }
 
+// Every token over rows [o0, o1) (of a range ending at `end`) by tiles of
+// 8 rows x up to quant_dot_tile_tokens_max tokens, the token groups
+// near-equal in size (as run_rows_multi's); a tile's rows stay in the L1
+// while the groups after the first pass over them, and the first group
+// fetches the next tile's rows in step. A tile that would pass the weight's
+// last row moves down as run_rows_tile's does.
+void run_rows_token_tiles(QuantDotTokenTileFn tile, const WeightView& w,
+                          const std::vector<QuantActRow>& x, const RowsView& y,
+                          std::int64_t n_blocks, std::int64_t o0, std::int64_t o1,
+                          std::int64_t end) {
+  constexpr std::int64_t n = quant_dot_tile_rows;
+  const auto n_tokens = std::int64_t(x.size());
+  const std::int64_t groups = (n_tokens + quant_dot_tile_tokens_max - 1) / quant_dot_tile_tokens_max;
+  const std::int64_t base = n_tokens / groups, wider = n_tokens % groups;
+  for (std::int64_t o = o0; o < o1; o += n) {
+    const std::int64_t start = std::min(o, w.rows - n);
+    const auto count = unsigned(std::min(o1 - o, n));
+    const unsigned store = ((1u << count) - 1u) << unsigned(o - start);
+    const std::int64_t next = o + n, next_end = std::min(end, next + n);
+    std::int64_t t = 0;
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const int tokens = int(base + (g < wider ? 1 : 0));
+      const std::byte* pf = g == 0 && next < next_end ? w.row(next) : nullptr;
+      tile(w.row(start), w.row_bytes, x.data() + t, tokens, n_blocks, y.row(t) + start, y.stride,
+           store, pf, pf ? std::size_t(next_end - next) * w.row_bytes : 0);
+      t += tokens;
+    }
+  }
+}
+
 }  // namespace
 
 void quant_matmul(ConstRowsView x, const WeightView& w, RowsView y, ThreadPool& pool,
@@ -73,6 +103,7 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
   QuantDotFn dot[quant_max_weights];
   QuantDotRowsFn dot_rows[quant_max_weights];
   QuantDotTileFn tile[quant_max_weights];
+  QuantDotTokenTileFn token_tile[quant_max_weights];
   std::int64_t n_blocks[quant_max_weights];
   // The quantised activations per format: scratch holds the first format's,
   // `more` any other's (a mix of legacy and K-quant types, which the common
@@ -92,6 +123,10 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
     // One token: 8-row tiles where the weight has that many rows.
     tile[i] = x.rows == 1 && w[i].rows >= quant_dot_tile_rows ? quant_dot_tile_fn(w[i].dtype, path)
                                                               : nullptr;
+    // Several tokens: tiles of 8 rows x a few tokens where the path has them.
+    token_tile[i] = x.rows > 1 && w[i].rows >= quant_dot_tile_rows
+                        ? quant_dot_token_tile_fn(w[i].dtype, path)
+                        : nullptr;
     assert(dot[i] && "quant_matmul: a path this CPU lacks");
     n_blocks[i] = w[i].cols / model::dtype_block_elems(w[i].dtype);
     const ActQuant kind = act_quant_for(w[i].dtype);
@@ -121,6 +156,11 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
             if (tile[i]) {
               run_rows_tile(tile[i], w[i], acts[act_of[i]].row(0), y[i].row(0), n_blocks[i], o0, o1,
                             e);
+              continue;
+            }
+            if (token_tile[i]) {
+              run_rows_token_tiles(token_tile[i], w[i], act_rows[act_of[i]], y[i], n_blocks[i], o0,
+                                   o1, e);
               continue;
             }
             if (dot_rows[i]) {

@@ -5,9 +5,11 @@
 // (quant_activations.hpp) and every output element is one quant_dot (its
 // definition in quant_dot.hpp), so y[t][o] has the same bits alone, in a
 // batch of any size, with any thread count and on every QuantDotPath. A
-// batch of several tokens takes the path's multi-row kernel where it has one
-// (quant_dot_rows_fn): each weight row read and unpacked once per group of
-// up to quant_dot_rows_max tokens.
+// batch of several tokens takes the path's token tiles where it has them
+// (quant_dot_token_tile_fn: 8 weight rows x up to quant_dot_tile_tokens_max
+// tokens, each block unpacked once per group of tokens), else its multi-row
+// kernel (quant_dot_rows_fn: one weight row x up to quant_dot_rows_max
+// tokens), else one dot per element.
 #include "gpu/kernels/cpu/quant_dot.hpp"
 #include "gpu/kernels/cpu/thread_pool.hpp"
 

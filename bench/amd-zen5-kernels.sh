@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The CPU kernel figures of bench/README.md ("K-quant mixes", AMD Zen 5 rows) in one
+# command: makes the M-100 F16 file and its llama-quantize Q4_K_M / Q5_K_M / Q6_K mixes
+# (seed 7, untied output head) once, then runs model-bench over F16, Q8_0 and the three
+# mixes (decode batches 1 and 8, the mixed shapes) and the one-thread small-batch matmul
+# micro-benchmark. Run it on a quiet machine; it names the CPU and the load in its output.
+#
+#   bench/amd-zen5-kernels.sh LLAMA_QUANTIZE OUT_PREFIX [COMMIT]
+#
+# LLAMA_QUANTIZE: a llama.cpp llama-quantize binary (built outside the project).
+# OUT_PREFIX: e.g. bench/results/2026-12-02-amd-zen5-kernels (writes -model.json,
+# -model.txt and -micro.json). Model files go to $KQ_DIR (default /tmp/kq-bench).
+set -euo pipefail
+quantize=${1:?llama-quantize binary}
+out=${2:?output prefix}
+commit=${3:-$(git rev-parse --short HEAD)}
+build=${BUILD_DIR:-build/release}
+dir=${KQ_DIR:-/tmp/kq-bench}
+vocab=../shared/vocab/ggml-vocab-llama-spm.gguf
+mkdir -p "$dir"
+f16="$dir/M-100-F16-untied.gguf"
+if [[ ! -f "$f16" ]]; then
+  "$build/tools/pensieve-model" make-test-model --out "$f16" --layers 12 --dim 768 --heads 12 \
+    --kv-heads 4 --ff 2048 --dtype f16 --seed 7 --untied --vocab-from "$vocab"
+fi
+for q in Q4_K_M Q5_K_M Q6_K; do
+  [[ -f "$dir/M-100-$q.gguf" ]] || "$quantize" "$f16" "$dir/M-100-$q.gguf" "$q" 1 > "$dir/quantize-$q.log" 2>&1
+done
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+"$build/bench/model-bench" --threads 2 --models M-100 --dtypes f16,q8_0 --vocab-from "$vocab" \
+  --model-dir "$dir" --reuse-models \
+  --gguf "M-100:Q4_K_M:$dir/M-100-Q4_K_M.gguf" --gguf "M-100:Q5_K_M:$dir/M-100-Q5_K_M.gguf" \
+  --gguf "M-100:Q6_K:$dir/M-100-Q6_K.gguf" --decode-batches 1,8 \
+  --mixed 0:1:512:0,1:7:73:256,4:4:127:512 --commit "$commit" \
+  --out "$out-model.json" | tee "$out-model.txt"
+# One thread, the 2048 x 768 gate shape: F16, Q8_0, Q4_K, Q6_K at 1-32 tokens, from the
+# caches and from DRAM (DType numbers: 1 f16, 3 q8_0, 5 q4_k, 12 q6_k).
+"$build/bench/pensieve-microbench" --benchmark_filter='BM_MatmulBatch/(1|3|5|12)/(1|4|8|32)/' \
+  --benchmark_min_time=0.2 --benchmark_out="$out-micro.json" --benchmark_out_format=json
+echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
