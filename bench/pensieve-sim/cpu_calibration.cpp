@@ -211,6 +211,9 @@ Result<Calibration> calibrate_cpu(const CalibrationOptions& o) {
   if (!fit) return fit.error();
   c.fit = std::move(*fit);
   c.fit.device.iteration_overhead_us = c.overhead_us;
+  // A lone prefill's TTFT is its forward pass, one iteration's overhead and
+  // the turn's front half: the rest of its excess is the front half.
+  c.fit.device.turn_start_us = std::max(0.0, c.prefill_ttft_excess_us - c.overhead_us);
 
   auto w = workload_of(replayed, convs->size(), o);
   if (!w) return w.error();
@@ -262,9 +265,9 @@ std::string render_calibration(const Calibration& c) {
   char line[256];
   std::snprintf(line, sizeof line,
                 "calibration on %s (%s): fitted %.4g TFLOP/s, %.4g GB/s; measured %.0f us per iteration over its forward "
-                "pass (a lone prefill's TTFT: %.0f us over it)\n",
+                "pass (a lone prefill's TTFT: %.0f us over it, so a turn's start %.0f us)\n",
                 c.cpu.c_str(), c.date.c_str(), c.fit.device.tensor_tflops, c.fit.device.hbm_gbps, c.overhead_us,
-                c.prefill_ttft_excess_us);
+                c.prefill_ttft_excess_us, c.fit.device.turn_start_us);
   out += line;
   std::snprintf(line, sizeof line, "%-14s %12s %12s %8s\n", "forward pass", "measured ms", "modelled ms", "error");
   out += line;

@@ -153,6 +153,7 @@ std::string render_device_json(const DeviceModel& d, const std::string& notes) {
   o["hbm_gbps"] = d.hbm_gbps;
   o["hbm_efficiency"] = d.hbm_efficiency;
   o["iteration_overhead_us"] = d.iteration_overhead_us;
+  o["turn_start_us"] = d.turn_start_us;
   o["compute_memory_overlap"] = d.compute_memory_overlap;
   o["pcie_h2d_gbps"] = d.pcie_h2d_gbps;
   o["pcie_d2h_gbps"] = d.pcie_d2h_gbps;

@@ -41,6 +41,7 @@ Result<DeviceModel> parse_device_model(const std::string& text, const std::strin
       {"hbm_gbps", &d.hbm_gbps},
       {"hbm_efficiency", &d.hbm_efficiency},
       {"iteration_overhead_us", &d.iteration_overhead_us},
+      {"turn_start_us", &d.turn_start_us},
       {"compute_memory_overlap", &d.compute_memory_overlap},
       {"pcie_h2d_gbps", &d.pcie_h2d_gbps},
       {"pcie_d2h_gbps", &d.pcie_d2h_gbps},

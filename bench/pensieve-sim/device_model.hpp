@@ -27,6 +27,11 @@ struct DeviceModel {
   double hbm_gbps = 2039.0;
   double hbm_efficiency = 0.8;       // sustained share of the memory bandwidth (weights, KV)
   double iteration_overhead_us = 40.0;  // launches, sampling, scheduling per iteration
+  // A turn's front half before the scheduler sees it (template render,
+  // tokenizing, the conversation actor's hop): its arrival reaches the
+  // scheduler this much later. A latency, not a device cost: it runs on
+  // other threads and adds to every turn's TTFT, not to any iteration.
+  double turn_start_us = 0.0;
   // How much of the shorter roofline side hides under the longer: 1, a GPU
   // streaming weights while its tensor cores run (the time is the longer
   // side); 0, a CPU thread that reads, then computes (the sum).

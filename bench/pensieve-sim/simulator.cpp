@@ -223,7 +223,7 @@ Result<SimResult> simulate(const Workload& w, const DeviceModel& d, const ModelS
     }
     evs.clear();
   };
-  auto start_turn = [&](std::size_t c) {
+  auto start_turn = [&](std::size_t c, double arrival) {
     const SimTurn& turn = w.conversations[c].turns[next_turn[c]];
     std::vector<std::int32_t>& h = history[c];
     for (std::int32_t i = 0; i < turn.user_tokens; ++i) h.push_back(token_at(c, h.size()));
@@ -235,7 +235,7 @@ Result<SimResult> simulate(const Workload& w, const DeviceModel& d, const ModelS
     spec.sampling.max_tokens = turn.output_tokens;
     spec.sampling.ignore_eos = true;
     spec.keep_kv = o.policy != Policy::stateless;
-    LiveTurn lt{c, next_turn[c], now, -1, turn.output_tokens, 0, std::int32_t(h.size())};
+    LiveTurn lt{c, next_turn[c], arrival, -1, turn.output_tokens, 0, std::int32_t(h.size())};
     ++next_turn[c];
     const actors::AdmitStatus status = core.admit(std::move(spec), ns(now));
     if (status != actors::AdmitStatus::admitted) {
@@ -251,14 +251,17 @@ Result<SimResult> simulate(const Workload& w, const DeviceModel& d, const ModelS
     }
   };
   const double chunk = chunk_bytes(m, o), ranks = std::max(1, o.tp);
+  const double turn_start_s = d.turn_start_us * 1e-6;
 
   std::uint64_t guard = 0;
   while (r.turns + r.failed_turns < total_turns) {
     if (++guard > 200'000'000) return fail("pensieve-sim: no progress (a scheduler that never finishes its turns)");
-    while (!arrivals.empty() && arrivals.top().time <= now) {
-      const std::size_t c = arrivals.top().conversation;
+    // A turn reaches the scheduler its front half after it arrived (the
+    // same delay for every turn, so the queue's order is the arrivals').
+    while (!arrivals.empty() && arrivals.top().time + turn_start_s <= now) {
+      const Arrival a = arrivals.top();
       arrivals.pop();
-      start_turn(c);
+      start_turn(a.conversation, a.time);
     }
     finish_moves();
     const actors::IterationPlan plan = core.plan(ns(now), events);
@@ -286,7 +289,7 @@ Result<SimResult> simulate(const Workload& w, const DeviceModel& d, const ModelS
         continue;
       }
       double next = INFINITY;
-      if (!arrivals.empty()) next = arrivals.top().time;
+      if (!arrivals.empty()) next = arrivals.top().time + turn_start_s;
       if (!inflight.empty()) next = std::min(next, inflight.top().time);
       if (!std::isfinite(next)) {
         if (core.has_work()) return fail("pensieve-sim: turns are waiting but nothing can run and nothing is in flight");

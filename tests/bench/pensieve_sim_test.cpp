@@ -5,6 +5,7 @@
 // Pensieve's policy serves more turns than recomputing every turn.
 #include "bench/pensieve-sim/sim_runner.hpp"
 #include "bench/pensieve-sim/iteration_cost.hpp"
+#include "bench/pensieve-sim/simulator.hpp"
 #include "gpu/model/model_loader.hpp"
 #include "tests/shared_data.hpp"
 
@@ -177,4 +178,46 @@ TEST_CASE("pensieve-sim repeats the data's conversations, as new ones, when aske
   }
   CHECK(w->turns() == 2 * all->turns() + all->conversations[0].turns.size() + all->conversations[1].turns.size() +
                           all->conversations[2].turns.size());
+}
+
+TEST_CASE("pensieve-sim delays each turn by the device's front half: its TTFT, not what it computes",
+          "[sim]") {
+  auto shape = sim::model_preset("llama-2-13b");
+  REQUIRE(shape.has_value());
+  auto device = sim::load_device_model("a100-80gb");
+  REQUIRE(device.has_value());
+  // Two conversations of two turns, the second arriving while the first's
+  // reply runs: the delay also moves where it joins the batch.
+  sim::Workload w;
+  for (double start : {0.0, 0.05}) {
+    sim::SimConversation c;
+    c.start_s = start;
+    c.turns = {{40, 6, -1}, {20, 4, 0.01}};
+    w.conversations.push_back(c);
+  }
+  sim::SimOptions o;
+  o.policy = sim::Policy::pensieve;
+  o.host_gb = 0;
+  o.record_turns = true;
+  auto without = sim::simulate(w, *device, *shape, o);
+  REQUIRE(without.has_value());
+  device->turn_start_us = 2500;
+  auto with = sim::simulate(w, *device, *shape, o);
+  REQUIRE(with.has_value());
+  REQUIRE(with->turns == 4);
+  REQUIRE(without->turns == 4);
+  CHECK(with->prefill_tokens == without->prefill_tokens);
+  // The first turn is alone: exactly the delay more. The others also
+  // depend on where the delayed arrival meets the running batch.
+  const auto first = [](const sim::SimResult& r) {
+    for (const auto& t : r.turn_timings) {
+      if (t.conversation == 0 && t.turn == 0) return t;
+    }
+    FAIL("no first turn");
+    return r.turn_timings.front();
+  };
+  CHECK(first(*with).ttft_s - first(*without).ttft_s == Approx(0.0025).margin(1e-9));
+  CHECK(first(*with).arrival_s == first(*without).arrival_s);
+  // A later turn's delay may hide in its wait for the iteration in flight.
+  CHECK(with->ttft_mean_s > without->ttft_mean_s + 0.001);
 }
