@@ -56,8 +56,6 @@ CachedEntry& KvCacheIndex::insert(ConversationId conversation, CachedEntry e) {
     for (std::uint64_t key : e.chain) chain_[key].insert(conversation.value);
   }
   if (e.unnamed) ++unnamed_paths_;
-  e.live.resize(e.chunks.size());
-  for (std::size_t i = 0; i < e.live.size(); ++i) e.live[i] = std::uint32_t(i);
   return entries_.emplace(conversation, std::move(e)).first->second;
 }
 

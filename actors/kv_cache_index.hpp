@@ -49,12 +49,6 @@ struct CachedEntry {
   // Its full blocks' keys in the prefix chain (see KvCacheIndex), one per
   // full block of `tokens`; empty when it has no namespace.
   std::vector<std::uint64_t> chain;
-  // The chunks that may still hold a copy, in index order (KvCacheIndex
-  // keeps it): a chunk with no device, host or disk copy never gets one
-  // again (every move starts from a copy), so scans leave it out from the
-  // first time they see it. Scans of a cache whose conversations keep only
-  // their expensive tail chunks visit those, not every dropped chunk.
-  std::vector<std::uint32_t> live;
 
   const std::optional<std::string>& ns() const { return unnamed ? unnamed : shared; }
 };
@@ -81,9 +75,6 @@ struct ChunkPick {
   CachedChunk& chunk() const { return entry->chunks[index]; }
   ChunkKey key() const { return {conversation, index, chunk().id}; }
 };
-
-// Any copy, valid or being written: a chunk without one is gone for good.
-inline bool has_copy(const CachedChunk& c) { return c.device || c.host || c.disk; }
 
 class KvCacheIndex {
  public:
@@ -139,11 +130,6 @@ class KvCacheIndex {
   ChunkCandidate candidate(ConversationId conversation, const CachedEntry& e, std::size_t index) const;
   std::span<const std::int32_t> chunk_tokens(const CachedEntry& e, std::size_t index) const;
 
-  // Calls f(index, chunk) for each chunk of `e` that may hold a copy (see
-  // CachedEntry::live); chunks without one match no eviction choice.
-  template <class F>
-  static void for_each_live(const CachedEntry& e, F f);
-
   // The coldest chunk matching `pred` among entries matching `entry_pred`.
   template <class EntryPred, class Pred>
   std::optional<ChunkPick> coldest_where(const EvictionPolicy& policy, std::int64_t now_ns, EntryPred entry_pred,
@@ -181,26 +167,13 @@ std::optional<ChunkPick> KvCacheIndex::coldest_where(const EvictionPolicy& polic
   std::optional<ChunkPick> best;
   for (auto& [conversation, e] : entries_) {
     if (!entry_pred(conversation, e)) continue;
-    // Visits the live chunks in index order (as a scan of every chunk
-    // would: the same pick) and leaves out those that have no copy left.
-    std::size_t kept = 0;
-    for (const std::uint32_t i : e.live) {
-      if (i >= e.chunks.size() || !has_copy(e.chunks[i])) continue;
-      e.live[kept++] = i;
+    for (std::size_t i = 0; i < e.chunks.size(); ++i) {
       if (!pred(e.chunks[i]) || pinned(e, i)) continue;
       ChunkCandidate c = candidate(conversation, e, i);
       if (!best || policy.leaves_before(c, best->candidate, now_ns)) best = ChunkPick{&e, conversation, i, c};
     }
-    e.live.resize(kept);
   }
   return best;
-}
-
-template <class F>
-void KvCacheIndex::for_each_live(const CachedEntry& e, F f) {
-  for (const std::uint32_t i : e.live) {
-    if (i < e.chunks.size() && has_copy(e.chunks[i])) f(std::size_t(i), e.chunks[i]);
-  }
 }
 
 }  // namespace pensieve::actors

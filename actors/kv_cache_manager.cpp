@@ -604,16 +604,10 @@ DeviceRoom KvCacheManager::make_device_room(std::int64_t now_ns, KvTransfers& ou
 }
 
 std::int32_t KvCacheManager::pending_device_frees() const {
-  // A chunk marked to leave the device has its swap-out in flight (the mark
-  // is set on one and cleared by its report): the ledger's few moves are
-  // asked, not every cached chunk.
   std::int32_t n = 0;
-  moves_.for_each_swap_out([&](const ChunkKey& key) {
-    const CachedEntry* e = index_.find(key.conversation);
-    if (!e || key.index >= e->chunks.size()) return;
-    const CachedChunk& c = e->chunks[key.index];
-    n += c.id == key.id && c.evict_device ? 1 : 0;
-  });
+  for (const auto& [conversation, e] : index_.entries()) {
+    for (const CachedChunk& c : e.chunks) n += c.evict_device ? 1 : 0;
+  }
   return n;
 }
 
@@ -626,9 +620,7 @@ std::int32_t KvCacheManager::reclaimable_device_blocks(std::optional<Conversatio
   std::int32_t n = 0;
   for (const auto& [conversation, e] : index_.entries()) {
     if (conversation == spare) continue;
-    KvCacheIndex::for_each_live(e, [&](std::size_t i, const CachedChunk& c) {
-      n += c.device && !index_.pinned(e, i) ? 1 : 0;
-    });
+    for (std::size_t i = 0; i < e.chunks.size(); ++i) n += e.chunks[i].device && !index_.pinned(e, i) ? 1 : 0;
   }
   return n;
 }
@@ -639,10 +631,10 @@ void KvCacheManager::ahead_of_time(std::int64_t now_ns, KvTransfers& out) {
   std::int32_t clean = 0, clean_host = 0;
   for (const auto& [conversation, e] : index_.entries()) {
     if (e.attached) continue;
-    KvCacheIndex::for_each_live(e, [&](std::size_t, const CachedChunk& c) {
+    for (const CachedChunk& c : e.chunks) {
       clean += c.device && c.host ? 1 : 0;  // done or on its way
       clean_host += !c.device && c.host && c.disk ? 1 : 0;
-    });
+    }
   }
   // Host -> disk first: a spilled chunk keeps its host copy until the slot
   // is needed, so the device -> host moves below find clean host slots.

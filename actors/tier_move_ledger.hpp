@@ -44,11 +44,6 @@ class TierMoveLedger {
   std::int32_t restores() const { return std::int32_t(restores_.size()); }
   bool disk_busy() const { return !spills_.empty() || !restores_.empty(); }
   bool empty() const { return swap_outs_.empty() && !disk_busy(); }
-  // f(chunk key) for each swap-out in flight.
-  template <class F>
-  void for_each_swap_out(F f) const {
-    for (const auto& [slot, move] : swap_outs_) f(move.chunk);
-  }
 
  private:
   struct InFlight {
