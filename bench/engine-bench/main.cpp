@@ -215,6 +215,12 @@ Result<std::string> model_path(const Args& a) {
   return generate(a, o, "M-100-" + a.dtype + ".gguf");
 }
 
+// Prints why a step failed; main's exit code 1.
+int failed(const Error& e) {
+  std::fprintf(stderr, "engine-bench: %s\n", e.message.c_str());
+  return 1;
+}
+
 bool write_report(const Args& a, const json::object& report) {
   if (!a.out) return true;
   std::ofstream out(*a.out);
@@ -228,10 +234,7 @@ int run_tiers(const Args& a, const std::vector<std::vector<std::string>>& convs,
   pb::TierBenchOptions o;
   auto path = model_path(a);
   auto calibration = calibration_model_path(a);
-  if (!path || !calibration) {
-    std::fprintf(stderr, "engine-bench: %s\n", (path ? calibration.error() : path.error()).message.c_str());
-    return 1;
-  }
+  if (!path || !calibration) return failed(path ? calibration.error() : path.error());
   o.model_path = *path;
   o.calibration_model_path = *calibration;
   o.scratch_dir = a.scratch_dir;
@@ -244,10 +247,7 @@ int run_tiers(const Args& a, const std::vector<std::vector<std::string>>& convs,
   o.batch_tokens = a.batch_tokens;
   o.kv_dtype = a.kv_dtype;
   auto r = pb::run_tier_comparison(convs, a.replay, o);
-  if (!r) {
-    std::fprintf(stderr, "engine-bench: %s\n", r.error().message.c_str());
-    return 1;
-  }
+  if (!r) return failed(r.error());
   std::printf("%-24s %12s %10s %12s %10s %10s %10s %9s\n", "mode (medians)", "out tok/s", "TTFT p50", "recomputed",
               "hit dev", "hit host", "hit disk", "dec/iter");
   for (const auto& [name, m] : r->at("modes").as_object()) {
@@ -280,10 +280,7 @@ int run_shared_prompt(const Args& a, const std::string& model, json::object repo
   o.batch_tokens = a.batch_tokens;
   o.kv_mb = a.kv_mb;
   auto r = pb::run_shared_prompt(o);
-  if (!r) {
-    std::fprintf(stderr, "engine-bench: %s\n", r.error().message.c_str());
-    return 1;
-  }
+  if (!r) return failed(r.error());
   std::printf("%-10s %8s %12s %12s %10s %12s %10s %10s\n", "mode", "convs", "prompt sent", "computed", "cached",
               "out tok/s", "TTFT p50", "TTFT p99");
   for (const auto& [name, m] : r->at("modes").as_object()) {
@@ -342,88 +339,59 @@ json::object to_json(const pb::ReplaySummary& s, const pb::ReplayResult& r) {
   return o;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  auto args = parse(argc, argv);
-  if (!args) {
-    std::fputs(usage, stderr);
-    return 2;
-  }
-  if (args->shared_prompt) {
-    auto path = model_path(*args);
-    if (!path) {
-      std::fprintf(stderr, "engine-bench: %s\n", path.error().message.c_str());
-      return 1;
-    }
-    json::object report;
-    report["command"] = args->command;
-    report["note"] = args->note;
-    report["model"] = *path;
-    report["cpu"] = pb::machine_info().cpu_model;
-    report["load_average_start"] = pb::load_average();
-    report["max_tokens"] = args->replay.max_tokens;
-    return run_shared_prompt(*args, *path, std::move(report));
-  }
-  auto convs = load_conversations(*args);
-  if (!convs) {
-    std::fprintf(stderr, "engine-bench: %s\n", convs.error().message.c_str());
-    return 1;
-  }
-  auto path = model_path(*args);
-  if (!path) {
-    std::fprintf(stderr, "engine-bench: %s\n", path.error().message.c_str());
-    return 1;
-  }
+// The fields every mode's report opens with.
+json::object report_header(const Args& a, const std::string& model) {
   json::object report;
-  report["command"] = args->command;
-  report["note"] = args->note;
-  report["model"] = *path;
+  report["command"] = a.command;
+  report["note"] = a.note;
+  report["model"] = model;
   report["cpu"] = pb::machine_info().cpu_model;
   report["load_average_start"] = pb::load_average();
-  report["conversations"] = args->conversations;
-  report["think_time_s"] = args->replay.think_time_s;
-  report["max_tokens"] = args->replay.max_tokens;
-  report["kv_dtype"] = kv::kv_dtype_name(args->kv_dtype);
-  if (args->tiers) return run_tiers(*args, *convs, std::move(report));
+  return report;
+}
+
+// One replay of the conversations on a fresh engine: stateful or --no-state,
+// the conversation API or (replay.stateless) the whole history resent.
+Result<pb::ReplayResult> replay_once(const Args& a, const std::string& model,
+                                     const std::vector<std::vector<std::string>>& convs, bool stateful,
+                                     const pb::ReplayOptions& replay) {
+  boost::asio::io_context io;  // outlives the engine, which completes operations on it
+  auto weights = pm::load_model(model);
+  if (!weights) return weights.error();
+  actors::EngineOptions eo;
+  eo.n_threads = a.threads;
+  eo.scheduler.keep_kv = stateful;
+  eo.scheduler.max_batch_tokens = a.batch_tokens;
+  eo.kv_cache_mb = a.kv_mb;
+  eo.kv_dtype = a.kv_dtype;
+  auto engine = actors::Engine::create(std::move(*weights), eo);
+  if (!engine) return engine.error();
+  return pb::replay(io, **engine, convs, replay);
+}
+
+// The conversation API, an ordinary OpenAI client (the whole history, no
+// conversation id: the prefix cache finds its KV), and --no-state.
+int run_state_modes(const Args& a, const std::string& model, const std::vector<std::vector<std::string>>& convs,
+                    json::object report) {
   std::printf("%-10s %6s %12s %10s %10s %12s %14s %10s\n", "mode", "turns", "out tok/s", "TTFT p50", "TTFT p99",
               "norm lat", "prefill tokens", "reused");
-  // The conversation API, an ordinary OpenAI client (the whole history, no
-  // conversation id: the prefix cache finds its KV), and --no-state.
   const char* names[3] = {"stateful", "stateless", "no-state"};
   pb::ReplaySummary results[3];
   for (int mode = 0; mode < 3; ++mode) {
-    const bool stateful = mode != 2;
-    pb::ReplayOptions replay = args->replay;
+    pb::ReplayOptions replay = a.replay;
     replay.stateless = mode == 1;
-    boost::asio::io_context io;  // outlives the engine, which completes operations on it
-    auto weights = pm::load_model(*path);
-    if (!weights) {
-      std::fprintf(stderr, "engine-bench: %s\n", weights.error().message.c_str());
-      return 1;
-    }
-    actors::EngineOptions eo;
-    eo.n_threads = args->threads;
-    eo.scheduler.keep_kv = stateful;
-    eo.scheduler.max_batch_tokens = args->batch_tokens;
-    eo.kv_cache_mb = args->kv_mb;
-    eo.kv_dtype = args->kv_dtype;
-    auto engine = actors::Engine::create(std::move(*weights), eo);
-    if (!engine) {
-      std::fprintf(stderr, "engine-bench: %s\n", engine.error().message.c_str());
-      return 1;
-    }
-    const auto r = pb::replay(io, **engine, *convs, replay);
-    const auto s = pb::summarize(r);
+    const auto r = replay_once(a, model, convs, mode != 2, replay);
+    if (!r) return failed(r.error());
+    const auto s = pb::summarize(*r);
     results[mode] = s;
     const char* name = names[mode];
     std::printf("%-10s %6zu %12.2f %9.2fs %9.2fs %11.3fs %14lld %10lld\n", name, s.turns, s.output_tokens_per_s,
                 s.ttft_p50_s, s.ttft_p99_s, s.mean_normalized_latency_s, static_cast<long long>(s.prefill_tokens),
                 static_cast<long long>(s.reused_tokens));
     if (s.failed) std::fprintf(stderr, "engine-bench: %zu turns failed in %s mode\n", s.failed, name);
-    report[name] = to_json(s, r);
+    report[name] = to_json(s, *r);
   }
-  auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+  auto ratio = [](double x, double y) { return y > 0 ? x / y : 0.0; };
   const double throughput_ratio = ratio(results[0].output_tokens_per_s, results[2].output_tokens_per_s);
   const double ttft_ratio = ratio(results[2].ttft_p50_s, results[0].ttft_p50_s);
   std::printf("stateful / no-state: throughput x%.2f, p50 TTFT %.2fx lower\n", throughput_ratio, ttft_ratio);
@@ -439,5 +407,34 @@ int main(int argc, char** argv) {
   report["stateless_over_stateful_ttft_p50"] = stateless_ttft;
   report["stateless_over_no_state_throughput"] = stateless_vs_none;
   report["load_average_end"] = pb::load_average();
-  return write_report(*args, report) ? 0 : 1;
+  return write_report(a, report) ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto args = parse(argc, argv);
+  if (!args) {
+    std::fputs(usage, stderr);
+    return 2;
+  }
+  std::vector<std::vector<std::string>> convs;
+  if (!args->shared_prompt) {
+    auto loaded = load_conversations(*args);
+    if (!loaded) return failed(loaded.error());
+    convs = std::move(*loaded);
+  }
+  auto path = model_path(*args);
+  if (!path) return failed(path.error());
+  json::object report = report_header(*args, *path);
+  if (args->shared_prompt) {
+    report["max_tokens"] = args->replay.max_tokens;
+    return run_shared_prompt(*args, *path, std::move(report));
+  }
+  report["conversations"] = args->conversations;
+  report["think_time_s"] = args->replay.think_time_s;
+  report["max_tokens"] = args->replay.max_tokens;
+  report["kv_dtype"] = kv::kv_dtype_name(args->kv_dtype);
+  if (args->tiers) return run_tiers(*args, convs, std::move(report));
+  return run_state_modes(*args, *path, convs, std::move(report));
 }

@@ -36,19 +36,32 @@ bool decode_one(std::string_view text, std::size_t& offset, std::uint32_t& cpt) 
   return true;
 }
 
+// The range of `table` that holds `cpt`, or null.
+const CategoryRange* find_range(std::span<const CategoryRange> table, std::uint32_t cpt) {
+  auto it = std::upper_bound(table.begin(), table.end(), cpt,
+                             [](std::uint32_t c, const CategoryRange& r) { return c < r.first; });
+  if (it == table.begin() || cpt > std::prev(it)->last) return nullptr;
+  return &*std::prev(it);
+}
+
 }  // namespace
 
 GeneralCategory general_category(std::uint32_t cpt) {
-  const std::span<const CategoryRange> table = category_table();
-  auto it = std::upper_bound(table.begin(), table.end(), cpt,
-                             [](std::uint32_t c, const CategoryRange& r) { return c < r.first; });
-  if (it == table.begin() || cpt > std::prev(it)->last) return GeneralCategory::cn;
-  return std::prev(it)->category;
+  if (cpt < 128) return ascii_categories()[cpt];
+  // The classes most text is made of first: a letter takes one search.
+  // Each table is fetched only when the ones before it missed.
+  using Table = std::span<const CategoryRange> (*)();
+  static constexpr Table tables[] = {letter_ranges, punctuation_ranges, separator_ranges, number_ranges,
+                                     symbol_ranges, mark_ranges,        other_ranges};
+  for (const Table table : tables) {
+    if (const CategoryRange* r = find_range(table(), cpt)) return r->category;
+  }
+  return GeneralCategory::cn;
 }
 
-bool is_letter(std::uint32_t cpt) { return is_letter(general_category(cpt)); }
+bool is_letter(std::uint32_t cpt) { return find_range(letter_ranges(), cpt) != nullptr; }
 
-bool is_number(std::uint32_t cpt) { return is_number(general_category(cpt)); }
+bool is_number(std::uint32_t cpt) { return find_range(number_ranges(), cpt) != nullptr; }
 
 bool is_whitespace(std::uint32_t cpt) {
   // PropList.txt White_Space; unchanged since Unicode 6.

@@ -1,6 +1,6 @@
 #pragma once
 // Unicode facts the tokenizers need, without a Unicode library: the general
-// category of each code point as a range table generated from Python's
+// category of each code point as range tables generated from Python's
 // unicodedata (tools/gen_unicode_tables.py), the White_Space property, and
 // UTF-8 <-> code point conversion with llama.cpp's error rules (an invalid byte
 // becomes U+FFFD). Pure functions over constant data; any thread.
@@ -32,8 +32,18 @@ struct CategoryRange {
 
 inline constexpr std::uint32_t replacement_character = 0xFFFD;
 
-// Sorted, disjoint ranges of the assigned code points (generated data).
-std::span<const CategoryRange> category_table();
+// Sorted, disjoint ranges of the assigned code points of one major class,
+// each in its own generated file (gpu/text/unicode_categories/); together
+// they cover every assigned code point once.
+std::span<const CategoryRange> letter_ranges();       // L
+std::span<const CategoryRange> mark_ranges();         // M
+std::span<const CategoryRange> number_ranges();       // N
+std::span<const CategoryRange> punctuation_ranges();  // P
+std::span<const CategoryRange> symbol_ranges();       // S
+std::span<const CategoryRange> separator_ranges();    // Z
+std::span<const CategoryRange> other_ranges();        // C but Cn
+// The same data for U+0000..U+007F, indexed by code point.
+std::span<const GeneralCategory, 128> ascii_categories();
 
 GeneralCategory general_category(std::uint32_t cpt);  // cn where unassigned
 

@@ -16,9 +16,6 @@ namespace {
 
 constexpr std::int64_t kSecondNs = 1'000'000'000;
 
-const std::vector<std::string> user_texts = {"Once upon a time there was a little cat.", "What did the cat eat?",
-                                             "And then the sun came out."};
-
 struct Limits {
   std::string history_dir;
   std::int32_t max_conversations = 0;
@@ -36,21 +33,12 @@ std::unique_ptr<actors::Engine> make_engine(const Limits& l) {
   o.conversation_idle_s = l.idle_s;
   if (l.clock_ns != nullptr) o.now_ns = [c = l.clock_ns] { return c->load(); };
   if (l.gate != nullptr) o.on_iteration = [g = l.gate](const actors::IterationRecord&) { g->on_iteration(); };
-  auto e = actors::Engine::create(stories_model(), o);
-  if (!e) FAIL(e.error().message);
-  return std::move(*e);
+  return make_stories_engine(std::move(o));
 }
 
 // One greedy turn on a stored conversation; its sampled tokens.
 asio::awaitable<std::vector<std::int32_t>> turn(actors::Engine& e, std::string id, std::string text) {
-  std::vector<std::int32_t> tokens;
-  actors::TurnSink sink = [&](const actors::TurnDelta& d) -> asio::awaitable<bool> {
-    for (const auto& t : d.tokens) tokens.push_back(t.token);
-    co_return true;
-  };
-  std::vector<model::ChatMessage> messages{{"user", std::move(text)}};
-  auto result = co_await send_turn(e, "t", id, std::move(messages), greedy(16), sink);
-  REQUIRE(result.has_value());
+  auto tokens = co_await greedy_turn_tokens(e, id, std::move(text));
   // The turn's handler ends after its reply (it records the history): a
   // snapshot, queued behind it, answers once it has, so the conversation
   // is idle again when this returns.
@@ -62,12 +50,6 @@ asio::awaitable<actors::TurnResult> failed_turn(actors::Engine& e, std::string i
   actors::TurnSink sink = [](const actors::TurnDelta&) -> asio::awaitable<bool> { co_return true; };
   std::vector<model::ChatMessage> messages{{"user", "Hello"}};
   co_return co_await send_turn(e, "t", id, std::move(messages), greedy(4), sink);
-}
-
-asio::awaitable<actors::ConversationSnapshot> snapshot(actors::Engine& e, std::string id) {
-  auto s = co_await e.snapshot("t", id);
-  REQUIRE(s.has_value());
-  co_return std::move(*s);
 }
 
 asio::awaitable<actors::SchedulerStats> stats(actors::Engine& e) { co_return co_await e.stats(); }
@@ -119,14 +101,14 @@ TEST_CASE("past --max-conversations an idle conversation is unloaded to the jour
   {
     auto e = make_engine({});
     REQUIRE(e->create_conversation("t", "c0").has_value());
-    for (const auto& text : user_texts) straight.push_back(run(io, turn(*e, "c0", text)));
-    straight_end = run(io, snapshot(*e, "c0"));
+    for (const auto& text : story_turns()) straight.push_back(run(io, turn(*e, "c0", text)));
+    straight_end = run(io, require_snapshot(*e, "c0"));
   }
 
   TempDir dir("engine-expiry");
   auto e = make_engine({.history_dir = (dir / "history").string(), .max_conversations = 2});
   REQUIRE(e->create_conversation("t", "c0").has_value());
-  CHECK(run(io, turn(*e, "c0", user_texts[0])) == straight[0]);
+  CHECK(run(io, turn(*e, "c0", story_turns()[0])) == straight[0]);
   REQUIRE(e->create_conversation("t", "c1").has_value());
   REQUIRE(e->create_conversation("t", "c2").has_value());  // c0, the least recent, leaves
   auto counts = e->conversation_counts();
@@ -136,7 +118,7 @@ TEST_CASE("past --max-conversations an idle conversation is unloaded to the jour
   CHECK(e->find_conversation("t", "c0").has_value());  // still stored, still listed
   CHECK(e->list_conversations("t").size() == 3);
 
-  CHECK(run(io, turn(*e, "c0", user_texts[1])) == straight[1]);  // back from the journal; c1 leaves
+  CHECK(run(io, turn(*e, "c0", story_turns()[1])) == straight[1]);  // back from the journal; c1 leaves
   counts = e->conversation_counts();
   CHECK(counts.live == 2);
   CHECK(counts.journaled == 1);
@@ -145,8 +127,8 @@ TEST_CASE("past --max-conversations an idle conversation is unloaded to the jour
   REQUIRE(e->create_conversation("t", "c3").has_value());  // c2 leaves (c0 was used since)
   REQUIRE(e->create_conversation("t", "c4").has_value());  // c0 leaves again
   CHECK(e->conversation_counts().journaled == 3);
-  CHECK(run(io, turn(*e, "c0", user_texts[2])) == straight[2]);
-  const auto end = run(io, snapshot(*e, "c0"));
+  CHECK(run(io, turn(*e, "c0", story_turns()[2])) == straight[2]);
+  const auto end = run(io, require_snapshot(*e, "c0"));
   CHECK(end.tokens == straight_end.tokens);
   CHECK(end.turns == 3);
   CHECK(e->conversation_counts().expired_total == 0);
@@ -159,7 +141,7 @@ TEST_CASE("without a journal a conversation past --max-conversations is deleted,
   asio::io_context io;
   auto e = make_engine({.max_conversations = 1});
   REQUIRE(e->create_conversation("t", "old").has_value());
-  (void)run(io, turn(*e, "old", user_texts[0]));
+  (void)run(io, turn(*e, "old", story_turns()[0]));
   REQUIRE(e->create_conversation("t", "new").has_value());
   CHECK_FALSE(e->find_conversation("t", "old").has_value());
   const auto counts = e->conversation_counts();
@@ -210,7 +192,7 @@ TEST_CASE("a conversation idle past --conversation-idle-s leaves memory, one wit
   request.tenant = "t";
   request.conversation = "busy";
   request.create_conversation = false;
-  request.messages = {{"user", user_texts[0]}};
+  request.messages = {{"user", story_turns()[0]}};
   request.sampling = greedy(8);
   auto stream = e->start(io.get_executor(), std::move(request));
   REQUIRE(stream.has_value());
@@ -225,7 +207,7 @@ TEST_CASE("a conversation idle past --conversation-idle-s leaves memory, one wit
   }));
   REQUIRE(result.has_value());
   CHECK(result->completion_tokens == 8);
-  (void)run(io, snapshot(*e, "busy"));  // answered once the turn's handler has ended: idle from now
+  (void)run(io, require_snapshot(*e, "busy"));  // answered once the turn's handler has ended: idle from now
   // Its idle time restarted with the turn: 4 s later it is still there, 6 s later it is gone.
   clock += 4 * kSecondNs;
   CHECK(e->expire_conversations() == 0);

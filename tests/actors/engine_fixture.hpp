@@ -111,6 +111,41 @@ inline model::SamplingParams greedy(std::int32_t max_tokens) {
   return p;
 }
 
+// An engine on stories_model() with `o`; an engine that cannot start fails
+// the test with its reason.
+inline std::unique_ptr<actors::Engine> make_stories_engine(actors::EngineOptions o) {
+  auto e = actors::Engine::create(stories_model(), std::move(o));
+  if (!e) FAIL(e.error().message);
+  return std::move(*e);
+}
+
+// Three user turns that continue one story.
+inline std::vector<std::string> story_turns() {
+  return {"Once upon a time there was a little cat.", "What did the cat eat?", "And then the sun came out."};
+}
+
+// One greedy turn of at most `max_tokens` on tenant "t"'s stored
+// conversation `id`; its sampled tokens.
+inline asio::awaitable<std::vector<std::int32_t>> greedy_turn_tokens(actors::Engine& e, std::string id,
+                                                                     std::string text, std::int32_t max_tokens = 16) {
+  std::vector<std::int32_t> tokens;
+  actors::TurnSink sink = [&](const actors::TurnDelta& d) -> asio::awaitable<bool> {
+    for (const auto& t : d.tokens) tokens.push_back(t.token);
+    co_return true;
+  };
+  std::vector<model::ChatMessage> messages{{"user", std::move(text)}};
+  auto result = co_await send_turn(e, "t", id, std::move(messages), greedy(max_tokens), sink);
+  REQUIRE(result.has_value());
+  co_return tokens;
+}
+
+// Tenant "t"'s conversation `id`, which must exist.
+inline asio::awaitable<actors::ConversationSnapshot> require_snapshot(actors::Engine& e, std::string id) {
+  auto s = co_await e.snapshot("t", id);
+  REQUIRE(s.has_value());
+  co_return std::move(*s);
+}
+
 // Plays one conversation, turn after turn, each turn sampled with `params`
 // (logprobs on, so the deltas carry their token ids).
 inline asio::awaitable<ConversationRecord> play_sampled(actors::Engine& engine, std::string id,

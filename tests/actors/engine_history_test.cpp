@@ -11,36 +11,12 @@ using namespace pensieve::testing;
 
 namespace {
 
-const std::vector<std::string> user_texts = {"Once upon a time there was a little cat.", "What did the cat eat?",
-                                             "And then the sun came out."};
-
 std::unique_ptr<actors::Engine> make_engine(const std::string& history_dir) {
   actors::EngineOptions o;
   o.n_threads = 2;
   o.kv_cache_mb = 16;
   o.history_dir = history_dir;
-  auto e = actors::Engine::create(stories_model(), o);
-  if (!e) FAIL(e.error().message);
-  return std::move(*e);
-}
-
-// One greedy turn; its sampled tokens.
-asio::awaitable<std::vector<std::int32_t>> turn(actors::Engine& e, std::string id, std::string text) {
-  std::vector<std::int32_t> tokens;
-  actors::TurnSink sink = [&](const actors::TurnDelta& d) -> asio::awaitable<bool> {
-    for (const auto& t : d.tokens) tokens.push_back(t.token);
-    co_return true;
-  };
-  std::vector<model::ChatMessage> messages{{"user", std::move(text)}};
-  auto result = co_await send_turn(e, "t", id, std::move(messages), greedy(16), sink);
-  REQUIRE(result.has_value());
-  co_return tokens;
-}
-
-asio::awaitable<actors::ConversationSnapshot> snapshot(actors::Engine& e, std::string id) {
-  auto s = co_await e.snapshot("t", id);
-  REQUIRE(s.has_value());
-  co_return std::move(*s);
+  return make_stories_engine(o);
 }
 
 }  // namespace
@@ -53,8 +29,8 @@ TEST_CASE("a conversation's history survives the engine, and its next turn conti
   {
     auto e = make_engine("");
     REQUIRE(e->create_conversation("t", "c0").has_value());
-    for (const auto& text : user_texts) straight.push_back(run(io, turn(*e, "c0", text)));
-    straight_end = run(io, snapshot(*e, "c0"));
+    for (const auto& text : story_turns()) straight.push_back(run(io, greedy_turn_tokens(*e, "c0", text)));
+    straight_end = run(io, require_snapshot(*e, "c0"));
   }
 
   TempDir dir("engine-history");
@@ -65,18 +41,18 @@ TEST_CASE("a conversation's history survives the engine, and its next turn conti
     REQUIRE(e->create_conversation("t", "c0").has_value());
     REQUIRE(e->create_conversation("t", "gone").has_value());
     REQUIRE(e->create_conversation("t", "empty").has_value());
-    for (std::size_t i = 0; i + 1 < user_texts.size(); ++i) {
-      CHECK(run(io, turn(*e, "c0", user_texts[i])) == straight[i]);
+    for (std::size_t i = 0; i + 1 < story_turns().size(); ++i) {
+      CHECK(run(io, greedy_turn_tokens(*e, "c0", story_turns()[i])) == straight[i]);
     }
     CHECK(e->delete_conversation("t", "gone"));
-    before = run(io, snapshot(*e, "c0"));
+    before = run(io, require_snapshot(*e, "c0"));
   }  // destroyed: as after a crash, only the journal remains
 
   auto e = make_engine(history);
   CHECK(e->find_conversation("t", "c0").has_value());
   CHECK(e->find_conversation("t", "empty").has_value());
   CHECK_FALSE(e->find_conversation("t", "gone").has_value());
-  const auto after = run(io, snapshot(*e, "c0"));
+  const auto after = run(io, require_snapshot(*e, "c0"));
   CHECK(after.turns == 2);
   CHECK(after.tokens == before.tokens);
   REQUIRE(after.messages.size() == before.messages.size());
@@ -85,8 +61,8 @@ TEST_CASE("a conversation's history survives the engine, and its next turn conti
     CHECK(after.messages[i].content == before.messages[i].content);
   }
   // The KV is gone; the history is not: the next turn is the same.
-  CHECK(run(io, turn(*e, "c0", user_texts.back())) == straight.back());
-  const auto end = run(io, snapshot(*e, "c0"));
+  CHECK(run(io, greedy_turn_tokens(*e, "c0", story_turns().back())) == straight.back());
+  const auto end = run(io, require_snapshot(*e, "c0"));
   CHECK(end.tokens == straight_end.tokens);
   CHECK(end.turns == 3);
 }
@@ -128,7 +104,7 @@ TEST_CASE("a history folder of another model is refused, naming both, or set asi
   {
     auto e = make_engine(history);
     REQUIRE(e->create_conversation("t", "c0").has_value());
-    (void)run(io, turn(*e, "c0", user_texts[0]));
+    (void)run(io, greedy_turn_tokens(*e, "c0", story_turns()[0]));
     CHECK(e->history_note().empty());
   }
   actors::EngineOptions o;

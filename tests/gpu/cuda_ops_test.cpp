@@ -51,6 +51,78 @@ double rounding_tolerance(kv::KvDType t) {
 
 constexpr kv::KvDType kAllDtypes[] = {kv::KvDType::f32, kv::KvDType::f16, kv::KvDType::bf16};
 
+// 29 fused rows [Q's 8 heads | K's 2 heads | V's 2 heads] of random values,
+// their positions and cache slots (row 4 skipped: slot -1), and the rows
+// after the CPU RoPE of Q and K: the fused kernel's input and its reference.
+struct FusedRows {
+  static constexpr std::int32_t rows = 29, n_heads = 8, n_kv_heads = 2;
+  std::int32_t head_dim = 0, q_dim = 0, kv_dim = 0, stride = 0;
+  kernels::RopeStyle style{};
+  std::vector<float> inv, qkv, roped;
+  std::vector<std::int32_t> pos;
+  std::vector<std::int64_t> slots;
+
+  // Row r's Q after RoPE, rows one after another.
+  std::vector<float> roped_q() const {
+    std::vector<float> q(std::size_t(rows * q_dim));
+    for (std::int32_t r = 0; r < rows; ++r)
+      std::memcpy(&q[std::size_t(r * q_dim)], &roped[std::size_t(r * stride)], std::size_t(q_dim) * 4);
+    return q;
+  }
+};
+
+FusedRows fused_rows(std::mt19937_64& rng, std::int32_t head_dim, kernels::RopeStyle style) {
+  FusedRows f;
+  f.head_dim = head_dim;
+  f.q_dim = f.n_heads * head_dim;
+  f.kv_dim = f.n_kv_heads * head_dim;
+  f.stride = f.q_dim + 2 * f.kv_dim;
+  f.style = style;
+  kc::RopeParams rp;
+  rp.n_heads = f.n_heads + f.n_kv_heads;  // Q's heads then K's in each fused row
+  rp.head_dim = head_dim;
+  rp.rope_dims = head_dim;
+  rp.style = style;
+  f.inv = kc::rope_inv_freq(rp);
+  f.qkv = random_floats(std::size_t(f.rows * f.stride), rng, 2.0f);
+  f.pos.resize(f.rows);
+  for (auto& p : f.pos) p = std::int32_t(rng() % 4096);
+  f.slots.resize(f.rows);
+  for (std::int32_t i = 0; i < f.rows; ++i) f.slots[std::size_t(i)] = (i * 11) % 64;
+  f.slots[4] = -1;
+  f.roped = f.qkv;
+  kc::rope(rp, f.inv, {f.roped.data(), f.rows, f.q_dim + f.kv_dim, f.stride}, f.pos);
+  return f;
+}
+
+// The fused rows on the device, and the launch that ropes them into `q_out`
+// (as q_dtype) and writes K/V into `cache` (a view of device memory).
+struct FusedLaunch {
+  DeviceCopy qkv, inv, pos, slots;
+  explicit FusedLaunch(const FusedRows& f) : qkv(f.qkv), inv(f.inv), pos(f.pos), slots(f.slots) {}
+
+  kcu::QkvRopeCacheLaunch params(const FusedRows& f, const DeviceCopy& q_out, kv::KvDType q_dtype,
+                                 const kv::PagedKvView& cache) const {
+    kcu::QkvRopeCacheLaunch p;
+    p.qkv = qkv.as<float>();
+    p.row_stride = f.stride;
+    p.rows = f.rows;
+    p.n_heads = f.n_heads;
+    p.n_kv_heads = f.n_kv_heads;
+    p.head_dim = f.head_dim;
+    p.rope_dims = f.head_dim;
+    p.interleaved = f.style == kernels::RopeStyle::interleaved;
+    p.inv_freq = inv.as<float>();
+    p.positions = pos.as<std::int32_t>();
+    p.slots = slots.as<std::int64_t>();
+    p.q_out = q_out.as<void>();
+    p.q_stride = f.q_dim;
+    p.q_dtype = q_dtype;
+    p.cache = cache;
+    return p;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("CUDA embedding gathers the same rows as the CPU lookup, exactly", "[gpu][cuda_ops]") {
@@ -213,64 +285,35 @@ TEST_CASE("the fused RoPE + Q rounding + KV write equals the CPU rope then resha
           "[gpu][cuda_ops]") {
   testing::require_cuda_device();
   std::mt19937_64 rng(18);
-  const std::int32_t rows = 29, n_heads = 8, n_kv_heads = 2, head_dim = 64;
-  const std::int32_t q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim, stride = q_dim + 2 * kv_dim;
   for (auto style : {kernels::RopeStyle::interleaved, kernels::RopeStyle::half_split}) {
     for (kv::KvDType t : {kv::KvDType::f16, kv::KvDType::bf16}) {
-      kc::RopeParams rp;
-      rp.n_heads = n_heads + n_kv_heads;  // Q's heads then K's in each fused row
-      rp.head_dim = head_dim;
-      rp.rope_dims = head_dim;
-      rp.style = style;
-      const auto inv = kc::rope_inv_freq(rp);
-      const auto qkv = random_floats(std::size_t(rows * stride), rng, 2.0f);
-      std::vector<std::int32_t> pos(rows);
-      for (auto& p : pos) p = std::int32_t(rng() % 4096);
-      std::vector<std::int64_t> slots(rows);
-      for (std::int32_t i = 0; i < rows; ++i) slots[std::size_t(i)] = (i * 11) % 64;
-      slots[4] = -1;
-      auto roped = qkv;
-      kc::rope(rp, inv, {roped.data(), rows, q_dim + kv_dim, stride}, pos);
+      const FusedRows f = fused_rows(rng, 64, style);
+      const std::int32_t rows = f.rows, q_dim = f.q_dim, kv_dim = f.kv_dim, stride = f.stride;
       // References: Q rows, and an F32 cache written by the CPU op.
-      std::vector<float> want_q(std::size_t(rows * q_dim)), k(std::size_t(rows * kv_dim)), v(k.size());
+      const std::vector<float> want_q = f.roped_q();
+      std::vector<float> k(std::size_t(rows * kv_dim)), v(k.size());
       for (std::int32_t r = 0; r < rows; ++r) {
-        std::memcpy(&want_q[std::size_t(r * q_dim)], &roped[std::size_t(r * stride)], std::size_t(q_dim) * 4);
-        std::memcpy(&k[std::size_t(r * kv_dim)], &roped[std::size_t(r * stride + q_dim)], std::size_t(kv_dim) * 4);
-        std::memcpy(&v[std::size_t(r * kv_dim)], &roped[std::size_t(r * stride + q_dim + kv_dim)], std::size_t(kv_dim) * 4);
+        std::memcpy(&k[std::size_t(r * kv_dim)], &f.roped[std::size_t(r * stride + q_dim)], std::size_t(kv_dim) * 4);
+        std::memcpy(&v[std::size_t(r * kv_dim)], &f.roped[std::size_t(r * stride + q_dim + kv_dim)], std::size_t(kv_dim) * 4);
       }
       kv::KvPoolConfig c;
       c.num_blocks = 4;
       c.block_tokens = 16;
-      c.n_kv_heads = n_kv_heads;
-      c.head_dim = head_dim;
+      c.n_kv_heads = f.n_kv_heads;
+      c.head_dim = f.head_dim;
       c.poison_freed = false;
       kv::KvPool ref(c);
       std::memset(ref.layer(0).data, 0, ref.layer_bytes());
-      kc::reshape_and_cache({k.data(), v.data(), kv::KvDType::f32, slots.data(), rows, ref.layer(0)});
+      kc::reshape_and_cache({k.data(), v.data(), kv::KvDType::f32, f.slots.data(), rows, ref.layer(0)});
       const std::size_t cache_elems = ref.layer_bytes() / 4;
-      DeviceCopy d_qkv(qkv), d_inv(inv), d_pos(pos), d_slots(slots), d_q(want_q.size() * 2),
-          d_cache(cache_elems * 2);
+      FusedLaunch d(f);
+      DeviceCopy d_q(want_q.size() * 2), d_cache(cache_elems * 2);
       cuda_require(cudaMemset(d_cache.as<void>(), 0, cache_elems * 2));
       cuda_require(cudaMemset(d_q.as<void>(), 0xff, want_q.size() * 2));
-      kcu::QkvRopeCacheLaunch p;
-      p.qkv = d_qkv.as<float>();
-      p.row_stride = stride;
-      p.rows = rows;
-      p.n_heads = n_heads;
-      p.n_kv_heads = n_kv_heads;
-      p.head_dim = head_dim;
-      p.rope_dims = head_dim;
-      p.interleaved = style == kernels::RopeStyle::interleaved;
-      p.inv_freq = d_inv.as<float>();
-      p.positions = d_pos.as<std::int32_t>();
-      p.slots = d_slots.as<std::int64_t>();
-      p.q_out = d_q.as<void>();
-      p.q_stride = q_dim;
-      p.q_dtype = t;
-      p.cache = ref.layer(0);
-      p.cache.dtype = t;
-      p.cache.data = d_cache.as<void>();
-      cuda_require(kcu::launch_qkv_rope_cache(p, nullptr));
+      kv::PagedKvView cache = ref.layer(0);
+      cache.dtype = t;
+      cache.data = d_cache.as<void>();
+      cuda_require(kcu::launch_qkv_rope_cache(d.params(f, d_q, t, cache), nullptr));
       const std::vector<float> ref_cache(static_cast<const float*>(ref.layer(0).data),
                                          static_cast<const float*>(ref.layer(0).data) + cache_elems);
       INFO("dtype " << kv::kv_dtype_name(t) << " style " << int(style));
@@ -288,55 +331,26 @@ TEST_CASE("the fused RoPE + KV write into Q8_0 and FP8 caches reads back within 
           "[gpu][cuda_ops][q8_0][fp8]") {
   testing::require_cuda_device();
   std::mt19937_64 rng(19);
-  const std::int32_t rows = 29, n_heads = 8, n_kv_heads = 2, head_dim = 48;  // 96 values: 3 blocks across heads
-  const std::int32_t q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim, stride = q_dim + 2 * kv_dim;
   for (kv::KvDType t : {kv::KvDType::q8_0, kv::KvDType::fp8}) {
-    kc::RopeParams rp;
-    rp.n_heads = n_heads + n_kv_heads;
-    rp.head_dim = head_dim;
-    rp.rope_dims = head_dim;
-    rp.style = kernels::RopeStyle::half_split;
-    const auto inv = kc::rope_inv_freq(rp);
-    const auto qkv = random_floats(std::size_t(rows * stride), rng, 2.0f);
-    std::vector<std::int32_t> pos(rows);
-    for (auto& p : pos) p = std::int32_t(rng() % 4096);
-    std::vector<std::int64_t> slots(rows);
-    for (std::int32_t i = 0; i < rows; ++i) slots[std::size_t(i)] = (i * 11) % 64;
-    slots[4] = -1;
-    auto roped = qkv;
-    kc::rope(rp, inv, {roped.data(), rows, q_dim + kv_dim, stride}, pos);
-    std::vector<float> want_q(std::size_t(rows * q_dim));
-    for (std::int32_t r = 0; r < rows; ++r)
-      std::memcpy(&want_q[std::size_t(r * q_dim)], &roped[std::size_t(r * stride)], std::size_t(q_dim) * 4);
+    const FusedRows f = fused_rows(rng, 48, kernels::RopeStyle::half_split);  // 96 values: 3 blocks across heads
+    const std::int32_t rows = f.rows, q_dim = f.q_dim, kv_dim = f.kv_dim, stride = f.stride;
+    const auto& roped = f.roped;
+    const auto& slots = f.slots;
+    const std::vector<float> want_q = f.roped_q();
     kv::KvPoolConfig c;
     c.num_blocks = 4;
     c.block_tokens = 16;
-    c.n_kv_heads = n_kv_heads;
-    c.head_dim = head_dim;
+    c.n_kv_heads = f.n_kv_heads;
+    c.head_dim = f.head_dim;
     c.dtype = t;
     c.poison_freed = false;
     kv::KvPool pool(c);
-    DeviceCopy d_qkv(qkv), d_inv(inv), d_pos(pos), d_slots(slots), d_q(want_q.size() * 2),
-        d_cache(pool.layer_bytes());
+    FusedLaunch d(f);
+    DeviceCopy d_q(want_q.size() * 2), d_cache(pool.layer_bytes());
     cuda_require(cudaMemset(d_cache.as<void>(), 0, pool.layer_bytes()));
-    kcu::QkvRopeCacheLaunch p;
-    p.qkv = d_qkv.as<float>();
-    p.row_stride = stride;
-    p.rows = rows;
-    p.n_heads = n_heads;
-    p.n_kv_heads = n_kv_heads;
-    p.head_dim = head_dim;
-    p.rope_dims = head_dim;
-    p.interleaved = false;
-    p.inv_freq = d_inv.as<float>();
-    p.positions = d_pos.as<std::int32_t>();
-    p.slots = d_slots.as<std::int64_t>();
-    p.q_out = d_q.as<void>();
-    p.q_stride = q_dim;
-    p.q_dtype = kv::KvDType::bf16;
-    p.cache = pool.layer(0);
-    p.cache.data = d_cache.as<void>();
-    cuda_require(kcu::launch_qkv_rope_cache(p, nullptr));
+    kv::PagedKvView cache = pool.layer(0);
+    cache.data = d_cache.as<void>();
+    cuda_require(kcu::launch_qkv_rope_cache(d.params(f, d_q, kv::KvDType::bf16, cache), nullptr));
     const auto bytes = d_cache.read<std::byte>(pool.layer_bytes());
     std::memcpy(pool.layer(0).data, bytes.data(), bytes.size());
     const kv::PagedKvView view = pool.layer(0);

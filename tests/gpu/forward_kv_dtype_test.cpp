@@ -48,7 +48,16 @@ struct Agreement {
   std::size_t steps = 0, same_argmax = 0, f16_matches_reference = 0, quant_matches_reference = 0;
 };
 
-Agreement compare(const std::string& model_file, const std::string& golden_file, kv::KvDType quantised) {
+// A model and its reference tokens under ../shared.
+struct GoldenModel {
+  const char* model_file;
+  const char* golden_file;
+};
+constexpr GoldenModel tiny_llama{"models/tiny-llama-f16.gguf", "golden/tiny-llama-f16.golden.jsonl"};
+constexpr GoldenModel stories{"models/stories260K.bin", "golden/stories260K.golden.jsonl"};
+
+Agreement compare(const GoldenModel& m, kv::KvDType quantised) {
+  const std::string model_file = m.model_file, golden_file = m.golden_file;
   auto weights = load_model(testing::shared_file(model_file));
   REQUIRE(weights.has_value());
   auto fwd = CpuForward::create(std::move(*weights), {.n_threads = 2});
@@ -78,6 +87,16 @@ Agreement compare(const std::string& model_file, const std::string& golden_file,
   return a;
 }
 
+// Every step seen, the quantised KV's logits within `logit_diff` of F16
+// KV's, F16 KV's greedy token on at least `same_argmax` steps, and F16 KV
+// closer to F32 KV than the quantised KV is to F16.
+void check_agreement(const Agreement& a, std::size_t steps, double logit_diff, std::size_t same_argmax) {
+  REQUIRE(a.steps == steps);
+  CHECK(a.worst_logit_diff <= logit_diff);
+  CHECK(a.same_argmax >= same_argmax);
+  CHECK(a.worst_f16_vs_f32 < a.worst_logit_diff);
+}
+
 }  // namespace
 
 // The bounds are the measured values (2026-12-02) with some room. These
@@ -87,20 +106,14 @@ Agreement compare(const std::string& model_file, const std::string& golden_file,
 // model's 128-dim heads (each its own 4 blocks).
 TEST_CASE("tiny-llama-f16 with Q8_0 KV gives F16 KV's greedy token on >= 115 of 120 steps, logits within 5",
           "[forward][q8_0][golden]") {
-  const Agreement a = compare("models/tiny-llama-f16.gguf", "golden/tiny-llama-f16.golden.jsonl", kv::KvDType::q8_0);
-  REQUIRE(a.steps == 120);
-  CHECK(a.worst_logit_diff <= 5.0);   // measured 3.55
-  CHECK(a.same_argmax >= 115);        // measured 118
-  CHECK(a.worst_f16_vs_f32 < a.worst_logit_diff);
+  // measured: largest logit difference 3.55, same greedy token on 118 steps
+  check_agreement(compare(tiny_llama, kv::KvDType::q8_0), 120, 5.0, 115);
 }
 
 TEST_CASE("stories260K with Q8_0 KV gives F16 KV's greedy token on >= 300 of 320 steps, logits within 2.5",
           "[forward][q8_0][golden]") {
-  const Agreement a = compare("models/stories260K.bin", "golden/stories260K.golden.jsonl", kv::KvDType::q8_0);
-  REQUIRE(a.steps == 320);
-  CHECK(a.worst_logit_diff <= 2.5);  // measured 1.78
-  CHECK(a.same_argmax >= 300);       // measured 310
-  CHECK(a.worst_f16_vs_f32 < a.worst_logit_diff);
+  // measured: largest logit difference 1.78, same greedy token on 310 steps
+  check_agreement(compare(stories, kv::KvDType::q8_0), 320, 2.5, 300);
 }
 
 // FP8 E4M3 keeps 3 mantissa bits (a relative step of 1/8) where Q8_0 keeps
@@ -110,18 +123,12 @@ TEST_CASE("stories260K with Q8_0 KV gives F16 KV's greedy token on >= 300 of 320
 // the bounds are the values measured 2026-12-02 with some room.
 TEST_CASE("tiny-llama-f16 with FP8 KV gives F16 KV's greedy token on >= 95 of 120 steps, logits within 20",
           "[forward][fp8][golden]") {
-  const Agreement a = compare("models/tiny-llama-f16.gguf", "golden/tiny-llama-f16.golden.jsonl", kv::KvDType::fp8);
-  REQUIRE(a.steps == 120);
-  CHECK(a.worst_logit_diff <= 20.0);  // measured 16.6
-  CHECK(a.same_argmax >= 95);         // measured 99
-  CHECK(a.worst_f16_vs_f32 < a.worst_logit_diff);
+  // measured: largest logit difference 16.6, same greedy token on 99 steps
+  check_agreement(compare(tiny_llama, kv::KvDType::fp8), 120, 20.0, 95);
 }
 
 TEST_CASE("stories260K with FP8 KV gives F16 KV's greedy token on >= 255 of 320 steps, logits within 9",
           "[forward][fp8][golden]") {
-  const Agreement a = compare("models/stories260K.bin", "golden/stories260K.golden.jsonl", kv::KvDType::fp8);
-  REQUIRE(a.steps == 320);
-  CHECK(a.worst_logit_diff <= 9.0);  // measured 7.56
-  CHECK(a.same_argmax >= 255);       // measured 267
-  CHECK(a.worst_f16_vs_f32 < a.worst_logit_diff);
+  // measured: largest logit difference 7.56, same greedy token on 267 steps
+  check_agreement(compare(stories, kv::KvDType::fp8), 320, 9.0, 255);
 }

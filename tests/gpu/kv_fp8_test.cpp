@@ -5,6 +5,7 @@
 #include "gpu/kv/fp8_e4m3.hpp"
 #include "gpu/kv/fp8_kv_row.hpp"
 #include "gpu/kv/kv_pool.hpp"
+#include "tests/gpu/kv_test_pool.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -17,23 +18,8 @@ using namespace pensieve;
 
 namespace {
 
-kv::KvPoolConfig fp8_config(std::int32_t n_kv_heads, std::int32_t head_dim, std::int32_t blocks = 4) {
-  kv::KvPoolConfig c;
-  c.num_blocks = blocks;
-  c.block_tokens = 8;
-  c.n_layers = 3;
-  c.n_kv_heads = n_kv_heads;
-  c.head_dim = head_dim;
-  c.dtype = kv::KvDType::fp8;
-  c.poison_freed = false;
-  return c;
-}
-
-std::vector<float> random_values(std::mt19937_64& rng, std::size_t n, float scale) {
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> x(n);
-  for (auto& v : x) v = d(rng);
-  return x;
+kv::KvPoolConfig fp8_config(std::int32_t n_kv_heads, std::int32_t head_dim) {
+  return testing::small_kv_config(kv::KvDType::fp8, n_kv_heads, head_dim);
 }
 
 float block_scale(const std::byte* blk) {
@@ -106,7 +92,8 @@ TEST_CASE("reshape_and_cache into an FP8 pool reads back within half an E4M3 ste
     kv::KvPool pool(fp8_config(heads, dim));
     const std::int64_t row = std::int64_t(heads) * dim;
     std::mt19937_64 rng(std::uint64_t(heads * 1000 + dim));
-    const auto k = random_values(rng, std::size_t(8 * row), 3.0f), v = random_values(rng, std::size_t(8 * row), 0.2f);
+    const auto k = testing::normal_values(rng, std::size_t(8 * row), 3.0f),
+               v = testing::normal_values(rng, std::size_t(8 * row), 0.2f);
     std::vector<std::int64_t> slots{9, 3, 17, 30, 0, -1, 31, 12};
     kernels::cpu::reshape_and_cache({k.data(), v.data(), kv::KvDType::f32, slots.data(), 8, pool.layer(1)});
     const kv::PagedKvView view = pool.layer(1);
@@ -135,10 +122,7 @@ TEST_CASE("reshape_and_cache into an FP8 pool reads back within half an E4M3 ste
 
 TEST_CASE("a poisoned FP8 block reads back as NaN", "[kv][fp8]") {
   kv::KvPool pool(fp8_config(2, 16));
-  std::mt19937_64 rng(5);
-  const auto k = random_values(rng, 8 * 32, 1.0f), v = random_values(rng, 8 * 32, 1.0f);
-  std::vector<std::int64_t> slots{0, 1, 2, 3, 4, 5, 6, 7};
-  kernels::cpu::reshape_and_cache({k.data(), v.data(), kv::KvDType::f32, slots.data(), 8, pool.layer(2)});
+  testing::fill_first_block(pool, {2});
   pool.poison(kv::BlockId{0});
   std::vector<float> back(32);
   const kv::PagedKvView view = pool.layer(2);

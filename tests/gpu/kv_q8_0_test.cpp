@@ -7,6 +7,7 @@
 #include "gpu/kernels/cpu/reshape_and_cache_q8.hpp"
 #include "gpu/kv/disk_tier_file.hpp"
 #include "gpu/kv/kv_pool.hpp"
+#include "tests/gpu/kv_test_pool.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -21,22 +22,7 @@ using namespace pensieve::kernels;
 namespace {
 
 kv::KvPoolConfig q8_config(std::int32_t n_kv_heads, std::int32_t head_dim, std::int32_t blocks = 4) {
-  kv::KvPoolConfig c;
-  c.num_blocks = blocks;
-  c.block_tokens = 8;
-  c.n_layers = 3;
-  c.n_kv_heads = n_kv_heads;
-  c.head_dim = head_dim;
-  c.dtype = kv::KvDType::q8_0;
-  c.poison_freed = false;
-  return c;
-}
-
-std::vector<float> random_values(std::mt19937_64& rng, std::size_t n, float scale) {
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> x(n);
-  for (auto& v : x) v = d(rng);
-  return x;
+  return testing::small_kv_config(kv::KvDType::q8_0, n_kv_heads, head_dim, blocks);
 }
 
 }  // namespace
@@ -113,8 +99,8 @@ TEST_CASE("reshape_and_cache into a Q8_0 pool reads back within 0.57 of a quant 
     kv::KvPool pool(q8_config(heads, hd, 6));
     const std::int64_t row = std::int64_t(heads) * hd;
     const std::int32_t tokens = 11;
-    const auto k = random_values(rng, std::size_t(tokens * row), 3.0f);
-    const auto v = random_values(rng, std::size_t(tokens * row), 0.02f);
+    const auto k = testing::normal_values(rng, std::size_t(tokens * row), 3.0f);
+    const auto v = testing::normal_values(rng, std::size_t(tokens * row), 0.02f);
     std::vector<std::int64_t> slots;
     for (std::int32_t t = 0; t < tokens; ++t) slots.push_back(t == 4 ? -1 : (t * 5 + 3) % 48);
     const kv::PagedKvView view = pool.layer(2);
@@ -154,11 +140,7 @@ TEST_CASE("reshape_and_cache into a Q8_0 pool reads back within 0.57 of a quant 
 
 TEST_CASE("a poisoned Q8_0 block reads back as NaN and copy_prefix copies its bytes", "[kv][q8_0]") {
   kv::KvPool pool(q8_config(2, 16));
-  std::mt19937_64 rng(5);
-  const auto k = random_values(rng, 8 * 32, 1.0f), v = random_values(rng, 8 * 32, 1.0f);
-  std::vector<std::int64_t> slots{0, 1, 2, 3, 4, 5, 6, 7};
-  for (std::int32_t l = 0; l < 3; ++l)
-    cpu::reshape_and_cache({k.data(), v.data(), kv::KvDType::f32, slots.data(), 8, pool.layer(l)});
+  testing::fill_first_block(pool, {0, 1, 2});
   pool.copy_prefix(kv::BlockId{0}, kv::BlockId{3}, 5);
   for (std::int32_t l = 0; l < 3; ++l) {
     const kv::PagedKvView view = pool.layer(l);

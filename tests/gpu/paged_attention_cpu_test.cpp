@@ -59,6 +59,28 @@ BatchSpec random_spec(std::mt19937_64& rng, std::int32_t max_seqs, std::int32_t 
   return spec;
 }
 
+// Twelve random batches over a cache of `dtype`, rows of 1 to 4 KV heads of 8
+// to 128 dims (4 heads of 40 put heads across block boundaries), each within
+// `bound` of the F64 reference on the unquantised values.
+void check_quantised_cache(kv::KvDType dtype, double bound) {
+  std::mt19937_64 rng(2026);
+  test::PooledRunner pooled(2);
+  cpu::WorkRunner& pool = pooled.runner;
+  const std::pair<std::int32_t, std::int32_t> shapes[] = {{1, 64}, {2, 128}, {4, 8}, {2, 16}, {4, 40}, {1, 32}};
+  double worst = 0;
+  for (int trial = 0; trial < 12; ++trial) {
+    BatchSpec spec = random_spec(rng, 12, 3000, 200);
+    std::tie(spec.n_kv_heads, spec.head_dim) = shapes[trial % 6];
+    spec.dtype = dtype;
+    const Batch b = test::make_batch(spec, rng);
+    const double err = test::max_relative_error(run_paged(b, pool), test::reference_attention(b), spec.head_dim);
+    INFO("trial " << trial << " kv heads " << spec.n_kv_heads << " head_dim " << spec.head_dim);
+    CHECK(err < bound);
+    worst = std::max(worst, err);
+  }
+  WARN(kv::kv_dtype_name(dtype) << " paged attention: largest relative error " << worst);
+}
+
 }  // namespace
 
 TEST_CASE("paged attention matches the F64 reference on random F32 batches", "[paged_attention]") {
@@ -97,22 +119,7 @@ TEST_CASE("paged attention over a Q8_0 cache is within 4e-2 of the F64 reference
   // [-1, 1] (relative to each output row's largest value; the worst of these
   // 12 batches measured 2.1e-2 on 2026-12-02, at head_dim 8); rows of 4 heads
   // of 40 put heads across block boundaries.
-  std::mt19937_64 rng(2026);
-  test::PooledRunner pooled(2);
-  cpu::WorkRunner& pool = pooled.runner;
-  const std::pair<std::int32_t, std::int32_t> shapes[] = {{1, 64}, {2, 128}, {4, 8}, {2, 16}, {4, 40}, {1, 32}};
-  double worst = 0;
-  for (int trial = 0; trial < 12; ++trial) {
-    BatchSpec spec = random_spec(rng, 12, 3000, 200);
-    std::tie(spec.n_kv_heads, spec.head_dim) = shapes[trial % 6];
-    spec.dtype = kv::KvDType::q8_0;
-    const Batch b = test::make_batch(spec, rng);
-    const double err = test::max_relative_error(run_paged(b, pool), test::reference_attention(b), spec.head_dim);
-    INFO("trial " << trial << " kv heads " << spec.n_kv_heads << " head_dim " << spec.head_dim);
-    CHECK(err < 4e-2);
-    worst = std::max(worst, err);
-  }
-  WARN("Q8_0 paged attention: largest relative error " << worst);
+  check_quantised_cache(kv::KvDType::q8_0, 4e-2);
 }
 
 TEST_CASE("paged attention over an FP8 cache is within 0.25 of the F64 reference on the F32 values",
@@ -122,22 +129,7 @@ TEST_CASE("paged attention over an FP8 cache is within 0.25 of the F64 reference
   // of these 12 batches measured 0.166 on 2026-12-02 (Q8_0: 2.1e-2), E4M3's
   // 3 mantissa bits being 16x coarser than Q8_0's 127 steps near a block's
   // largest value.
-  std::mt19937_64 rng(2026);
-  test::PooledRunner pooled(2);
-  cpu::WorkRunner& pool = pooled.runner;
-  const std::pair<std::int32_t, std::int32_t> shapes[] = {{1, 64}, {2, 128}, {4, 8}, {2, 16}, {4, 40}, {1, 32}};
-  double worst = 0;
-  for (int trial = 0; trial < 12; ++trial) {
-    BatchSpec spec = random_spec(rng, 12, 3000, 200);
-    std::tie(spec.n_kv_heads, spec.head_dim) = shapes[trial % 6];
-    spec.dtype = kv::KvDType::fp8;
-    const Batch b = test::make_batch(spec, rng);
-    const double err = test::max_relative_error(run_paged(b, pool), test::reference_attention(b), spec.head_dim);
-    INFO("trial " << trial << " kv heads " << spec.n_kv_heads << " head_dim " << spec.head_dim);
-    CHECK(err < 0.25);
-    worst = std::max(worst, err);
-  }
-  WARN("FP8 paged attention: largest relative error " << worst);
+  check_quantised_cache(kv::KvDType::fp8, 0.25);
 }
 
 TEST_CASE("a query row's bits do not depend on the rest of its batch", "[paged_attention]") {
@@ -228,19 +220,7 @@ TEST_CASE("paged and contiguous attention agree bit for bit", "[paged_attention]
   const auto plan =
       plan_paged_attention({b.q_start, b.spec.context_tokens}, b.spec.n_kv_heads).value();
   std::vector<float> out(std::size_t(b.out_elems()), std::numeric_limits<float>::quiet_NaN());
-  cpu::ContiguousAttentionParams p;
-  p.q = b.q.data();
-  p.out = out.data();
-  p.k = b.k.data();
-  p.v = b.v.data();
-  p.kv_start = b.kv_start.data();
-  p.q_start = b.q_start.data();
-  p.context_tokens = b.spec.context_tokens.data();
-  p.num_seqs = b.num_seqs();
-  p.n_heads = b.n_heads;
-  p.n_kv_heads = b.spec.n_kv_heads;
-  p.head_dim = b.spec.head_dim;
-  p.softmax_scale = b.scale();
+  const cpu::ContiguousAttentionParams p = b.contiguous_params(out.data());
   cpu::AttentionWorkspace ws;
   cpu::contiguous_attention(p, plan, ws, serial);
   CHECK(std::memcmp(paged.data(), out.data(), out.size() * sizeof(float)) == 0);

@@ -1,6 +1,7 @@
 #pragma once
 // Random ragged batches over a paged KV pool for the attention tests, and the
 // naive contiguous F64 reference they are checked against.
+#include "gpu/kernels/cpu/attention_contiguous.hpp"
 #include "gpu/kernels/cpu/attention_pool_runner.hpp"
 #include "gpu/kernels/cpu/paged_attention_params.hpp"
 #include "gpu/kernels/cpu/reshape_and_cache.hpp"
@@ -78,6 +79,24 @@ struct Batch {
     p.max_blocks_per_seq = max_blocks;
     p.num_seqs = num_seqs();
     p.n_heads = n_heads;
+    p.softmax_scale = scale();
+    return p;
+  }
+
+  // The same batch read from the contiguous copies (k, v, kv_start).
+  kernels::cpu::ContiguousAttentionParams contiguous_params(float* out) const {
+    kernels::cpu::ContiguousAttentionParams p;
+    p.q = q.data();
+    p.out = out;
+    p.k = k.data();
+    p.v = v.data();
+    p.kv_start = kv_start.data();
+    p.q_start = q_start.data();
+    p.context_tokens = spec.context_tokens.data();
+    p.num_seqs = num_seqs();
+    p.n_heads = n_heads;
+    p.n_kv_heads = spec.n_kv_heads;
+    p.head_dim = spec.head_dim;
     p.softmax_scale = scale();
     return p;
   }

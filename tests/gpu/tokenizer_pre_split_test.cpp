@@ -8,6 +8,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <span>
+#include <utility>
+#include <vector>
+
 using namespace pensieve::model;
 
 namespace {
@@ -55,6 +60,48 @@ TEST_CASE("the generated tables give each code point its general category", "[pr
   CHECK(general_category(0xE000) == GeneralCategory::co);
   CHECK(general_category(0x0378) == GeneralCategory::cn);  // unassigned
   CHECK(general_category(0x10FFFF) == GeneralCategory::cn);
+}
+
+TEST_CASE("each class's generated table is sorted, holds only its class, and no code point is in two",
+          "[pre_tokenizer]") {
+  using unicode::GeneralCategory;
+  using unicode::CategoryRange;
+  using Check = bool (*)(GeneralCategory);
+  const std::pair<std::span<const CategoryRange>, Check> tables[] = {
+      {unicode::letter_ranges(), [](GeneralCategory c) { return unicode::is_letter(c); }},
+      {unicode::mark_ranges(), [](GeneralCategory c) { return unicode::is_mark(c); }},
+      {unicode::number_ranges(), [](GeneralCategory c) { return unicode::is_number(c); }},
+      {unicode::punctuation_ranges(), [](GeneralCategory c) { return unicode::is_punctuation(c); }},
+      {unicode::symbol_ranges(), [](GeneralCategory c) { return unicode::is_symbol(c); }},
+      {unicode::separator_ranges(),
+       [](GeneralCategory c) { return c >= GeneralCategory::zs && c <= GeneralCategory::zp; }},
+      {unicode::other_ranges(), [](GeneralCategory c) { return c >= GeneralCategory::cc && c < GeneralCategory::cn; }},
+  };
+  std::vector<CategoryRange> all;
+  for (const auto& [table, in_class] : tables) {
+    REQUIRE_FALSE(table.empty());
+    for (std::size_t i = 0; i < table.size(); ++i) {
+      CHECK(table[i].first <= table[i].last);
+      CHECK(in_class(table[i].category));
+      if (i > 0) CHECK(table[i - 1].last < table[i].first);
+    }
+    all.insert(all.end(), table.begin(), table.end());
+  }
+  // The ranges of the single table the generator wrote before (Unicode 14.0.0).
+  CHECK(all.size() == 3270);
+  std::sort(all.begin(), all.end(), [](const CategoryRange& a, const CategoryRange& b) { return a.first < b.first; });
+  for (std::size_t i = 1; i < all.size(); ++i) {
+    INFO("range at " << all[i].first);
+    CHECK(all[i - 1].last < all[i].first);
+    CHECK(unicode::general_category(all[i].first) == all[i].category);
+    CHECK(unicode::general_category(all[i].last) == all[i].category);
+  }
+  // The ASCII table says what the range tables say.
+  for (std::uint32_t c = 0; c < 128; ++c) {
+    const auto in = std::find_if(all.begin(), all.end(), [c](const CategoryRange& r) { return r.first <= c && c <= r.last; });
+    REQUIRE(in != all.end());
+    CHECK(unicode::ascii_categories()[c] == in->category);
+  }
 }
 
 TEST_CASE("gpt2 splits words with their leading space, contractions and space runs",

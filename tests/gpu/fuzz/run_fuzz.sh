@@ -22,7 +22,7 @@ text=$root/gpu/text
 # The tokenizer readers check the pre-tokenizer they name, so they need its table and splitters.
 common=("$formats/gguf_reader.cpp" "$formats/gguf_file.cpp" "$formats/gguf_value.cpp" "$model/gguf_tokenizer.cpp"
         "$formats/mmap_file.cpp" "$formats/tensor.cpp" "$text/pre_tokenizer.cpp" "$text/pre_split_passes.cpp"
-        "$text/unicode_tables.cpp" "$text/unicode_tables_data.cpp")
+        "$text/unicode_tables.cpp" "$text"/unicode_categories/*.cpp)
 # The targets after the model files carry their own seed writer, built from
 # the same file with -DPENSIEVE_FUZZ_SEEDS.
 libs=()
