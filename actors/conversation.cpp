@@ -31,8 +31,8 @@ bool send(TurnEventChannel& out, TurnEvent e) {
   return out.try_send(boost::system::error_code{}, std::move(e));
 }
 
-void send_error(TurnEventChannel& out, TurnErrorKind kind, std::string message) {
-  (void)send(out, TurnFailed{TurnError{kind, std::move(message)}});
+void send_error(TurnEventChannel& out, TurnErrorKind kind, std::string message, std::string param = {}) {
+  (void)send(out, TurnFailed{TurnError{kind, std::move(message), std::move(param)}});
 }
 
 asio::awaitable<void> cancel_turn(const TurnServices& svc, TurnId turn) {
@@ -208,7 +208,7 @@ Result<void> truncate_to_fit(const TurnServices& svc, const ConversationState& s
 asio::awaitable<std::optional<Generated>> generate(const TurnServices& svc,
                                                    const ConversationState& state, TurnId turn,
                                                    const std::vector<std::int32_t>& tokens,
-                                                   model::SamplingParams sampling,
+                                                   model::SamplingParams sampling, std::int64_t pin_ttl_ns,
                                                    TurnEventChannel& out) {
   const std::int64_t needed = std::int64_t(tokens.size()) + sampling.max_tokens;
   if (needed > svc.max_context) {
@@ -224,7 +224,7 @@ asio::awaitable<std::optional<Generated>> generate(const TurnServices& svc,
   const std::vector<std::string> stop_strings = sampling.stop_strings;
   const bool logprobs = sampling.logprobs;
   AdmitTurn admit{TurnSpec{turn, state.id, tokens, std::move(sampling), state.keep_kv, state.cache_namespace,
-                           state.keep_kv ? state.share_namespace : std::nullopt},
+                           state.keep_kv ? state.share_namespace : std::nullopt, pin_ttl_ns},
                   events, {}};
   auto admitted = co_await svc.scheduler.ask(std::move(admit));
   if (!admitted) {
@@ -240,6 +240,12 @@ asio::awaitable<std::optional<Generated>> generate(const TurnServices& svc,
       send_error(out, TurnErrorKind::invalid_request,
                  "the conversation (" + std::to_string(tokens.size()) +
                      " tokens plus max_tokens) needs more KV cache than the server has");
+      co_return std::nullopt;
+    case AdmitStatus::pin_refused:
+      send_error(out, TurnErrorKind::invalid_request,
+                 "pinning this prompt's " + std::to_string(tokens.size()) +
+                     " tokens would take the pinned KV blocks past the server's cap; unpin or wait for pins to expire",
+                 "cache_control");
       co_return std::nullopt;
   }
 
@@ -340,7 +346,7 @@ Result<TurnHistory> turn_history(const ConversationState& state, std::vector<mod
 asio::awaitable<void> run_turn(const TurnServices& svc, ConversationState& state, TurnId turn,
                                std::vector<model::ChatMessage> messages,
                                model::SamplingParams sampling, TurnEventChannel& out,
-                               const model::ChatExtras& chat, bool compare_history) {
+                               const model::ChatExtras& chat, bool compare_history, std::int64_t pin_ttl_ns) {
   if (auto problem = model::validate(sampling); !problem.empty()) {
     send_error(out, TurnErrorKind::invalid_request, problem);
     co_return;
@@ -369,7 +375,7 @@ asio::awaitable<void> run_turn(const TurnServices& svc, ConversationState& state
   std::vector<std::int32_t> tokens = std::move(prompt->tokens);
   // The done event goes out before the history grows: the conversation's
   // next turn waits in this actor's mailbox until this handler returns.
-  auto reply = co_await generate(svc, state, turn, tokens, std::move(sampling), out);
+  auto reply = co_await generate(svc, state, turn, tokens, std::move(sampling), pin_ttl_ns, out);
   if (!reply) co_return;
   if (svc.replies && state.cache_namespace) {
     svc.replies->remember(*svc.tokenizer, *state.cache_namespace, reply->text, reply->tokens);
@@ -413,7 +419,8 @@ asio::awaitable<void> run_turn(const TurnServices& svc, ConversationState& state
 
 asio::awaitable<void> run_completion(const TurnServices& svc, const ConversationState& state,
                                      TurnId turn, std::string prompt,
-                                     model::SamplingParams sampling, TurnEventChannel& out) {
+                                     model::SamplingParams sampling, std::int64_t pin_ttl_ns,
+                                     TurnEventChannel& out) {
   if (auto problem = model::validate(sampling); !problem.empty()) {
     send_error(out, TurnErrorKind::invalid_request, problem);
     co_return;
@@ -425,7 +432,7 @@ asio::awaitable<void> run_completion(const TurnServices& svc, const Conversation
     send_error(out, TurnErrorKind::invalid_request, "the prompt is empty");
     co_return;
   }
-  auto reply = co_await generate(svc, state, turn, tokens, std::move(sampling), out);
+  auto reply = co_await generate(svc, state, turn, tokens, std::move(sampling), pin_ttl_ns, out);
   if (reply) (void)send(out, std::move(reply->done));
 }
 
@@ -463,10 +470,10 @@ asio::awaitable<void> ConversationActor::operator()(StartTurn m) {
   if (state_.keep_kv && m.share_namespace) state_.share_namespace = std::move(m.share_namespace);
   if (m.prompt) {
     co_await run_completion(*services_, state_, m.turn, std::move(*m.prompt), std::move(m.sampling),
-                            *m.out);
+                            m.pin_ttl_ns, *m.out);
   } else {
     co_await run_turn(*services_, state_, m.turn, std::move(m.messages), std::move(m.sampling),
-                      *m.out, m.chat, m.compare_history);
+                      *m.out, m.chat, m.compare_history, m.pin_ttl_ns);
   }
 }
 

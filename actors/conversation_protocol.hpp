@@ -30,6 +30,8 @@ struct StartTurn {
   // the request's cache_salt): the turn shares cached prefixes of that
   // namespace only, and leaves its own KV findable there. Nullopt: unchanged.
   std::optional<std::string> share_namespace;
+  // > 0: the prompt's KV stays pinned this long once computed (TurnSpec::pin_ttl_ns).
+  std::int64_t pin_ttl_ns = 0;
 };
 
 struct ConversationSnapshot {

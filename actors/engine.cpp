@@ -710,6 +710,7 @@ EngineResult<TurnStream> Engine::start(const asio::any_io_executor& executor, Tu
   // A stored conversation's turn shares only its tenant's and salt's
   // cached prefixes, as a stateless request does (no cross-salt hit).
   if (!anonymous) start.share_namespace = cache_namespace(request.tenant, request.cache_salt);
+  start.pin_ttl_ns = request.pin_ttl_s * 1'000'000'000;
   ConversationMsg message = std::move(start);
   const rt::SendStatus sent = actor.try_tell(message);
   if (sent != rt::SendStatus::sent && activity) activity->turns_pending.fetch_sub(1, std::memory_order_acq_rel);

@@ -134,11 +134,17 @@ std::optional<PrefixMatch> KvCacheIndex::longest_prefix(std::string_view ns, std
   return std::nullopt;
 }
 
-void KvCacheIndex::pin(const CachedEntry& e, std::int64_t until_ns) {
-  for (std::uint64_t key : e.chain) {
-    std::int64_t& until = pins_[key];
+void KvCacheIndex::pin(const CachedEntry& e, std::int64_t until_ns, std::size_t max_blocks) {
+  const std::size_t n = std::min(max_blocks, e.chain.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    std::int64_t& until = pins_[e.chain[i]];
     until = std::max(until, until_ns);
   }
+}
+
+std::size_t KvCacheIndex::unpinned_blocks(std::string_view ns, std::span<const std::int32_t> tokens) const {
+  const auto keys = chain_of(ns, tokens, tokens.size() / std::size_t(block_tokens_));
+  return std::size_t(std::count_if(keys.begin(), keys.end(), [&](std::uint64_t k) { return !pins_.contains(k); }));
 }
 
 void KvCacheIndex::expire_pins(std::int64_t now_ns) {

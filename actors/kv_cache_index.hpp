@@ -120,8 +120,12 @@ class KvCacheIndex {
   // Pins: a prefix of a namespace whose chunks, in every path holding it,
   // never leave their tier until `until_ns` (keyed by the prefix's chain
   // keys, so a path cached again later with the same prefix is pinned too).
-  void pin(const CachedEntry& e, std::int64_t until_ns);
+  // Only its first `max_blocks` full blocks (a request's prompt, not its reply).
+  void pin(const CachedEntry& e, std::int64_t until_ns, std::size_t max_blocks = SIZE_MAX);
   void expire_pins(std::int64_t now_ns);  // pins whose time has come go
+  // How many of `tokens`' full blocks in `ns` no pin holds yet: what
+  // pinning them adds to pins(), whether they are cached or not.
+  std::size_t unpinned_blocks(std::string_view ns, std::span<const std::int32_t> tokens) const;
   bool pinned(const CachedEntry& e, std::size_t index) const {
     return index < e.chain.size() && pins_.contains(e.chain[index]);
   }

@@ -135,11 +135,16 @@ std::optional<kv::BlockTable> KvCacheManager::share_prefix(ConversationId path, 
 
 void KvCacheManager::forget_unnamed(std::vector<kv::BlockId>& freed) { forget_unnamed_where(false, freed); }
 
-bool KvCacheManager::pin(ConversationId conversation, std::int64_t until_ns) {
+bool KvCacheManager::pin(ConversationId conversation, std::int64_t until_ns, std::int64_t max_tokens) {
   const CachedEntry* e = index_.find(conversation);
-  if (!e || e->chain.empty()) return false;
-  index_.pin(*e, until_ns);
+  const auto blocks = std::size_t(std::max<std::int64_t>(0, max_tokens) / sizes_.block_tokens);
+  if (!e || e->chain.empty() || blocks == 0) return false;
+  index_.pin(*e, until_ns, blocks);
   return true;
+}
+
+std::int64_t KvCacheManager::pin_cap_blocks() const {
+  return std::int64_t(options_.pin_cap_share * double(pools_.device.slots()));
 }
 
 void KvCacheManager::forget_unnamed_where(bool all_dropped_only, std::vector<kv::BlockId>& freed) {

@@ -125,7 +125,17 @@ class KvCacheManager {
   // Pins the full blocks of `conversation`'s cached path (it needs a
   // namespace) until `until_ns`: no eviction takes their chunks before then
   // (make_device_room is exhausted rather). False: no such path.
-  bool pin(ConversationId conversation, std::int64_t until_ns);
+  // Only its first `max_tokens` tokens' full blocks.
+  bool pin(ConversationId conversation, std::int64_t until_ns, std::int64_t max_tokens = INT64_MAX);
+  // Pins' room: the device blocks they may hold (options.pin_cap_share),
+  // those they hold now (expired ones gone) and what pinning `tokens` in
+  // `ns` would add.
+  std::int64_t pin_cap_blocks() const;
+  std::int64_t pinned_blocks() const { return std::int64_t(index_.pins()); }
+  void expire_pins(std::int64_t now_ns) { index_.expire_pins(now_ns); }
+  std::int64_t blocks_to_pin(std::string_view ns, std::span<const std::int32_t> tokens) const {
+    return std::int64_t(index_.unpinned_blocks(ns, tokens));
+  }
   // Every idle unnamed path goes (clearing the stateless cache).
   void forget_unnamed(std::vector<kv::BlockId>& freed);
   std::optional<std::vector<std::int32_t>> tokens(ConversationId conversation) const;

@@ -16,6 +16,10 @@ struct KvCacheOptions {
   // copied to the host ahead of time; also the share of host slots kept free
   // (or clean) by spilling to disk (--swap-out-watermark).
   double swap_out_watermark = 0.25;
+  // The share of the device's blocks that pins may hold at most
+  // (--pin-cap-share): a pin past it is refused, so pinned prefixes never
+  // leave running turns too little room.
+  double pin_cap_share = 0.5;
 };
 
 struct KvCacheSizes {

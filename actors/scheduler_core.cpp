@@ -21,19 +21,35 @@ SchedulerCore::SchedulerCore(SchedulerOptions options, KvCacheSizes kv_sizes, Kv
 }
 
 AdmitStatus SchedulerCore::admit(TurnSpec spec, std::int64_t now_ns) {
-  (void)now_ns;
   if (std::int64_t(waiting_.size() + running_.size()) >= options_.max_admitted) {
     ++stats_.refused_overloaded;
     return AdmitStatus::overloaded;
   }
   const std::int64_t need = std::int64_t(spec.tokens.size()) + std::max(0, spec.sampling.max_tokens);
-  if (spec.tokens.empty() || blocks_for(need, kv_.block_tokens()) > kv_.device_blocks()) {
+  // Pinned blocks are not the turn's to take: a turn that needs them could
+  // only wait for the pins to expire.
+  kv_.expire_pins(now_ns);
+  if (spec.tokens.empty() ||
+      blocks_for(need, kv_.block_tokens()) > kv_.device_blocks() - kv_.pinned_blocks()) {
     return AdmitStatus::too_large;
   }
   auto seq = std::make_unique<Sequence>(Sequence{std::move(spec), next_arrival_++, 0,
                                                  kv::BlockTable(kv_.block_tokens())});
+  seq->prompt_size = seq->spec.tokens.size();
+  if (seq->spec.pin_ttl_ns > 0 && !pin_fits(*seq, now_ns)) {
+    ++stats_.refused_pins;
+    return AdmitStatus::pin_refused;
+  }
   waiting_.push_back(std::move(seq));
   return AdmitStatus::admitted;
+}
+
+bool SchedulerCore::pin_fits(const Sequence& seq, std::int64_t now_ns) {
+  const auto& ns = seq.spec.cache_namespace ? seq.spec.cache_namespace : seq.spec.share_namespace;
+  if (!ns) return true;  // nothing it leaves is findable: nothing to pin
+  const auto prompt = std::span(seq.spec.tokens).first(seq.prompt_size);
+  kv_.expire_pins(now_ns);
+  return kv_.pinned_blocks() + kv_.blocks_to_pin(*ns, prompt) <= kv_.pin_cap_blocks();
 }
 
 void SchedulerCore::cancel(TurnId turn) { pending_cancels_.push_back(turn); }
@@ -297,8 +313,14 @@ void SchedulerCore::finish(Sequence& seq, model::FinishReason reason, std::int64
   if (keeps_kv(seq) && seq.computed > 0) {
     kv_.put(seq.spec.conversation, std::span(seq.spec.tokens).first(std::size_t(seq.computed)),
             std::move(seq.table), now_ns, freed_since_plan_, seq.spec.cache_namespace, seq.spec.share_namespace);
-    // False only for a path without a namespace or a full block: nothing to pin.
-    if (seq.spec.pin_ttl_ns > 0) (void)kv_.pin(seq.spec.conversation, now_ns + seq.spec.pin_ttl_ns);
+    // The prompt's full blocks only, as asked; pins admitted since this
+    // turn's admission may have taken the room. kv_.pin is false only for a
+    // path without a namespace or a full block: nothing to pin.
+    if (seq.spec.pin_ttl_ns > 0 && !pin_fits(seq, now_ns)) {
+      ++stats_.refused_pins;
+    } else if (seq.spec.pin_ttl_ns > 0) {
+      (void)kv_.pin(seq.spec.conversation, now_ns + seq.spec.pin_ttl_ns, std::int64_t(seq.prompt_size));
+    }
   } else {
     release(seq.table);
   }
@@ -442,6 +464,8 @@ SchedulerStats SchedulerCore::stats() const {
   s.cost_model = kv_.cost_model();
   s.cached_conversations = std::int32_t(std::int64_t(kv_.size()) - s.tiers.unnamed_paths);  // named ones
   s.evicted_conversations = s.tiers.evicted_conversations;
+  s.pinned_blocks = kv_.pinned_blocks();
+  s.pin_cap_blocks = kv_.pin_cap_blocks();
   return s;
 }
 

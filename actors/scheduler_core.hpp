@@ -68,7 +68,9 @@ struct TurnSpec {
   std::int64_t pin_ttl_ns = 0;
 };
 
-enum class AdmitStatus : std::uint8_t { admitted, overloaded, too_large };
+// pin_refused: the turn's pin (pin_ttl_ns) would take the pinned blocks
+// past the KV cache's cap (KvCacheOptions::pin_cap_share).
+enum class AdmitStatus : std::uint8_t { admitted, overloaded, too_large, pin_refused };
 
 // One sequence's share of an iteration.
 struct PlannedSequence {
@@ -120,6 +122,11 @@ struct SchedulerStats {
   std::uint64_t preemptions = 0;
   std::uint64_t evicted_conversations = 0;
   std::uint64_t refused_overloaded = 0;
+  // Pins refused at admission (pin_refused), and those a turn asked for
+  // that other pins had taken the room of by the time it ended.
+  std::uint64_t refused_pins = 0;
+  std::int64_t pinned_blocks = 0;   // pinned prefix blocks now (cached or not yet)
+  std::int64_t pin_cap_blocks = 0;  // the most pins may hold
   std::int64_t prefill_tokens = 0;
   std::int64_t decode_tokens = 0;
   std::int64_t reused_tokens = 0;  // prompt tokens served from cached KV
@@ -207,7 +214,10 @@ class SchedulerCore {
     // The plan (stats_.iterations) that preempted it: it is not admitted again
     // in that plan, or it would take back the blocks its preemption frees.
     std::uint64_t preempted_in = ~std::uint64_t{0};
+    std::size_t prompt_size = 0;  // spec.tokens' size when admitted (sampled ones join it)
   };
+  // Whether pinning seq's prompt keeps pins within their cap.
+  bool pin_fits(const Sequence& seq, std::int64_t now_ns);
   enum class KvReady : std::uint8_t { ready, later, no_room };
 
   void prefetch_waiting_kv(std::int64_t now_ns, IterationPlan& plan);

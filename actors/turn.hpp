@@ -48,6 +48,10 @@ struct TurnRequest {
   // whatever the salt; the salt decides which other cached prefixes
   // (a system prompt) its turn may share.
   std::optional<std::string> cache_salt;
+  // > 0 (the request's cache_control): once computed, the prompt's full KV
+  // blocks stay cached this many seconds, whatever memory pressure comes;
+  // refused (invalid_request, param cache_control) past the pins' cap.
+  std::int64_t pin_ttl_s = 0;
   // Sampling and the request's options (logprobs, stop strings).
   model::SamplingParams sampling;
 };

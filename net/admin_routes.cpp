@@ -1,5 +1,9 @@
 #include "net/admin_routes.hpp"
 
+#include "net/chat_request_json.hpp"
+
+#include <boost/json.hpp>
+
 #include <charconv>
 #include <memory>
 
@@ -7,6 +11,7 @@ namespace pensieve::net {
 
 namespace asio = boost::asio;
 namespace http = boost::beast::http;
+namespace json = boost::json;
 
 namespace {
 
@@ -46,6 +51,24 @@ asio::awaitable<void> prefix_cache_route(const AdminRouteOptions& o, const HttpR
   co_await w.send(200, "application/json", R"({"cleared":true})");
 }
 
+asio::awaitable<void> pin_route(const AdminRouteOptions& o, const HttpRequest& req, ResponseWriter& w) {
+  if (req.method() != http::verb::post) {
+    ApiError e{405, "invalid_request_error",
+               "method " + std::string(req.method_string()) + " not allowed on /admin/prefix-cache/pin", {}, {}};
+    co_return co_await send_error(w, std::move(e));
+  }
+  auto pin = parse_pin_request(req.body(), o.limits);
+  if (!pin) co_return co_await send_error(w, pin.error());
+  const std::int64_t ttl = pin->pin_ttl_s;
+  auto done = co_await o.pin_prefix(std::move(*pin));
+  if (!done) co_return co_await send_error(w, done.error());
+  json::object body{{"pinned", true},
+                    {"prompt_tokens", done->prompt_tokens},
+                    {"cached_tokens", done->cached_tokens},
+                    {"ttl_s", ttl}};
+  co_await w.send(200, "application/json", json::serialize(body));
+}
+
 asio::awaitable<void> route(std::shared_ptr<const AdminRouteOptions> o, std::shared_ptr<const HttpHandler> next,
                             const HttpRequest& req, ResponseWriter& w) {
   std::string_view path = req.target();
@@ -63,6 +86,7 @@ asio::awaitable<void> route(std::shared_ptr<const AdminRouteOptions> o, std::sha
   }
   if (path == "/admin/trace") co_return co_await trace_route(*o, req, w);
   if (path == "/admin/prefix-cache/clear" && o->clear_prefix_cache) co_return co_await prefix_cache_route(*o, req, w);
+  if (path == "/admin/prefix-cache/pin" && o->pin_prefix) co_return co_await pin_route(*o, req, w);
   co_await send_error(w, not_found("no route for " + std::string(path)));
 }
 
@@ -86,6 +110,51 @@ ApiResult<int> trace_seconds(std::string_view target, int max_seconds) {
     return ApiResult<int>(boost::system::in_place_value, v);
   }
   return bad_request("missing ?seconds=N: " + range, "seconds");
+}
+
+ApiResult<ChatRequest> parse_pin_request(std::string_view body, const RequestLimits& limits) {
+  boost::system::error_code ec;
+  json::value doc = json::parse(body, ec);
+  if (ec) return bad_request("request body is not valid JSON: " + ec.message());
+  json::object* o = doc.if_object();
+  if (!o) return bad_request("request body must be a JSON object");
+  const std::string ttl_range = "'ttl_s' is required: an integer of seconds from 1 to " +
+                                std::to_string(kMaxPinTtlSeconds);
+  const json::value* ttl = o->if_contains("ttl_s");
+  if (!ttl || !ttl->is_int64() || ttl->get_int64() < 1 || ttl->get_int64() > kMaxPinTtlSeconds) {
+    return bad_request(ttl_range, "ttl_s");
+  }
+  const std::int64_t ttl_s = ttl->get_int64();
+  std::string tenant;
+  if (const json::value* t = o->if_contains("tenant")) {
+    if (!t->is_string()) return bad_request("'tenant' must be a string", "tenant");
+    tenant = std::string(t->get_string());
+  }
+  const bool chat = o->contains("messages");
+  if (chat == o->contains("prompt")) {
+    return bad_request("the body needs 'messages' (a chat prompt) or 'prompt' (text), not both", "messages");
+  }
+  for (std::string_view own : {"conversation", "cache_control", "stream"}) {
+    if (o->contains(own)) return bad_request("'" + std::string(own) + "' has no place in a pin", std::string(own));
+  }
+  // The rest is a chat or completion request's, checked by their parsers;
+  // the model is the one served, whatever it says.
+  o->erase("ttl_s");
+  o->erase("tenant");
+  if (!o->contains("model")) (*o)["model"] = "";
+  (*o)["max_tokens"] = 1;
+  const std::string request = json::serialize(*o);
+  auto parsed = chat ? parse_chat_request(request, limits) : parse_completion_request(request, limits);
+  if (!parsed) return parsed.error();
+  parsed->tenant = std::move(tenant);
+  parsed->pin_ttl_s = ttl_s;
+  parsed->temperature = 0.0f;
+  return parsed;
+}
+
+asio::awaitable<ApiResult<GenerationResult>> pin_through(ChatBackend& backend, ChatRequest request) {
+  auto drop = [](DeltaSink::Batch) -> asio::awaitable<bool> { co_return true; };
+  co_return co_await backend.generate(request, DeltaSink(drop));
 }
 
 HttpHandler with_admin_routes(HttpHandler next, AdminRouteOptions options) {

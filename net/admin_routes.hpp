@@ -9,9 +9,21 @@
 // they do not exist (404, like any unknown route), and a missing or wrong
 // key answers 401. Every other request goes to `next`.
 //
+// POST /admin/prefix-cache/pin pins a prompt prefix for a time: the body is
+// a chat request's `messages` (rendered with the model's template, as a
+// stateless request's) or a completion's `prompt` text, with `ttl_s`
+// (1..86400, required), optional `cache_salt` and `tenant` (the tenant whose
+// namespace it goes in; default "", that of requests without API keys).
+// It runs as a stateless request of one token with that pin (computing what
+// is not cached yet) and answers {"pinned": true, "prompt_tokens": N,
+// "cached_tokens": C, "ttl_s": T}; the prompt's full KV blocks then stay
+// cached until T seconds have passed. Bad bodies and a pin past the cap
+// (--pin-cap-share of the device blocks) are 400s naming the field.
+//
 // Runs on the HTTP server's executor; what recording means is the caller's
 // (the composition root owns the Tracer and the export).
 #include "net/api_error.hpp"
+#include "net/chat_backend.hpp"
 #include "net/http_types.hpp"
 
 #include <chrono>
@@ -29,7 +41,19 @@ struct AdminRouteOptions {
   TraceCapture capture_trace;
   int max_trace_seconds = 60;
   std::function<void()> clear_prefix_cache;  // null: no /admin/prefix-cache/clear (404)
+  // Runs a pinning request (ChatRequest::pin_ttl_s set, max_tokens 1);
+  // null: no /admin/prefix-cache/pin (404).
+  std::function<boost::asio::awaitable<ApiResult<GenerationResult>>(ChatRequest)> pin_prefix;
+  RequestLimits limits;  // the pin body's messages, as a chat request's
 };
+
+// The request a /admin/prefix-cache/pin body asks for, or the 400 naming
+// the field at fault.
+ApiResult<ChatRequest> parse_pin_request(std::string_view body, const RequestLimits& limits);
+
+// A pin run through `backend` (what AdminRouteOptions::pin_prefix does in
+// the server): the request's one token is generated and dropped.
+boost::asio::awaitable<ApiResult<GenerationResult>> pin_through(ChatBackend& backend, ChatRequest request);
 
 HttpHandler with_admin_routes(HttpHandler next, AdminRouteOptions options);
 

@@ -22,6 +22,9 @@ struct ChatRequest {
   // vLLM's cache_salt: a stateless request reuses only KV that requests
   // with the same tenant and salt left (1-256 characters).
   std::optional<std::string> cache_salt;
+  // cache_control {"type": "ephemeral", "ttl": "5m" | seconds}: the
+  // prompt's KV stays pinned this long once computed; 0: no pin.
+  std::int64_t pin_ttl_s = 0;
   std::int32_t max_tokens = 256;
   std::int32_t min_tokens = 0;
   float temperature = 1.0f;
@@ -42,6 +45,11 @@ struct ChatRequest {
   // template; empty: absent.
   model::ChatExtras chat;
 };
+
+// The longest pin a request or the admin call may ask for (a day).
+inline constexpr std::int64_t kMaxPinTtlSeconds = 86'400;
+// cache_control's ttl when it names none (Anthropic's default).
+inline constexpr std::int64_t kDefaultPinTtlSeconds = 300;
 
 // Limits the front end enforces on every request.
 class TenantTurnLimiter;

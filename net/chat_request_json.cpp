@@ -4,6 +4,7 @@
 
 #include <boost/json.hpp>
 
+#include <charconv>
 #include <cmath>
 #include <limits>
 
@@ -158,6 +159,45 @@ std::optional<ApiError> parse_tools(const json::object& o, ChatRequest& req) {
   return refuse_unsupported(o);
 }
 
+// cache_control: {"type": "ephemeral"} and an optional ttl, "<n>s",
+// "<n>m", "<n>h" or an integer of seconds, within [1 s, kMaxPinTtlSeconds].
+std::optional<ApiError> parse_cache_control(const json::value& v, ChatRequest& req) {
+  const std::string range = "'cache_control.ttl' must be \"<n>s\", \"<n>m\", \"<n>h\" or an integer of seconds, "
+                            "from 1 s to " + std::to_string(kMaxPinTtlSeconds) + " s";
+  const json::object* c = v.if_object();
+  const json::value* type = c ? c->if_contains("type") : nullptr;
+  if (!type || !type->is_string() || type->get_string() != "ephemeral") {
+    return bad_request("'cache_control' must be {\"type\": \"ephemeral\", \"ttl\": \"5m\" | seconds}",
+                       "cache_control");
+  }
+  for (const auto& kv : *c) {
+    if (kv.key() != "type" && kv.key() != "ttl") {
+      return bad_request("'cache_control' has an unknown field '" + std::string(kv.key()) + "'", "cache_control");
+    }
+  }
+  std::int64_t seconds = kDefaultPinTtlSeconds;
+  if (const json::value* ttl = c->if_contains("ttl"); ttl && !ttl->is_null()) {
+    if (ttl->is_int64()) {
+      seconds = ttl->get_int64();
+    } else if (ttl->is_string() && ttl->get_string().size() >= 2) {
+      const std::string_view text = ttl->get_string();
+      const char unit = text.back();
+      const std::int64_t scale = unit == 's' ? 1 : unit == 'm' ? 60 : unit == 'h' ? 3600 : 0;
+      std::int64_t n = 0;
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size() - 1, n);
+      if (scale == 0 || ec != std::errc() || end != text.data() + text.size() - 1 || n > kMaxPinTtlSeconds) {
+        return bad_request(range, "cache_control");
+      }
+      seconds = n * scale;
+    } else {
+      return bad_request(range, "cache_control");
+    }
+  }
+  if (seconds < 1 || seconds > kMaxPinTtlSeconds) return bad_request(range, "cache_control");
+  req.pin_ttl_s = seconds;
+  return std::nullopt;
+}
+
 std::optional<ApiError> refuse_unsupported(const json::object& o) {
   if (const json::value* format = o.if_contains("response_format"); format && !format->is_null()) {
     const json::object* f = format->if_object();
@@ -269,6 +309,9 @@ std::optional<ApiError> parse_options(const json::object& o, ChatRequest& req) {
                          "cache_salt");
     }
     req.cache_salt = std::string(salt->get_string());
+  }
+  if (const json::value* cc = r.find("cache_control")) {
+    if (auto e = parse_cache_control(*cc, req)) return e;
   }
   if (const json::value* c = r.find("conversation")) {
     if (!c->is_string() || c->get_string().empty()) {

@@ -83,6 +83,7 @@ actors::TurnRequest turn_request(const ChatRequest& r, std::uint64_t seed) {
   t.messages = r.messages;
   t.chat = r.chat;
   t.cache_salt = r.cache_salt;
+  t.pin_ttl_s = r.pin_ttl_s;
   model::SamplingParams& p = t.sampling;
   p.temperature = r.temperature;
   p.top_k = r.top_k;

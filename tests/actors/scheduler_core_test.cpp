@@ -66,6 +66,7 @@ TEST_CASE("admission refuses turns beyond the limit and accepts the limit's wort
       case AdmitStatus::admitted: ++admitted; break;
       case AdmitStatus::overloaded: ++overloaded; break;
       case AdmitStatus::too_large: FAIL("too large");
+      case AdmitStatus::pin_refused: FAIL("pin refused");
     }
   }
   CHECK(admitted == 5);

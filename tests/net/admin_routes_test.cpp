@@ -26,6 +26,7 @@ struct Server {
   std::unique_ptr<net::HttpServer> http;
   std::thread thread;
   std::vector<int> captured_seconds;  // on the io thread; read after it answered
+  std::vector<net::ChatRequest> pins;  // likewise
 
   explicit Server(std::string admin_key) {
     net::AdminRouteOptions o;
@@ -33,6 +34,16 @@ struct Server {
     o.capture_trace = [this](std::chrono::seconds d) -> asio::awaitable<net::ApiResult<std::string>> {
       captured_seconds.push_back(int(d.count()));
       co_return std::string(R"({"traceEvents":[]})");
+    };
+    o.pin_prefix = [this](net::ChatRequest r) -> asio::awaitable<net::ApiResult<net::GenerationResult>> {
+      pins.push_back(r);
+      if (r.cache_salt == "full") {
+        co_return net::bad_request("pinning would take the pinned KV blocks past the server's cap", "cache_control");
+      }
+      net::GenerationResult g;
+      g.prompt_tokens = 40;
+      g.cached_tokens = 32;
+      co_return g;
     };
     auto next = [](const net::HttpRequest&, net::ResponseWriter& w) -> asio::awaitable<void> {
       co_await w.send(200, "text/plain", "next");
@@ -102,4 +113,67 @@ TEST_CASE("the admin key and valid seconds record for that long and answer the t
   auto one = s.trace("?seconds=1", "Bearer sekrit");
   REQUIRE(one.status == 200);
   CHECK(s.captured_seconds == std::vector<int>{60, 1});
+}
+
+TEST_CASE("POST /admin/prefix-cache/pin runs the prompt as a one-token pinned request and says what it cached",
+          "[net][admin]") {
+  Server s("sekrit");
+  const auto pin = [&](const std::string& body, const std::string& auth = "Bearer sekrit") {
+    return http_call(s.http->port(), http::verb::post, "/admin/prefix-cache/pin", body, auth);
+  };
+  auto ok = pin(R"({"messages":[{"role":"system","content":"Be brief."}],"ttl_s":600,"tenant":"acme",)"
+                R"("cache_salt":"x"})");
+  REQUIRE(ok.status == 200);
+  const auto body = json::parse(ok.body);
+  CHECK(body.at("pinned").as_bool());
+  CHECK(body.at("prompt_tokens").as_int64() == 40);
+  CHECK(body.at("cached_tokens").as_int64() == 32);
+  CHECK(body.at("ttl_s").as_int64() == 600);
+  REQUIRE(s.pins.size() == 1);
+  CHECK(s.pins[0].tenant == "acme");
+  CHECK(s.pins[0].cache_salt == "x");
+  CHECK(s.pins[0].pin_ttl_s == 600);
+  CHECK(s.pins[0].max_tokens == 1);
+  CHECK(s.pins[0].messages.size() == 1);
+  auto text = pin(R"({"prompt":"Once upon a time","ttl_s":5})");
+  REQUIRE(text.status == 200);
+  REQUIRE(s.pins.size() == 2);
+  CHECK(s.pins[1].prompt == "Once upon a time");
+  CHECK(s.pins[1].tenant.empty());  // that of requests without API keys
+  // Past the cap: the backend's 400 goes out as it is.
+  auto full = pin(R"({"prompt":"x","ttl_s":5,"cache_salt":"full"})");
+  CHECK(full.status == 400);
+  CHECK(json::parse(full.body).at("error").at("param").as_string() == "cache_control");
+  CHECK(pin(R"({"prompt":"x","ttl_s":5})", "Bearer wrong").status == 401);
+  CHECK(http_call(s.http->port(), http::verb::get, "/admin/prefix-cache/pin", {}, "Bearer sekrit").status == 405);
+}
+
+TEST_CASE("bad /admin/prefix-cache/pin bodies are 400s naming the field, and nothing is pinned", "[net][admin]") {
+  Server s("sekrit");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"not json", ""},
+      {R"([1])", ""},
+      {R"({"prompt":"x"})", "ttl_s"},
+      {R"({"prompt":"x","ttl_s":0})", "ttl_s"},
+      {R"({"prompt":"x","ttl_s":86401})", "ttl_s"},
+      {R"({"prompt":"x","ttl_s":"5m"})", "ttl_s"},
+      {R"({"ttl_s":5})", "messages"},
+      {R"({"prompt":"x","messages":[{"role":"user","content":"x"}],"ttl_s":5})", "messages"},
+      {R"({"prompt":7,"ttl_s":5})", "prompt"},
+      {R"({"messages":[],"ttl_s":5})", "messages"},
+      {R"({"messages":[{"role":"robot","content":"x"}],"ttl_s":5})", "messages[0].role"},
+      {R"({"prompt":"x","ttl_s":5,"tenant":3})", "tenant"},
+      {R"({"prompt":"x","ttl_s":5,"cache_salt":""})", "cache_salt"},
+      {R"({"prompt":"x","ttl_s":5,"conversation":"c"})", "conversation"},
+      {R"({"prompt":"x","ttl_s":5,"stream":true})", "stream"},
+  };
+  for (const auto& [body, param] : cases) {
+    INFO(body);
+    auto r = http_call(s.http->port(), http::verb::post, "/admin/prefix-cache/pin", body, "Bearer sekrit");
+    CHECK(r.status == 400);
+    const auto e = json::parse(r.body).at("error").as_object();
+    CHECK(e.at("type").as_string() == "invalid_request_error");
+    if (!param.empty()) CHECK(e.at("param").as_string() == param);
+  }
+  CHECK(s.pins.empty());
 }

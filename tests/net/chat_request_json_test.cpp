@@ -96,3 +96,38 @@ TEST_CASE("an API error serialises as an OpenAI error body", "[net]") {
   CHECK(e.at("param").as_string() == "model");
   CHECK(e.at("code").is_null());
 }
+
+TEST_CASE("cache_control pins the prompt for its ttl: \"<n>s\", \"<n>m\", \"<n>h\" or seconds, 5 minutes by default",
+          "[net]") {
+  const auto ttl_of = [](const std::string& control) {
+    auto r = parse_chat_request(
+        R"({"model":"m","messages":[{"role":"user","content":"x"}],"cache_control":)" + control + "}", limits);
+    REQUIRE(r.has_value());
+    return r->pin_ttl_s;
+  };
+  CHECK(ttl_of(R"({"type":"ephemeral"})") == 300);
+  CHECK(ttl_of(R"({"type":"ephemeral","ttl":"5m"})") == 300);
+  CHECK(ttl_of(R"({"type":"ephemeral","ttl":"1h"})") == 3600);
+  CHECK(ttl_of(R"({"type":"ephemeral","ttl":"45s"})") == 45);
+  CHECK(ttl_of(R"({"type":"ephemeral","ttl":90})") == 90);
+  auto none = parse_chat_request(R"({"model":"m","messages":[{"role":"user","content":"x"}]})", limits);
+  REQUIRE(none.has_value());
+  CHECK(none->pin_ttl_s == 0);
+  auto legacy = pensieve::net::parse_completion_request(
+      R"({"model":"m","prompt":"x","cache_control":{"type":"ephemeral","ttl":"2m"}})", limits);
+  REQUIRE(legacy.has_value());
+  CHECK(legacy->pin_ttl_s == 120);
+  const auto bad = [](const std::string& control) {
+    return error_of(R"({"model":"m","messages":[{"role":"user","content":"x"}],"cache_control":)" + control + "}");
+  };
+  for (const char* control : {R"("ephemeral")", R"({})", R"({"type":"persistent"})",
+                              R"({"type":"ephemeral","ttl":0})", R"({"type":"ephemeral","ttl":-5})",
+                              R"({"type":"ephemeral","ttl":"5d"})", R"({"type":"ephemeral","ttl":"m"})",
+                              R"({"type":"ephemeral","ttl":"25h"})", R"({"type":"ephemeral","ttl":86401})",
+                              R"({"type":"ephemeral","ttl":1.5})", R"({"type":"ephemeral","size":1})"}) {
+    INFO(control);
+    const auto e = bad(control);
+    CHECK(e.status == 400);
+    CHECK(e.param == "cache_control");
+  }
+}

@@ -189,6 +189,8 @@ int serve(const server::Options& o) {
     co_return captured;
   };
   admin.clear_prefix_cache = [&engine] { (*engine)->clear_prefix_cache(); };
+  admin.pin_prefix = [&backend](net::ChatRequest r) { return net::pin_through(backend, std::move(r)); };
+  admin.limits = limits;
   const net::HttpHandler handler =
       net::with_admin_routes(net::with_web_page(net::make_openai_routes(backend, routes)), std::move(admin));
   // Caught from the moment clients can connect: a SIGTERM before the RPC

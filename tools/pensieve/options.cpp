@@ -43,6 +43,8 @@ conversation's KV cache between turns.
   --swap-out-watermark F copy idle KV to the host ahead of time while less than this share of
                          device blocks is free (default 0.25)
   --decode-reserve F     share of device blocks kept for running decodes (default 0.10)
+  --pin-cap-share F      share of device blocks pinned prefixes may hold (cache_control and
+                         POST /admin/prefix-cache/pin); a pin past it is refused (default 0.5)
   --no-gather            one transfer per chunk and layer instead of gathering adjacent chunks
   --swap-gather M        small scattered swap runs under --backend cuda: auto (four or more runs
                          under 512 KiB go through one gather-kernel launch, default) or off (one
@@ -179,6 +181,7 @@ std::map<std::string, Setter> value_flags() {
          return {};
        }},
       {"--swap-out-watermark", [](Options& o, const std::string& v) { return parse_share("--swap-out-watermark", v, o.kv_cache.swap_out_watermark); }},
+      {"--pin-cap-share", [](Options& o, const std::string& v) { return parse_share("--pin-cap-share", v, o.kv_cache.pin_cap_share); }},
       {"--decode-reserve", [](Options& o, const std::string& v) { return parse_share("--decode-reserve", v, o.scheduler.decode_reserve); }},
       {"--kv-disk-gb", [](Options& o, const std::string& v) { return parse_int("--kv-disk-gb", v, o.kv_disk_gb, 0, 1 << 20); }},
       {"--max-batch-tokens", [](Options& o, const std::string& v) { return parse_int("--max-batch-tokens", v, o.scheduler.max_batch_tokens, 1, 1 << 20); }},
