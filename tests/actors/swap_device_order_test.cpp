@@ -152,6 +152,10 @@ TEST_CASE("a backend that waits on the device gets layer l's swap-in event just 
   // Three layer events of a copy stream, still pending on the "device".
   std::vector<rt::Event> ready;
   for (int l = 0; l < 3; ++l) ready.push_back(log->record("h2d"));
+  // Before the worker, so that it outlives the worker's stream threads: an
+  // event they complete posts its waiter here (TSan saw the context torn
+  // down under such a post when it was declared after the worker).
+  asio::io_context io;
   actors::GpuWorker worker(std::make_unique<GatedForward>(log, pool),
                            actors::GpuWorkerConfig{pool, model::VocabInfo{8, {}}, nullptr, {}, 0});
   actors::IterationPlan plan;
@@ -163,7 +167,6 @@ TEST_CASE("a backend that waits on the device gets layer l's swap-in event just 
   seq.blocks = {kv::BlockId{0}};
   plan.sequences.push_back(seq);
 
-  asio::io_context io;
   auto [reply, pending] = rt::make_reply<actors::BatchOutcome>(io.get_executor());
   auto done = asio::co_spawn(io, worker(actors::RunBatch{std::move(plan), std::move(reply), ready}), asio::use_future);
   io.run_for(std::chrono::seconds(20));
