@@ -1,5 +1,7 @@
 #include "net/rpc_connections.hpp"
 
+#include "net/rpc_convert.hpp"
+
 #include <capnp/rpc-twoparty.h>
 #include <kj/debug.h>
 #include <kj/vector.h>
@@ -13,7 +15,7 @@ struct RpcConnections::Connection {
   Connection(kj::Own<kj::AsyncIoStream>&& s, capnp::Capability::Client bootstrap,
              std::set<Connection*>& open)
       : stream(kj::mv(s)),
-        network(*stream, capnp::rpc::twoparty::Side::SERVER),
+        network(*stream, capnp::rpc::twoparty::Side::SERVER, rpc_reader_options()),
         rpc(capnp::makeRpcServer(network, kj::mv(bootstrap))),
         registry(open) {
     registry.insert(this);

@@ -19,6 +19,38 @@ model::SamplingParams sampling_from_rpc(schema::SamplingParams::Reader params) {
   return s;
 }
 
+actors::EngineResult<actors::TurnRequest> turn_from_rpc(schema::Pensieve::SendTurnParams::Reader params,
+                                                        const std::string& tenant, const RequestLimits& limits) {
+  auto invalid = [](std::string param, std::string message) {
+    return actors::TurnError{actors::TurnErrorKind::invalid_request, std::move(message), std::move(param)};
+  };
+  const auto content = params.getContent();
+  if (content.size() == 0) return invalid("content", "content must not be empty");
+  if (content.size() > rpc_max_content_bytes) {
+    return invalid("content", "content is over " + std::to_string(rpc_max_content_bytes) + " bytes");
+  }
+  const auto sampling = params.getParams();
+  if (sampling.getStop().size() > limits.max_stop_strings) {
+    return invalid("stop", "'stop' allows at most " + std::to_string(limits.max_stop_strings) + " strings");
+  }
+  actors::TurnRequest request{.tenant = tenant,
+                              .conversation = std::string(params.getConversation().cStr(),
+                                                          params.getConversation().size()),
+                              .create_conversation = false,  // createConversation made it
+                              .messages = {{"user", std::string(content.cStr(), content.size())}},
+                              .sampling = sampling_from_rpc(sampling)};
+  if (auto problem = validate_turn(request, limits)) return *problem;
+  return request;
+}
+
+capnp::ReaderOptions rpc_reader_options() {
+  capnp::ReaderOptions options;
+  // Words: a maximal content, the stop strings and the call's framing, twice over.
+  options.traversalLimitInWords = 2 * (rpc_max_content_bytes / sizeof(capnp::word)) + 64 * 1024;
+  options.nestingLimit = 32;  // the schema nests four deep; the RPC envelope a few more
+  return options;
+}
+
 kj::Exception rpc_exception(const actors::TurnError& error) {
   const ErrorProtocol& p = error_protocol(error.kind);
   const auto type =

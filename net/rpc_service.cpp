@@ -107,13 +107,9 @@ kj::Promise<void> RpcService::sendTurn(SendTurnContext context) {
                          kj::str("unavailable: the server is shutting down"));
   }
   auto params = context.getParams();
-  if (params.getContent().size() == 0) return rpc_invalid_request("content must not be empty");
-  actors::TurnRequest request{.tenant = options_.tenant,
-                              .conversation = text(params.getConversation()),
-                              .create_conversation = false,  // createConversation made it
-                              .messages = {{"user", text(params.getContent())}},
-                              .sampling = sampling_from_rpc(params.getParams())};
-  if (auto problem = validate_turn(request, options_.limits)) return rpc_exception(*problem);
+  auto converted = turn_from_rpc(params, options_.tenant, options_.limits);
+  if (!converted) return rpc_exception(converted.error());
+  actors::TurnRequest request = std::move(*converted);
   const bool logprobs = request.sampling.logprobs;
   auto bridge = std::make_shared<RpcTurnBridge>(engine_, executor_, tracker_, waker_);
   auto turn = kj::heap<RpcTurn>(bridge, params.getSink(), options_.max_deltas_in_flight, logprobs, options_.drain);

@@ -55,11 +55,14 @@ class IterationGate {
 };
 
 struct RpcFixture {
-  explicit RpcFixture(net::RpcServerOptions options = {}, IterationGate* gate = nullptr) {
+  // `tweak`: changes to the engine's options (limits, expiry), applied last.
+  explicit RpcFixture(net::RpcServerOptions options = {}, IterationGate* gate = nullptr,
+                      const std::function<void(actors::EngineOptions&)>& tweak = {}) {
     actors::EngineOptions o;
     o.n_threads = 1;
     o.kv_cache_mb = 16;
     if (gate) o.on_iteration = [gate](const actors::IterationRecord&) { gate->pass(); };
+    if (tweak) tweak(o);
     auto e = actors::Engine::create(stories_model(), o);
     REQUIRE(e.has_value());
     engine = std::move(*e);

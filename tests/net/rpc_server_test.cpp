@@ -217,6 +217,28 @@ TEST_CASE("bad rpc requests are refused with a clear exception", "[rpc]") {
   CHECK(f.stats().running == 0);
 }
 
+TEST_CASE("an rpc turn on a conversation deleted past max_conversations is not found and says it expired",
+          "[rpc][expiry]") {
+  RpcFixture f({}, nullptr, [](actors::EngineOptions& o) { o.max_conversations = 1; });
+  Client c(f.server->port());
+  SinkLog log;
+  c.create("first");
+  CHECK(c.turn("first", "hello", log, 4).getSummary().getCompletionTokens() == 4);
+  CHECK(c.history("first").getTurns() == 1);  // answered once the turn's history is recorded: idle
+  c.create("second");
+  CHECK(c.turn("second", "hello", log, 4).getSummary().getCompletionTokens() == 4);
+  CHECK(c.history("second").getTurns() == 1);
+  const std::string expired =
+      "not found: conversation 'first' expired (idle conversations are deleted beyond the 1 most recently used); "
+      "create it again to reuse its id";
+  CHECK_THAT(rpc_error([&] { c.turn("first", "and then?", log, 4); }), Contains(expired));
+  CHECK_THAT(rpc_error([&] { c.history("first"); }), Contains("not found: "));
+  // Created again, its id is usable.
+  CHECK(c.create("first") == "first");
+  CHECK(c.turn("first", "and then?", log, 4).getSummary().getCompletionTokens() == 4);
+  CHECK(f.stats().running == 0);
+}
+
 TEST_CASE("cancelling an rpc turn mid-generation ends it cancelled and frees the engine", "[rpc]") {
   IterationGate gate;
   RpcFixture f({}, &gate);

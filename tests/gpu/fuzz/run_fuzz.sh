@@ -6,7 +6,8 @@
 #   TARGET: gguf, safetensors (model files), chat_request (the OpenAI routes'
 #   JSON bodies), ws_message (the WebSocket chat protocol), history_journal
 #   (the journal replay), disk_chunk (the disk KV tier's slot check), jinja
-#   (the chat-template parser and renderer)
+#   (the chat-template parser and renderer), rpc_turn (a Cap'n Proto message
+#   as the RPC service's calls convert it)
 # WORK_DIR is this run's alone: it is emptied of corpora first (two runs
 # sharing one would delete each other's inputs mid-run).
 set -euo pipefail
@@ -46,8 +47,15 @@ case $target in
   jinja) fuzz=$root/tests/gpu/fuzz/fuzz_jinja.cpp
          sources=()
          for f in "$root"/gpu/text/jinja/*.cpp; do [[ $f == */json_value.cpp ]] || sources+=("$f"); done ;;
+  rpc_turn) fuzz=$root/tests/net/fuzz/fuzz_rpc_turn.cpp
+            # The schema's C++ as the build generates it, into this run's folder.
+            mkdir -p "$work/gen"
+            capnp compile --src-prefix="$root" -oc++:"$work/gen" "$root/schemas/pensieve.capnp"
+            sources=("$root/net/rpc_convert.cpp" "$root/net/turn_validation.cpp" "$root/net/api_error.cpp"
+                     "$work/gen/schemas/pensieve.capnp.c++" "$json_src")
+            libs=(-I"$work/gen" -lcapnp-rpc -lcapnp -lkj-async -lkj) ;;
   *) echo "run_fuzz.sh: unknown target '$target'" \
-          "(gguf, safetensors, jinja, chat_request, ws_message, history_journal, disk_chunk)" >&2; exit 2 ;;
+          "(gguf, safetensors, jinja, chat_request, ws_message, history_journal, disk_chunk, rpc_turn)" >&2; exit 2 ;;
 esac
 # A fixed seed, a fresh seed corpus and a fixed number of runs make each run
 # explore the same inputs, so CI is reproducible; the time is only a cap.
