@@ -36,11 +36,14 @@ TEST_CASE("the engine times prefills of 32, 128 and 512 tokens at start-up and e
   CHECK(r.samples[2].tokens == 512);
   for (const auto& s : r.samples) CHECK(s.seconds > 0.0);
   // Seconds, not the defaults' relative units: a 512-token prefill of this
-  // tiny model takes well under a second, and the fit says so.
+  // tiny model takes well under a second in a release build (1.1 s under
+  // TSan on a loaded 2-core machine, 2026-12-02), where the defaults price
+  // it at ~640 units; 10 keeps the two apart under every build.
   CHECK(r.model.per_token >= 0.0);
   CHECK(r.model.per_token_pair >= 0.0);
   CHECK(r.model.range_cost(0, 512) > 0.0);
-  CHECK(r.model.range_cost(0, 512) < 1.0);
+  CHECK(r.model.range_cost(0, 512) < 10.0);
+  CHECK(actors::CostModel{}.range_cost(0, 512) > 100.0);
   CHECK(r.model.range_cost(0, 512) > r.model.range_cost(0, 32));
   CHECK(r.model.per_token != actors::CostModel{}.per_token);
 
