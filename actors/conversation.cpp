@@ -417,22 +417,46 @@ asio::awaitable<void> run_turn(const TurnServices& svc, ConversationState& state
   ++state.turns;
 }
 
+namespace {
+
+// The ids a completion's prompt asks for, or the message saying why not.
+std::variant<std::vector<std::int32_t>, std::string> completion_tokens(const TurnServices& svc,
+                                                                       CompletionPrompt& prompt) {
+  if (auto* ids = std::get_if<std::vector<std::int32_t>>(&prompt)) {
+    if (ids->empty()) return std::string("the prompt is empty");
+    const auto vocab = std::int64_t(svc.tokenizer->vocab_size());
+    for (std::size_t i = 0; i < ids->size(); ++i) {
+      if ((*ids)[i] < 0 || (*ids)[i] >= vocab) {
+        return "prompt[" + std::to_string(i) + "] = " + std::to_string((*ids)[i]) +
+               " is not a token id of this model (0 to " + std::to_string(vocab - 1) + ")";
+      }
+    }
+    return std::move(*ids);
+  }
+  // Raw text: no template, and no control tokens from the client.
+  const model::TextPiece piece{std::get<std::string>(prompt), false};
+  auto tokens = svc.tokenizer->encode_pieces(std::span(&piece, 1), svc.tokenizer->adds_bos_by_default());
+  if (tokens.empty()) return std::string("the prompt is empty");
+  return tokens;
+}
+
+}  // namespace
+
 asio::awaitable<void> run_completion(const TurnServices& svc, const ConversationState& state,
-                                     TurnId turn, std::string prompt,
+                                     TurnId turn, CompletionPrompt prompt,
                                      model::SamplingParams sampling, std::int64_t pin_ttl_ns,
                                      TurnEventChannel& out) {
   if (auto problem = model::validate(sampling); !problem.empty()) {
     send_error(out, TurnErrorKind::invalid_request, problem);
     co_return;
   }
-  // Raw text: no template, and no control tokens from the client.
-  const model::TextPiece piece{prompt, false};
-  const auto tokens = svc.tokenizer->encode_pieces(std::span(&piece, 1), svc.tokenizer->adds_bos_by_default());
-  if (tokens.empty()) {
-    send_error(out, TurnErrorKind::invalid_request, "the prompt is empty");
+  auto tokens = completion_tokens(svc, prompt);
+  if (auto* problem = std::get_if<std::string>(&tokens)) {
+    send_error(out, TurnErrorKind::invalid_request, std::move(*problem), "prompt");
     co_return;
   }
-  auto reply = co_await generate(svc, state, turn, tokens, std::move(sampling), pin_ttl_ns, out);
+  auto reply = co_await generate(svc, state, turn, std::get<std::vector<std::int32_t>>(tokens), std::move(sampling),
+                                 pin_ttl_ns, out);
   if (reply) (void)send(out, std::move(reply->done));
 }
 
@@ -468,7 +492,10 @@ asio::awaitable<void> ConversationActor::operator()(StartTurn m) {
   const TurnCountedOut counted{state_.activity.get()};
   load_from_journal();
   if (state_.keep_kv && m.share_namespace) state_.share_namespace = std::move(m.share_namespace);
-  if (m.prompt) {
+  if (m.prompt_tokens) {
+    co_await run_completion(*services_, state_, m.turn, std::move(*m.prompt_tokens), std::move(m.sampling),
+                            m.pin_ttl_ns, *m.out);
+  } else if (m.prompt) {
     co_await run_completion(*services_, state_, m.turn, std::move(*m.prompt), std::move(m.sampling),
                             m.pin_ttl_ns, *m.out);
   } else {

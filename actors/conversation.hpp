@@ -127,12 +127,17 @@ struct TurnHistory {
 Result<TurnHistory> turn_history(const ConversationState& state, std::vector<model::ChatMessage> messages,
                                  bool compare_history);
 
-// A plain text completion (no chat template, no history kept): the prompt
-// is encoded as client text.
+// A completion's prompt: client text (encoded as such: no chat template, no
+// control tokens) or token ids (used as they are once checked against the
+// vocabulary).
+using CompletionPrompt = std::variant<std::string, std::vector<std::int32_t>>;
+
+// A plain completion (no chat template, no history kept); a prompt that is
+// empty or names an id past the vocabulary is an invalid_request on `prompt`.
 boost::asio::awaitable<void> run_completion(const TurnServices& services,
                                             const ConversationState& state, TurnId turn,
-                                            std::string prompt, model::SamplingParams sampling,
-                                            TurnEventChannel& out);
+                                            CompletionPrompt prompt, model::SamplingParams sampling,
+                                            std::int64_t pin_ttl_ns, TurnEventChannel& out);
 
 class ConversationActor {
  public:

@@ -32,6 +32,8 @@ struct StartTurn {
   std::optional<std::string> share_namespace;
   // > 0: the prompt's KV stays pinned this long once computed (TurnSpec::pin_ttl_ns).
   std::int64_t pin_ttl_ns = 0;
+  // A completion of token ids (TurnRequest::prompt_tokens); wins over `prompt`.
+  std::optional<std::vector<std::int32_t>> prompt_tokens;
 };
 
 struct ConversationSnapshot {

@@ -663,7 +663,7 @@ bool Engine::delete_conversation(const std::string& tenant, const std::string& i
 
 EngineResult<TurnStream> Engine::start(const asio::any_io_executor& executor, TurnRequest request) {
   Impl& m = *impl_;
-  if (request.prompt && request.conversation) {
+  if ((request.prompt || request.prompt_tokens) && request.conversation) {
     return TurnError{TurnErrorKind::invalid_request, "a raw prompt cannot continue a conversation",
                      "prompt"};
   }
@@ -711,6 +711,7 @@ EngineResult<TurnStream> Engine::start(const asio::any_io_executor& executor, Tu
   // cached prefixes, as a stateless request does (no cross-salt hit).
   if (!anonymous) start.share_namespace = cache_namespace(request.tenant, request.cache_salt);
   start.pin_ttl_ns = request.pin_ttl_s * 1'000'000'000;
+  start.prompt_tokens = std::move(request.prompt_tokens);
   ConversationMsg message = std::move(start);
   const rt::SendStatus sent = actor.try_tell(message);
   if (sent != rt::SendStatus::sent && activity) activity->turns_pending.fetch_sub(1, std::memory_order_acq_rel);

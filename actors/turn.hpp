@@ -40,6 +40,10 @@ struct TurnRequest {
   bool compare_history = false;
   // A raw text completion: no chat template, an anonymous conversation only.
   std::optional<std::string> prompt;
+  // A completion of these token ids (no tokenizer, no BOS added; each must be
+  // below the vocabulary's size): an anonymous conversation only. Wins over
+  // `prompt` and `messages`.
+  std::optional<std::vector<std::int32_t>> prompt_tokens;
   // The request's tools and tool_choice, for the model's template.
   model::ChatExtras chat;
   // The request's cache namespace within its tenant (vLLM's cache_salt):

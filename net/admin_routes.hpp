@@ -11,7 +11,7 @@
 //
 // POST /admin/prefix-cache/pin pins a prompt prefix for a time: the body is
 // a chat request's `messages` (rendered with the model's template, as a
-// stateless request's) or a completion's `prompt` text, with `ttl_s`
+// stateless request's) or a completion's `prompt` (text or token ids), with `ttl_s`
 // (1..86400, required), optional `cache_salt` and `tenant` (the tenant whose
 // namespace it goes in; default "", that of requests without API keys).
 // It runs as a stateless request of one token with that pin (computing what

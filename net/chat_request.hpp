@@ -18,6 +18,9 @@ struct ChatRequest {
   std::vector<ChatMessage> messages;
   std::optional<std::string> conversation_id;  // stateful extension
   std::optional<std::string> prompt;           // POST /v1/completions: raw text, no messages
+  // POST /v1/completions with `prompt` as token ids: fed to the model as
+  // they are (no BOS added, no tokenizer), each checked against the vocabulary.
+  std::optional<std::vector<std::int32_t>> prompt_tokens;
   std::string tenant;                          // set by the routes from the API key, never from the body
   // vLLM's cache_salt: a stateless request reuses only KV that requests
   // with the same tenant and salt left (1-256 characters).

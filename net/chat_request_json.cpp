@@ -322,6 +322,22 @@ std::optional<ApiError> parse_options(const json::object& o, ChatRequest& req) {
   return r.error;
 }
 
+// A non-empty JSON array of integers that fit a token id, or nothing (the
+// range against the vocabulary is the engine's check).
+std::optional<std::vector<std::int32_t>> token_ids(const json::value& v) {
+  const json::array* a = v.if_array();
+  if (a == nullptr || a->empty()) return std::nullopt;
+  std::vector<std::int32_t> ids;
+  ids.reserve(a->size());
+  for (const json::value& x : *a) {
+    if (!x.is_int64() || x.get_int64() < 0 || x.get_int64() > std::numeric_limits<std::int32_t>::max()) {
+      return std::nullopt;
+    }
+    ids.push_back(std::int32_t(x.get_int64()));
+  }
+  return ids;
+}
+
 }  // namespace
 
 ApiResult<ChatRequest> parse_completion_request(std::string_view body, const RequestLimits& limits) {
@@ -336,11 +352,21 @@ ApiResult<ChatRequest> parse_completion_request(std::string_view body, const Req
   if (!model || !model->is_string()) return bad_request("'model' is required and must be a string", "model");
   req.model = std::string(model->get_string());
   const json::value* prompt = o->if_contains("prompt");
-  if (prompt && prompt->is_array() && prompt->get_array().size() == 1) prompt = &prompt->get_array()[0];
-  if (!prompt || !prompt->is_string()) {
-    return bad_request("'prompt' is required and must be a string (or an array of one string)", "prompt");
+  // One prompt per request: a string, token ids, or an array of one of either.
+  if (prompt && prompt->is_array() && prompt->get_array().size() == 1 &&
+      (prompt->get_array()[0].is_string() || prompt->get_array()[0].is_array())) {
+    prompt = &prompt->get_array()[0];
   }
-  req.prompt = std::string(prompt->get_string());
+  const std::string prompt_shape =
+      "'prompt' is required: a string or an array of token ids (or an array of one of either)";
+  if (!prompt) return bad_request(prompt_shape, "prompt");
+  if (prompt->is_string()) {
+    req.prompt = std::string(prompt->get_string());
+  } else if (auto ids = token_ids(*prompt)) {
+    req.prompt_tokens = std::move(*ids);
+  } else {
+    return bad_request(prompt_shape, "prompt");
+  }
   if (const json::value* echo = o->if_contains("echo"); echo && echo->is_bool() && echo->get_bool()) {
     return bad_request("'echo' is not supported", "echo");
   }

@@ -59,7 +59,7 @@ std::optional<TurnError> validate_sampling(const model::SamplingParams& s,
 
 std::optional<TurnError> validate_turn(const actors::TurnRequest& r, const RequestLimits& limits) {
   if (auto e = validate_sampling(r.sampling, limits)) return e;
-  if (r.prompt) return std::nullopt;
+  if (r.prompt || r.prompt_tokens) return std::nullopt;
   if (r.messages.empty()) return invalid("messages", "must not be empty");
   if (r.messages.size() > limits.max_messages) {
     return invalid("messages", "has more than " + std::to_string(limits.max_messages) + " entries");
@@ -80,6 +80,7 @@ actors::TurnRequest turn_request(const ChatRequest& r, std::uint64_t seed) {
   t.conversation = r.conversation_id;
   t.compare_history = true;  // OpenAI clients resend the history every turn
   t.prompt = r.prompt;
+  t.prompt_tokens = r.prompt_tokens;
   t.messages = r.messages;
   t.chat = r.chat;
   t.cache_salt = r.cache_salt;

@@ -140,6 +140,11 @@ TEST_CASE("POST /admin/prefix-cache/pin runs the prompt as a one-token pinned re
   REQUIRE(s.pins.size() == 2);
   CHECK(s.pins[1].prompt == "Once upon a time");
   CHECK(s.pins[1].tenant.empty());  // that of requests without API keys
+  auto ids = pin(R"({"prompt":[1,15,27,300],"ttl_s":5})");
+  REQUIRE(ids.status == 200);
+  REQUIRE(s.pins.size() == 3);
+  CHECK(s.pins[2].prompt_tokens == std::vector<std::int32_t>{1, 15, 27, 300});
+  CHECK(!s.pins[2].prompt);
   // Past the cap: the backend's 400 goes out as it is.
   auto full = pin(R"({"prompt":"x","ttl_s":5,"cache_salt":"full"})");
   CHECK(full.status == 400);
@@ -160,6 +165,8 @@ TEST_CASE("bad /admin/prefix-cache/pin bodies are 400s naming the field, and not
       {R"({"ttl_s":5})", "messages"},
       {R"({"prompt":"x","messages":[{"role":"user","content":"x"}],"ttl_s":5})", "messages"},
       {R"({"prompt":7,"ttl_s":5})", "prompt"},
+      {R"({"prompt":[],"ttl_s":5})", "prompt"},
+      {R"({"prompt":[1,-1],"ttl_s":5})", "prompt"},
       {R"({"messages":[],"ttl_s":5})", "messages"},
       {R"({"messages":[{"role":"robot","content":"x"}],"ttl_s":5})", "messages[0].role"},
       {R"({"prompt":"x","ttl_s":5,"tenant":3})", "tenant"},

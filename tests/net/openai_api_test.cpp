@@ -5,6 +5,7 @@
 #include "gpu/model/builtin_vocab.hpp"
 #include "gpu/model/model_loader.hpp"
 #include "gpu/model/test_model.hpp"
+#include "gpu/text/tokenizer.hpp"
 #include "net/engine_backend.hpp"
 #include "net/http_server.hpp"
 #include "net/openai_routes.hpp"
@@ -194,6 +195,54 @@ TEST_CASE("legacy text completions answer in the OpenAI shape, whole and streame
   CHECK(s.call(http::verb::post, "/v1/completions", R"({"model":"tiny","prompt":"x","echo":true})").status == 400);
   CHECK(s.call(http::verb::post, "/v1/completions", R"({"model":"tiny","prompt":"x","conversation":"c"})").status ==
         400);
+}
+
+TEST_CASE("a completion prompt of token ids completes as its text does, reuses its KV and names bad ids",
+          "[net][completions][e2e]") {
+  Server s;
+  auto tokenizer = model::Tokenizer::from_data(model::builtin_vocab());
+  REQUIRE(tokenizer.has_value());
+  const std::string text = "Once upon a time there was a little girl who lived in a village near the forest";
+  const auto ids = tokenizer->encode(text, tokenizer->adds_bos_by_default(), false);
+  REQUIRE(ids.size() > std::size_t(actors::EngineOptions{}.kv_block_tokens));
+  json::array id_array;
+  for (auto id : ids) id_array.emplace_back(std::int64_t(id));
+  const std::string options = R"(,"max_tokens":6,"temperature":0,"ignore_eos":true})";
+  auto by_text = s.call(http::verb::post, "/v1/completions",
+                        R"({"model":"tiny","prompt":")" + text + R"(","cache_salt":"text")" + options);
+  REQUIRE(by_text.status == 200);
+  const auto text_reply = json::parse(by_text.body).as_object();
+  for (const std::string& prompt : {json::serialize(id_array), "[" + json::serialize(id_array) + "]"}) {
+    INFO(prompt);
+    auto by_ids = s.call(http::verb::post, "/v1/completions", R"({"model":"tiny","prompt":)" + prompt + options);
+    REQUIRE(by_ids.status == 200);
+    const auto o = json::parse(by_ids.body).as_object();
+    CHECK(o.at("choices").at(0).at("text") == text_reply.at("choices").at(0).at("text"));
+    CHECK(o.at("usage").at("prompt_tokens").as_int64() == std::int64_t(ids.size()));
+  }
+  // A third finds the first one's KV: its full blocks, never its newest token.
+  auto again = s.call(http::verb::post, "/v1/completions", R"({"model":"tiny","prompt":)" +
+                                                              json::serialize(id_array) + options);
+  REQUIRE(again.status == 200);
+  const std::int64_t cached =
+      json::parse(again.body).at("usage").at("prompt_tokens_details").at("cached_tokens").as_int64();
+  CHECK(cached >= actors::EngineOptions{}.kv_block_tokens);
+  CHECK(cached <= std::int64_t(ids.size()) - 1);
+  const std::int64_t vocab = std::int64_t(tokenizer->vocab_size());
+  for (const std::string& bad : {std::string("[]"), std::string("[1,-2]"), std::string("[1,2.5]"),
+                                std::string(R"([1,"a"])"), std::string("[[1],[2]]"), std::string("{}"),
+                                "[1," + std::to_string(vocab) + "]"}) {
+    INFO(bad);
+    auto r = s.call(http::verb::post, "/v1/completions", R"({"model":"tiny","prompt":)" + bad + options);
+    CHECK(r.status == 400);
+    const auto error = json::parse(r.body).at("error").as_object();
+    CHECK(error.at("param").as_string() == "prompt");
+    CHECK(error.at("type").as_string() == "invalid_request_error");
+  }
+  auto past = s.call(http::verb::post, "/v1/completions",
+                     R"({"model":"tiny","prompt":[1,)" + std::to_string(vocab) + "]" + options);
+  CHECK_THAT(std::string(json::parse(past.body).at("error").at("message").as_string()),
+             Catch::Contains("prompt[1] = " + std::to_string(vocab) + " is not a token id of this model"));
 }
 
 TEST_CASE("GET /metrics reports requests, tokens, latencies, batches and KV blocks", "[net][metrics][e2e]") {
