@@ -793,6 +793,14 @@ asio::awaitable<EngineResult<KvPlacement>> Engine::kv_placement(const std::strin
   co_return p;
 }
 
+asio::awaitable<std::int64_t> Engine::unpin_prefixes(std::optional<std::string> tenant,
+                                                     std::optional<std::string> cache_salt) {
+  UnpinPrefixes unpin;
+  if (tenant) unpin.ns = cache_namespace(*tenant, cache_salt);
+  auto r = co_await impl_->scheduler->ref().ask(std::move(unpin));
+  co_return r ? *r : 0;
+}
+
 asio::awaitable<SchedulerStats> Engine::stats() {
   GetSchedulerStats get;
   auto r = co_await impl_->scheduler->ref().ask(std::move(get));

@@ -215,6 +215,13 @@ class Engine {
   // path; turns in flight keep theirs). Takes effect in the scheduler's
   // order: a stats() asked afterwards sees it.
   void clear_prefix_cache();
+  // Drops the prefix pins (cache_control, /admin/prefix-cache/pin) of
+  // `tenant`'s namespace with `cache_salt`, or every pin when `tenant` is
+  // absent, before their time: their KV stays cached and may be evicted
+  // again. Returns the pinned blocks that were freed.
+  // (By value: the coroutine outlives its caller's arguments.)
+  boost::asio::awaitable<std::int64_t> unpin_prefixes(std::optional<std::string> tenant,
+                                                      std::optional<std::string> cache_salt);
 
   // Starts a turn (see TurnRequest). Refusals known at once come back
   // here (a bad conversation id, a missing one that may not be created, a

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <functional>
+#include <utility>
 
 namespace pensieve::actors {
 
@@ -136,9 +137,11 @@ std::optional<PrefixMatch> KvCacheIndex::longest_prefix(std::string_view ns, std
 
 void KvCacheIndex::pin(const CachedEntry& e, std::int64_t until_ns, std::size_t max_blocks) {
   const std::size_t n = std::min(max_blocks, e.chain.size());
+  const std::uint64_t ns_hash = std::hash<std::string_view>{}(e.ns() ? std::string_view(*e.ns()) : "");
   for (std::size_t i = 0; i < n; ++i) {
-    std::int64_t& until = pins_[e.chain[i]];
-    until = std::max(until, until_ns);
+    PinHold& hold = pins_[e.chain[i]];
+    hold.until_ns = std::max(hold.until_ns, until_ns);
+    hold.ns_hash = ns_hash;
   }
 }
 
@@ -148,7 +151,13 @@ std::size_t KvCacheIndex::unpinned_blocks(std::string_view ns, std::span<const s
 }
 
 void KvCacheIndex::expire_pins(std::int64_t now_ns) {
-  std::erase_if(pins_, [now_ns](const auto& kv) { return kv.second <= now_ns; });
+  std::erase_if(pins_, [now_ns](const auto& kv) { return kv.second.until_ns <= now_ns; });
+}
+
+std::size_t KvCacheIndex::unpin(std::optional<std::string_view> ns) {
+  if (!ns) return std::exchange(pins_, {}).size();
+  const std::uint64_t ns_hash = std::hash<std::string_view>{}(*ns);
+  return std::erase_if(pins_, [ns_hash](const auto& kv) { return kv.second.ns_hash == ns_hash; });
 }
 
 std::int32_t KvCacheIndex::sharers(const CachedChunk& c) const {

@@ -123,6 +123,10 @@ class KvCacheIndex {
   // Only its first `max_blocks` full blocks (a request's prompt, not its reply).
   void pin(const CachedEntry& e, std::int64_t until_ns, std::size_t max_blocks = SIZE_MAX);
   void expire_pins(std::int64_t now_ns);  // pins whose time has come go
+  // Drops the pins of namespace `ns` (every namespace's when absent) before
+  // their time; their chunks stay cached, evictable again. Returns the
+  // pinned blocks it freed.
+  std::size_t unpin(std::optional<std::string_view> ns);
   // How many of `tokens`' full blocks in `ns` no pin holds yet: what
   // pinning them adds to pins(), whether they are cached or not.
   std::size_t unpinned_blocks(std::string_view ns, std::span<const std::int32_t> tokens) const;
@@ -160,7 +164,11 @@ class KvCacheIndex {
   Entries entries_;
   // Chain key -> the paths (conversation ids) holding that prefix.
   std::unordered_map<std::uint64_t, std::unordered_set<std::uint64_t>> chain_;
-  std::unordered_map<std::uint64_t, std::int64_t> pins_;  // chain key -> pinned until (ns)
+  struct PinHold {
+    std::int64_t until_ns = 0;
+    std::uint64_t ns_hash = 0;  // std::hash of the namespace, for unpin()
+  };
+  std::unordered_map<std::uint64_t, PinHold> pins_;  // chain key -> its pin
   std::size_t unnamed_paths_ = 0;
   std::uint64_t next_chunk_id_ = 1;
 };

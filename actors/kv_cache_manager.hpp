@@ -133,6 +133,9 @@ class KvCacheManager {
   std::int64_t pin_cap_blocks() const;
   std::int64_t pinned_blocks() const { return std::int64_t(index_.pins()); }
   void expire_pins(std::int64_t now_ns) { index_.expire_pins(now_ns); }
+  // Pins of `ns` (of every namespace when absent) go before their time;
+  // returns the blocks they held.
+  std::int64_t unpin(std::optional<std::string_view> ns) { return std::int64_t(index_.unpin(ns)); }
   std::int64_t blocks_to_pin(std::string_view ns, std::span<const std::int32_t> tokens) const {
     return std::int64_t(index_.unpinned_blocks(ns, tokens));
   }

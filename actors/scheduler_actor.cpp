@@ -236,6 +236,11 @@ struct SchedulerHandler {
   void operator()(CancelTurn m) { state->cancel(m.turn); }
   void operator()(DropConversation m) { state->core.drop_conversation(m.conversation); }
   void operator()(ClearUnnamedPaths) { state->core.clear_unnamed_paths(); }
+  void operator()(UnpinPrefixes m) {
+    const std::int64_t blocks = state->core.unpin(m.ns);
+    if (blocks > 0) state->notify();  // a turn waiting for room may fit now
+    m.reply.send(blocks);
+  }
   void operator()(GetSchedulerStats m) {
     SchedulerStats stats = state->core.stats();
     stats.loop_passes = state->loop_passes;

@@ -161,6 +161,9 @@ class SchedulerCore {
   void drop_conversation(ConversationId conversation);
   // Every idle unnamed path (stateless turns' cached KV) goes.
   void clear_unnamed_paths() { kv_.forget_unnamed(freed_since_plan_); }
+  // Drops the pins of cache namespace `ns` (every pin when absent): their
+  // blocks may be evicted again. Returns how many blocks they held.
+  std::int64_t unpin(std::optional<std::string_view> ns) { return kv_.unpin(ns); }
 
   // Ends cancelled turns (their events go to `events`), then picks the next
   // batch. An empty plan means there is nothing to run.

@@ -43,6 +43,13 @@ struct DropConversation {
 // Clears the stateless cache: every idle unnamed path goes.
 struct ClearUnnamedPaths {};
 
+// Drops the prefix pins of cache namespace `ns` (every pin when absent);
+// answers the blocks they held.
+struct UnpinPrefixes {
+  std::optional<std::string> ns;
+  rt::Reply<std::int64_t> reply;
+};
+
 struct GetSchedulerStats {
   rt::Reply<SchedulerStats> reply;
 };
@@ -59,7 +66,7 @@ struct TransfersFinished {
 };
 
 using SchedulerMsg =
-    std::variant<AdmitTurn, CancelTurn, DropConversation, ClearUnnamedPaths, GetSchedulerStats,
+    std::variant<AdmitTurn, CancelTurn, DropConversation, ClearUnnamedPaths, UnpinPrefixes, GetSchedulerStats,
                  GetConversationChunks, TransfersFinished>;
 
 }  // namespace pensieve::actors

@@ -69,6 +69,20 @@ asio::awaitable<void> pin_route(const AdminRouteOptions& o, const HttpRequest& r
   co_await w.send(200, "application/json", json::serialize(body));
 }
 
+asio::awaitable<void> unpin_route(const AdminRouteOptions& o, const HttpRequest& req, ResponseWriter& w) {
+  if (req.method() != http::verb::post) {
+    ApiError e{405, "invalid_request_error",
+               "method " + std::string(req.method_string()) + " not allowed on /admin/prefix-cache/unpin", {}, {}};
+    co_return co_await send_error(w, std::move(e));
+  }
+  auto scope = parse_unpin_request(req.body());
+  if (!scope) co_return co_await send_error(w, scope.error());
+  const std::int64_t blocks = co_await o.unpin_prefixes(std::move(scope->tenant), std::move(scope->cache_salt));
+  json::object body;
+  body["unpinned_blocks"] = blocks;
+  co_await w.send(200, "application/json", json::serialize(body));
+}
+
 asio::awaitable<void> route(std::shared_ptr<const AdminRouteOptions> o, std::shared_ptr<const HttpHandler> next,
                             const HttpRequest& req, ResponseWriter& w) {
   std::string_view path = req.target();
@@ -87,6 +101,7 @@ asio::awaitable<void> route(std::shared_ptr<const AdminRouteOptions> o, std::sha
   if (path == "/admin/trace") co_return co_await trace_route(*o, req, w);
   if (path == "/admin/prefix-cache/clear" && o->clear_prefix_cache) co_return co_await prefix_cache_route(*o, req, w);
   if (path == "/admin/prefix-cache/pin" && o->pin_prefix) co_return co_await pin_route(*o, req, w);
+  if (path == "/admin/prefix-cache/unpin" && o->unpin_prefixes) co_return co_await unpin_route(*o, req, w);
   co_await send_error(w, not_found("no route for " + std::string(path)));
 }
 
@@ -150,6 +165,43 @@ ApiResult<ChatRequest> parse_pin_request(std::string_view body, const RequestLim
   parsed->pin_ttl_s = ttl_s;
   parsed->temperature = 0.0f;
   return parsed;
+}
+
+ApiResult<UnpinScope> parse_unpin_request(std::string_view body) {
+  boost::system::error_code ec;
+  const json::value doc = json::parse(body.empty() ? std::string_view("{}") : body, ec);
+  if (ec) return bad_request("request body is not valid JSON: " + ec.message());
+  const json::object* o = doc.if_object();
+  if (!o) return bad_request("request body must be a JSON object");
+  for (const auto& field : *o) {
+    const std::string_view key = field.key();
+    if (key != "all" && key != "tenant" && key != "cache_salt") {
+      return bad_request("unknown field '" + std::string(key) + "': an unpin takes 'tenant' and 'cache_salt', or 'all'",
+                         std::string(key));
+    }
+  }
+  UnpinScope scope;
+  if (const json::value* all = o->if_contains("all")) {
+    if (!all->is_bool()) return bad_request("'all' must be a boolean", "all");
+    if (all->get_bool()) {
+      if (o->contains("tenant") || o->contains("cache_salt")) {
+        return bad_request("'all' unpins every namespace: give it without 'tenant' and 'cache_salt'", "all");
+      }
+      return scope;
+    }
+  }
+  scope.tenant.emplace();
+  if (const json::value* t = o->if_contains("tenant")) {
+    if (!t->is_string()) return bad_request("'tenant' must be a string", "tenant");
+    scope.tenant = std::string(t->get_string());
+  }
+  if (const json::value* s = o->if_contains("cache_salt")) {
+    if (!s->is_string() || s->get_string().empty() || s->get_string().size() > 256) {
+      return bad_request("'cache_salt' must be a string of 1 to 256 bytes", "cache_salt");
+    }
+    scope.cache_salt = std::string(s->get_string());
+  }
+  return scope;
 }
 
 asio::awaitable<ApiResult<GenerationResult>> pin_through(ChatBackend& backend, ChatRequest request) {

@@ -20,6 +20,11 @@
 // cached until T seconds have passed. Bad bodies and a pin past the cap
 // (--pin-cap-share of the device blocks) are 400s naming the field.
 //
+// POST /admin/prefix-cache/unpin drops pins before their time: the body
+// {"tenant": T, "cache_salt": S} (tenant "" and no salt by default) names one
+// namespace, {"all": true} every one; it answers {"unpinned_blocks": N}, the
+// device blocks the pins held. The KV stays cached, evictable again.
+//
 // Runs on the HTTP server's executor; what recording means is the caller's
 // (the composition root owns the Tracer and the export).
 #include "net/api_error.hpp"
@@ -27,7 +32,9 @@
 #include "net/http_types.hpp"
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace pensieve::net {
@@ -45,7 +52,21 @@ struct AdminRouteOptions {
   // null: no /admin/prefix-cache/pin (404).
   std::function<boost::asio::awaitable<ApiResult<GenerationResult>>(ChatRequest)> pin_prefix;
   RequestLimits limits;  // the pin body's messages, as a chat request's
+  // Drops the pins of a tenant's namespace with a salt (every pin when the
+  // tenant is absent); answers the blocks they held. null: no
+  // /admin/prefix-cache/unpin (404).
+  std::function<boost::asio::awaitable<std::int64_t>(std::optional<std::string> tenant,
+                                                     std::optional<std::string> cache_salt)>
+      unpin_prefixes;
 };
+
+// Which pins an /admin/prefix-cache/unpin body names: a tenant's namespace
+// with an optional salt, or (tenant absent) every pin.
+struct UnpinScope {
+  std::optional<std::string> tenant;
+  std::optional<std::string> cache_salt;
+};
+ApiResult<UnpinScope> parse_unpin_request(std::string_view body);
 
 // The request a /admin/prefix-cache/pin body asks for, or the 400 naming
 // the field at fault.

@@ -118,6 +118,9 @@ asio::awaitable<EngineGauges> EngineBackend::gauges() {
   g.unnamed_paths = t.unnamed_paths;
   g.shared_blocks = t.shared_device_blocks;
   g.pinned_chunks = t.pinned_chunks;
+  g.pinned_blocks = s.pinned_blocks;
+  g.pin_cap_blocks = s.pin_cap_blocks;
+  g.refused_pins = std::int64_t(s.refused_pins);
   g.cost_per_token_s = s.cost_model.per_token;
   g.cost_per_token_pair_s = s.cost_model.per_token_pair;
   // Drops by why, so the reasons of one tier add up to its evictions: a

@@ -225,6 +225,12 @@ std::string ServerMetrics::render(const EngineGauges& e) const {
         double(e.shared_blocks));
   gauge(out, "pensieve_kv_pinned_chunks", "Cached KV chunks a pin keeps out of eviction.", "gauge",
         double(e.pinned_chunks));
+  gauge(out, "pensieve_kv_pinned_blocks", "Prompt blocks pinned (cached or not yet computed).", "gauge",
+        double(e.pinned_blocks));
+  gauge(out, "pensieve_kv_pin_cap_blocks", "The most blocks pins may hold (--pin-cap-share of the device blocks).",
+        "gauge", double(e.pin_cap_blocks));
+  gauge(out, "pensieve_kv_pins_refused_total", "Pins refused because they would pass the cap.", "counter",
+        double(e.refused_pins));
   gauge(out, "pensieve_eviction_cost_per_token_seconds",
         "The eviction cost model's time per recomputed token (measured at start-up or given).", "gauge",
         e.cost_per_token_s);

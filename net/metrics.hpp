@@ -55,6 +55,9 @@ struct EngineGauges {
   // turns share.
   std::int64_t prefix_queried_tokens = 0, prefix_matched_tokens = 0, unnamed_paths = 0, shared_blocks = 0;
   std::int64_t pinned_chunks = 0;  // cached chunks a pin keeps where they are
+  // Pinned prefix blocks (cached or not yet), the most pins may hold
+  // (--pin-cap-share of the device blocks), pins refused for want of room.
+  std::int64_t pinned_blocks = 0, pin_cap_blocks = 0, refused_pins = 0;
   // The eviction policy's recompute costs (measured at start-up, or given).
   double cost_per_token_s = 0, cost_per_token_pair_s = 0;
   // Evictions by tier and reason ("device","host"; "reclaimed","to_host","dropped").

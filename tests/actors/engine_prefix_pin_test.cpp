@@ -154,3 +154,26 @@ TEST_CASE("a pin past the cap of the device's blocks is refused naming cache_con
   const auto cleared = run(io, engine->stats());
   CHECK(cleared.free_blocks == cleared.num_blocks);
 }
+
+TEST_CASE("unpinning a namespace before its time lets pressure evict its prompt and keeps the other pins",
+          "[engine][prefix_cache][pin]") {
+  asio::io_context io;
+  auto engine = make_engine(0.9);  // room for both pins
+  const auto a = run(io, ask(*engine, kPinned, 600, "a", "x"));
+  const auto b = run(io, ask(*engine, kPinned, 600, "b"));
+  REQUIRE(a.has_value());
+  REQUIRE(b.has_value());
+  const std::int64_t blocks = a->prompt_tokens / kBlockTokens;
+  CHECK(run(io, engine->stats()).pinned_blocks == 2 * blocks);
+  CHECK(run(io, engine->unpin_prefixes(std::string("a"), std::nullopt)) == 0);  // another namespace: no salt
+  CHECK(run(io, engine->unpin_prefixes(std::string("a"), std::string("x"))) == blocks);
+  CHECK(run(io, engine->stats()).pinned_blocks == blocks);
+  pressure(io, *engine);
+  CHECK(cached(io, *engine, kPinned, 0, "a", "x") == 0);  // evicted once unpinned
+  CHECK(cached(io, *engine, kPinned, 0, "b") == blocks * kBlockTokens);
+  CHECK(run(io, engine->unpin_prefixes(std::nullopt, std::nullopt)) == blocks);
+  CHECK(run(io, engine->stats()).pinned_blocks == 0);
+  engine->clear_prefix_cache();
+  const auto cleared = run(io, engine->stats());
+  CHECK(cleared.free_blocks == cleared.num_blocks);
+}

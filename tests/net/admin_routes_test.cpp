@@ -27,6 +27,7 @@ struct Server {
   std::thread thread;
   std::vector<int> captured_seconds;  // on the io thread; read after it answered
   std::vector<net::ChatRequest> pins;  // likewise
+  std::vector<net::UnpinScope> unpins;  // likewise
 
   explicit Server(std::string admin_key) {
     net::AdminRouteOptions o;
@@ -44,6 +45,11 @@ struct Server {
       g.prompt_tokens = 40;
       g.cached_tokens = 32;
       co_return g;
+    };
+    o.unpin_prefixes = [this](std::optional<std::string> tenant,
+                              std::optional<std::string> salt) -> asio::awaitable<std::int64_t> {
+      unpins.push_back({tenant, salt});
+      co_return tenant ? 3 : 7;
     };
     auto next = [](const net::HttpRequest&, net::ResponseWriter& w) -> asio::awaitable<void> {
       co_await w.send(200, "text/plain", "next");
@@ -183,4 +189,46 @@ TEST_CASE("bad /admin/prefix-cache/pin bodies are 400s naming the field, and not
     if (!param.empty()) CHECK(e.at("param").as_string() == param);
   }
   CHECK(s.pins.empty());
+}
+
+TEST_CASE("POST /admin/prefix-cache/unpin drops one namespace's pins or every pin and says how many blocks",
+          "[net][admin]") {
+  Server s("sekrit");
+  const auto unpin = [&](const std::string& body, const std::string& auth = "Bearer sekrit") {
+    return http_call(s.http->port(), http::verb::post, "/admin/prefix-cache/unpin", body, auth);
+  };
+  auto one = unpin(R"({"tenant":"acme","cache_salt":"x"})");
+  REQUIRE(one.status == 200);
+  CHECK(json::parse(one.body).at("unpinned_blocks").as_int64() == 3);
+  auto plain = unpin("");  // requests without API keys and salt
+  REQUIRE(plain.status == 200);
+  auto all = unpin(R"({"all":true})");
+  REQUIRE(all.status == 200);
+  CHECK(json::parse(all.body).at("unpinned_blocks").as_int64() == 7);
+  REQUIRE(s.unpins.size() == 3);
+  CHECK(s.unpins[0].tenant == "acme");
+  CHECK(s.unpins[0].cache_salt == "x");
+  CHECK(s.unpins[1].tenant == "");
+  CHECK(!s.unpins[1].cache_salt);
+  CHECK(!s.unpins[2].tenant);
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"not json", ""},
+      {R"([1])", ""},
+      {R"({"all":"yes"})", "all"},
+      {R"({"all":true,"tenant":"acme"})", "all"},
+      {R"({"tenant":3})", "tenant"},
+      {R"({"cache_salt":""})", "cache_salt"},
+      {R"({"prompt":"x"})", "prompt"},
+  };
+  for (const auto& [body, param] : bad) {
+    INFO(body);
+    auto r = unpin(body);
+    CHECK(r.status == 400);
+    const auto e = json::parse(r.body).at("error").as_object();
+    CHECK(e.at("type").as_string() == "invalid_request_error");
+    if (!param.empty()) CHECK(e.at("param").as_string() == param);
+  }
+  CHECK(s.unpins.size() == 3);
+  CHECK(unpin(R"({"all":true})", "Bearer wrong").status == 401);
+  CHECK(http_call(s.http->port(), http::verb::get, "/admin/prefix-cache/unpin", {}, "Bearer sekrit").status == 405);
 }

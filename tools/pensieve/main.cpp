@@ -190,6 +190,9 @@ int serve(const server::Options& o) {
   };
   admin.clear_prefix_cache = [&engine] { (*engine)->clear_prefix_cache(); };
   admin.pin_prefix = [&backend](net::ChatRequest r) { return net::pin_through(backend, std::move(r)); };
+  admin.unpin_prefixes = [&engine](std::optional<std::string> tenant, std::optional<std::string> salt) {
+    return (*engine)->unpin_prefixes(std::move(tenant), std::move(salt));
+  };
   admin.limits = limits;
   const net::HttpHandler handler =
       net::with_admin_routes(net::with_web_page(net::make_openai_routes(backend, routes)), std::move(admin));
