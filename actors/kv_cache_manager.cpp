@@ -540,23 +540,36 @@ std::optional<ChunkPick> KvCacheManager::device_victim(std::int64_t now_ns, Copy
   return coldest(now_ns, pred, true, spare);
 }
 
-// Without tiers: a whole conversation at a time, valued over its whole history.
+// Without tiers: a whole conversation at a time, valued over its whole
+// history; a path whose leading blocks are pinned loses only what follows
+// them (valued over that tail), so a pinned system prompt does not keep every
+// reply behind it on the device.
 DeviceRoom KvCacheManager::evict_whole_conversation(std::int64_t now_ns, std::vector<kv::BlockId>& freed) {
   std::optional<std::pair<ConversationId, ChunkCandidate>> victim;
   index_.expire_pins(now_ns);
   for (const auto& [conversation, e] : index_.entries()) {
-    if (e.attached || e.chunks.empty() || index_.pinned(e, 0)) continue;
-    ChunkCandidate c{conversation, 0, 0, std::int64_t(e.tokens.size()), e.last_active_ns, false};
+    if (e.attached || e.chunks.empty()) continue;
+    std::size_t pinned = 0;
+    while (pinned < e.chunks.size() && index_.pinned(e, pinned)) ++pinned;
+    if (pinned == e.chunks.size()) continue;
+    const std::int64_t begin = std::int64_t(pinned) * sizes_.block_tokens;
+    ChunkCandidate c{conversation, std::int32_t(pinned), begin, std::int64_t(e.tokens.size()), e.last_active_ns,
+                     false};
     if (!victim || policy_.leaves_before(c, victim->second, now_ns)) victim.emplace(conversation, c);
   }
   if (!victim) return {DeviceRoom::Step::exhausted};
-  const CachedEntry& gone = index_.entries().at(victim->first);
-  stats_.device_dropped += gone.chunks.size();
-  const auto cached = std::int64_t(gone.tokens.size());
+  CachedEntry& gone = index_.entries().at(victim->first);
+  const auto keep_chunks = std::size_t(victim->second.index);
+  stats_.device_dropped += gone.chunks.size() - keep_chunks;
+  const auto cached = std::int64_t(gone.tokens.size()) - victim->second.begin_token;
   const bool named = !gone.unnamed;  // no turn returns under an unnamed path's id to recompute it
-  forget(victim->first, freed);
+  if (keep_chunks == 0) {
+    forget(victim->first, freed);
+    ++stats_.evicted_conversations;
+  } else {
+    truncate(victim->first, gone, victim->second.begin_token, freed);
+  }
   if (named) evicted_tokens_[victim->first] = cached;
-  ++stats_.evicted_conversations;
   return {DeviceRoom::Step::progress, pending_device_frees()};
 }
 

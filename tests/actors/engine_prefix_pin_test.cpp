@@ -61,7 +61,7 @@ const std::vector<model::ChatMessage> kPinned = {
     {"system", "You are a helpful assistant who answers briefly and kindly, in plain words."},
     {"user", "Once upon a time there was a little girl who liked to play in the park."}};
 // No system message: its first block is not the pinned prompt's. (A
-// device-only cache keeps a path whose first block is pinned whole.)
+// device-only cache evicts a path whose first blocks are pinned down to them.)
 const std::vector<model::ChatMessage> kUnpinned = {
     {"user", "Tom the cat lives in a small house by the sea. What did Tom find on the beach one morning?"}};
 

@@ -380,7 +380,7 @@ TEST_CASE("a conversation with KV of its own attaches it and never takes over an
   CHECK(core.allocator().free_blocks() == 32);
 }
 
-TEST_CASE("a pinned prefix stays where it is until its time, evicted whole or chunk by chunk",
+TEST_CASE("a pinned prefix stays where it is until its time or its unpin, evicted whole or chunk by chunk",
           "[kv_cache][prefix_cache]") {
   std::vector<kv::BlockId> freed;
   KvTransfers out;
@@ -398,6 +398,30 @@ TEST_CASE("a pinned prefix stays where it is until its time, evicted whole or ch
     CHECK(kv.make_device_room(11, out, freed).step == DeviceRoom::Step::exhausted);
     // Its time has come: it goes like any other.
     CHECK(kv.make_device_room(1000, out, freed).step == DeviceRoom::Step::progress);
+    CHECK_FALSE(kv.tokens(ConversationId{1}));
+    CHECK(kv.free_device_blocks() == 8);
+  }
+  SECTION("device only: a path pinned in front loses only its unpinned tail") {
+    // LRU: the tail (idle the longest) goes first whatever it would cost.
+    KvCacheManager kv({.num_blocks = 8, .block_tokens = 4}, {.eviction_policy = EvictionPolicyKind::lru});
+    cache(kv, 1, iota_tokens(12), 1, "a", freed);      // blocks 0, 1 pinned below; 2 its tail
+    cache(kv, 2, iota_tokens(8, 100), 2, "a", freed);  // blocks 3, 4
+    REQUIRE(kv.pin(ConversationId{1}, 1000, 8));
+    CHECK(kv.pinned_blocks() == 2);
+    // The tail goes, the pinned front stays.
+    CHECK(kv.make_device_room(10, out, freed).step == DeviceRoom::Step::progress);
+    CHECK(kv.tokens(ConversationId{1}) == iota_tokens(8));
+    CHECK(kv.tokens(ConversationId{2}) == iota_tokens(8, 100));
+    CHECK(kv.make_device_room(11, out, freed).step == DeviceRoom::Step::progress);
+    CHECK_FALSE(kv.tokens(ConversationId{2}));
+    CHECK(kv.make_device_room(12, out, freed).step == DeviceRoom::Step::exhausted);
+    CHECK(kv.free_device_blocks() == 6);
+    CHECK(kv.stats().pinned_chunks == 2);
+    // Unpinned before its time (another namespace's unpin touches nothing), it goes too.
+    CHECK(kv.unpin(std::string_view("b")) == 0);
+    CHECK(kv.unpin(std::string_view("a")) == 2);
+    CHECK(kv.pinned_blocks() == 0);
+    CHECK(kv.make_device_room(13, out, freed).step == DeviceRoom::Step::progress);
     CHECK_FALSE(kv.tokens(ConversationId{1}));
     CHECK(kv.free_device_blocks() == 8);
   }
