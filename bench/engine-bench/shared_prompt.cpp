@@ -189,16 +189,28 @@ Result<json::object> run_shared_prompt(const SharedPromptOptions& o) {
   report["system_prompt_target_tokens"] = o.system_tokens;
   report["in_flight"] = o.in_flight;
   json::object modes;
-  std::vector<std::vector<std::string>> texts(3);
+  std::vector<std::vector<std::string>> texts;
   const std::pair<Mode, const char*> order[3] = {
       {Mode::shared, "shared"}, {Mode::separate, "separate"}, {Mode::no_state, "no-state"}};
-  for (std::size_t m = 0; m < 3; ++m) {
-    std::fprintf(stderr, "engine-bench: shared system prompt, mode %s\n", order[m].second);
-    auto r = run_mode(order[m].first, o, system, texts[m]);
-    if (!r) return r.error();
-    modes[order[m].second] = std::move(*r);
+  for (const std::string& name : o.modes) {
+    if (std::none_of(std::begin(order), std::end(order), [&](const auto& m) { return name == m.second; })) {
+      return fail("unknown shared-prompt mode \"" + name + "\" (shared, separate, no-state)");
+    }
   }
-  report["identical_greedy_tokens"] = texts[0] == texts[1] && texts[1] == texts[2];
+  for (const auto& [mode, name] : order) {
+    if (std::find(o.modes.begin(), o.modes.end(), name) == o.modes.end()) continue;
+    std::fprintf(stderr, "engine-bench: shared system prompt, mode %s\n", name);
+    auto r = run_mode(mode, o, system, texts.emplace_back());
+    if (!r) return r.error();
+    modes[name] = std::move(*r);
+  }
+  if (texts.empty()) return fail("no shared-prompt mode to run");
+  report["identical_greedy_tokens"] =
+      std::all_of(texts.begin(), texts.end(), [&](const auto& t) { return t == texts.front(); });
+  if (!modes.contains("shared") || !modes.contains("separate")) {
+    report["modes"] = std::move(modes);
+    return report;
+  }
   auto num = [&](const char* mode, const char* key) { return modes.at(mode).as_object().at(key).to_number<double>(); };
   auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
   report["computed_separate_over_shared"] =

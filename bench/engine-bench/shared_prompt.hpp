@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace pensieve::bench {
 
@@ -28,11 +29,15 @@ struct SharedPromptOptions {
   std::size_t threads = 2;
   std::int32_t batch_tokens = 512;
   std::int64_t kv_mb = 1024;
+  // Which of "shared", "separate", "no-state" to run, in that order (the
+  // last two compute the prompt once per conversation: minutes at 100).
+  std::vector<std::string> modes = {"shared", "separate", "no-state"};
 };
 
 // The JSON report: per mode, prompt tokens sent, computed and reported
 // cached, output tokens per second, TTFT percentiles, the makespan; and
-// whether the three produced the same greedy tokens.
+// whether the modes run produced the same greedy tokens; the ratios of
+// separate to shared when both ran.
 Result<boost::json::object> run_shared_prompt(const SharedPromptOptions& options);
 
 }  // namespace pensieve::bench

@@ -16,8 +16,10 @@ Replays multi-turn conversations against OpenAI-compatible servers (streamed
 normalized latency and goodput; one JSON file per target and load, plus
 latency-vs-rate.svg and ttft-cdf.svg, in DIR.
 
-  --target [LABEL=]URL   server root or API base, e.g. http://127.0.0.1:8080 or
-                         http://host:8000/v1; repeat to compare servers side by side
+  --target [MODE:][LABEL=]URL
+                         server root or API base, e.g. http://127.0.0.1:8080 or
+                         http://host:8000/v1; repeat to compare servers side by side;
+                         MODE (stateful or stateless) sets this target's client
   --data FILE            JSONL conversations {"id","turns":[{"role","content"}...]}
   --conversations N      conversations to replay, in file order, repeating the
                          file when N exceeds it (default: every one once)

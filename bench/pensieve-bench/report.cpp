@@ -59,7 +59,7 @@ json::object workload_json(const RunReport& r) {
   return {{"data", o.data_path},
           {"conversations", r.workload_conversations},
           {"requests_planned", r.workload_requests},
-          {"client_mode", o.mode == ClientMode::stateful ? "stateful" : "stateless"},
+          {"client_mode", r.target->mode.value_or(o.mode) == ClientMode::stateful ? "stateful" : "stateless"},
           {"conversation_field", conversation_field},
           {"think_time_mean_s", o.think_time_s},
           {"max_tokens_cap", o.max_tokens},

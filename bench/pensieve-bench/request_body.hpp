@@ -4,6 +4,7 @@
 // clients send only the new messages and name the conversation, whose
 // history the server keeps.
 #include "bench/pensieve-bench/dataset.hpp"
+#include "bench/pensieve-bench/target.hpp"
 
 #include <cstdint>
 #include <string>
@@ -14,8 +15,6 @@ namespace pensieve::bench {
 // The body field that names a conversation for a stateful server. The one
 // place to change it when the conversations API (issue 6) settles.
 inline constexpr const char* conversation_field = "conversation";
-
-enum class ClientMode { stateless, stateful };
 
 struct RequestSpec {
   std::string model;

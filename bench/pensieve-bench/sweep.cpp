@@ -58,7 +58,7 @@ struct Sweep {
     RunConfig c;
     c.target = o.targets[ti];
     c.model = models[ti];
-    c.mode = o.mode;
+    c.mode = c.target.mode.value_or(o.mode);
     c.load = loads[li];
     c.duration_s = o.duration_s;
     c.request_timeout_s = o.request_timeout_s;

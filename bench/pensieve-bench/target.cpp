@@ -1,6 +1,8 @@
 #include "bench/pensieve-bench/target.hpp"
 
 #include <charconv>
+#include <string_view>
+#include <utility>
 
 namespace pensieve::bench {
 
@@ -16,12 +18,21 @@ std::string sanitize_label(const std::string& text) {
 
 Result<Target> parse_target(const std::string& spec) {
   Target t;
-  std::string url = spec;
-  const std::size_t scheme = spec.find("://");
-  const std::size_t eq = spec.find('=');
+  std::string labelled = spec;
+  for (const auto& [name, mode] : {std::pair{"stateful:", ClientMode::stateful},
+                                   std::pair{"stateless:", ClientMode::stateless}}) {
+    if (labelled.rfind(name, 0) == 0) {
+      t.mode = mode;
+      labelled = labelled.substr(std::string_view(name).size());
+      break;
+    }
+  }
+  std::string url = labelled;
+  const std::size_t scheme = labelled.find("://");
+  const std::size_t eq = labelled.find('=');
   if (eq != std::string::npos && (scheme == std::string::npos || eq < scheme)) {
-    t.label = sanitize_label(spec.substr(0, eq));
-    url = spec.substr(eq + 1);
+    t.label = sanitize_label(labelled.substr(0, eq));
+    url = labelled.substr(eq + 1);
     if (t.label.empty()) return fail("--target '" + spec + "': empty label");
   }
   t.url = url;

@@ -1,12 +1,20 @@
 #pragma once
-// A server to measure: `[LABEL=]http://HOST[:PORT][/BASE]`. BASE is the
-// server root or its OpenAI base ending in /v1; plain HTTP only.
+// A server to measure: `[MODE:][LABEL=]http://HOST[:PORT][/BASE]`. BASE is
+// the server root or its OpenAI base ending in /v1; plain HTTP only. MODE
+// (stateful or stateless) is this target's client, overriding the run's, so
+// one run compares the conversation API with a stateless client side by side.
 #include "runtime/error.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace pensieve::bench {
+
+// A stateless client resends the whole history every turn (as the OpenAI
+// SDKs do); a stateful one sends only the new message and names the
+// conversation.
+enum class ClientMode { stateless, stateful };
 
 struct Target {
   std::string label;  // names its result files; from LABEL= or HOST-PORT
@@ -14,6 +22,7 @@ struct Target {
   std::string host;
   std::uint16_t port = 80;
   std::string api_base;  // "/v1" or "/BASE/v1"
+  std::optional<ClientMode> mode;  // absent: the run's --stateful / --stateless
 
   std::string chat_path() const { return api_base + "/chat/completions"; }
   std::string models_path() const { return api_base + "/models"; }

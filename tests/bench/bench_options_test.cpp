@@ -68,3 +68,24 @@ TEST_CASE("a bad bench flag is a one-line reason", "[bench]") {
   CHECK(message({"--target", "http://h", "--out", "o"}) == "--data is required (see --help)");
   CHECK(message(with({"--max-tokens"})) == "--max-tokens needs a value");
 }
+
+TEST_CASE("a target may name its own client mode, so one run compares the conversation API with a stateless client",
+          "[bench]") {
+  auto o = parse_bench_options({"--target", "stateful:conv=http://127.0.0.1:8080", "--target",
+                                "stateless:openai=http://127.0.0.1:8081", "--target", "plain=http://127.0.0.1:8082",
+                                "--stateful", "--data", "d", "--out", "o"});
+  REQUIRE(o.has_value());
+  REQUIRE(o->targets.size() == 3);
+  CHECK(o->targets[0].label == "conv");
+  CHECK(o->targets[0].mode == ClientMode::stateful);
+  CHECK(o->targets[0].port == 8080);
+  CHECK(o->targets[1].label == "openai");
+  CHECK(o->targets[1].mode == ClientMode::stateless);
+  CHECK(o->targets[1].url == "http://127.0.0.1:8081");
+  CHECK_FALSE(o->targets[2].mode.has_value());  // the run's --stateful
+  auto unlabelled = parse_target("stateless:http://h:9");
+  REQUIRE(unlabelled.has_value());
+  CHECK(unlabelled->mode == ClientMode::stateless);
+  CHECK(unlabelled->label == "h-9");
+  CHECK_FALSE(parse_target("statefull:http://h:9").has_value());
+}

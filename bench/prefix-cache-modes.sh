@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# The four client modes of ../shared/BENCH.md in one run, each against its own
+# fresh pensieve server (same model and flags), one after another on the
+# same W-synthetic conversations:
+#   conversation-api  pensieve-bench --stateful: only the new message, "conversation": ID
+#   openai-client     pensieve-bench --stateless: the whole history resent, no id (the
+#                     prefix cache must find it)
+#   openai-sdk        the official `openai` npm package, stateless
+#                     (bench/openai-sdk-replay/replay.mjs)
+#   no-state          pensieve --no-state, stateless client (nothing reused)
+# W-synthetic: CONVERSATIONS x TURNS, 60-word user messages from a fixed word
+# list, MAX_TOKENS output tokens (ignore_eos), IN_FLIGHT conversations in
+# flight, no think time. The model is BENCH.md's M-100 (F16, seed 7, Llama
+# vocabulary), made once under WORK. Writes OUT/summary.json and prints the
+# table with the ratios the issue asks for.
+#
+# Usage: bench/prefix-cache-modes.sh OUT_DIR [BUILD_DIR]
+#   env: CONVERSATIONS (16) TURNS (6) IN_FLIGHT (8) MAX_TOKENS (32) THREADS (2)
+#        WORK (/tmp/pensieve-prefix-modes) MODEL (a GGUF instead of M-100)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+out=$(mkdir -p "$1" && cd "$1" && pwd)
+build=$(cd "${2:-$root/build/release}" && pwd)
+conversations=${CONVERSATIONS:-16} turns=${TURNS:-6} in_flight=${IN_FLIGHT:-8}
+max_tokens=${MAX_TOKENS:-32} threads=${THREADS:-2}
+work=${WORK:-/tmp/pensieve-prefix-modes}
+mkdir -p "$work"
+vocab="$root/../shared/vocab/ggml-vocab-llama-spm.gguf"
+
+model=${MODEL:-$work/M-100-F16.gguf}
+if [[ ! -f $model ]]; then
+  [[ -f $vocab ]] || { echo "prefix-cache-modes: $vocab is absent (../shared)"; exit 1; }
+  "$build/tools/pensieve-model" make-test-model --out "$model" --layers 12 --dim 768 --heads 12 --kv-heads 4 \
+    --ff 2048 --dtype f16 --seed 7 --untied --vocab-from "$vocab" >/dev/null
+fi
+
+# W-synthetic as a dataset: each assistant reply is long enough that the
+# replay's chars/4 rule asks for MAX_TOKENS.
+data=$work/w-synthetic-${conversations}x${turns}.jsonl
+python3 - "$data" "$conversations" "$turns" "$max_tokens" <<'PY'
+import json, random, sys
+path, n, turns, max_tokens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+words = ("the a cat dog river mountain quiet bright story window garden city light shadow train morning "
+         "evening paper music table friend letter road forest small large old new red green blue tells "
+         "about why how where when after before under over between through around").split()
+rng = random.Random(7)
+with open(path, "w") as f:
+    for c in range(n):
+        t = []
+        for _ in range(turns):
+            t.append({"role": "user", "content": " ".join(rng.choice(words) for _ in range(60))})
+            t.append({"role": "assistant", "content": "x" * (4 * max_tokens)})
+        f.write(json.dumps({"id": f"w-synthetic-{c}", "turns": t}) + "\n")
+PY
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+# start_server NAME VAR [FLAGS...]: starts a server, sets VAR to its base URL.
+start_server() {
+  local log=$work/server-$1.log var=$2 found
+  shift 2
+  "$build/tools/pensieve" --model "$model" --port 0 --rpc-port 0 --threads "$threads" --kv-device-mb 1024 "$@" \
+    >"$log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 1 600); do
+    if found=$(grep -oE 'serving .* on http://[0-9.]+:[0-9]+' "$log" | grep -oE 'http://[0-9.]+:[0-9]+'); then
+      printf -v "$var" '%s' "$found"
+      return 0
+    fi
+    sleep 0.2
+  done
+  echo "prefix-cache-modes: the server did not start: $(tail -n 5 "$log")" >&2
+  return 1
+}
+
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+start_time=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+start_server conversation-api conv_url
+start_server openai-client openai_url
+start_server no-state no_state_url --no-state
+"$build/bench/pensieve-bench" --target "stateful:conversation-api=$conv_url" \
+  --target "stateless:openai-client=$openai_url" --target "stateless:no-state=$no_state_url" \
+  --data "$data" --conversations "$conversations" --concurrency "$in_flight" --max-tokens "$max_tokens" \
+  --out "$out" | tee "$out/pensieve-bench.txt"
+# The SDK last, on a fresh server of its own.
+start_server openai-sdk sdk_url
+sdk_dir=$work/openai-sdk
+mkdir -p "$sdk_dir"
+cp "$root/tests/openai-node/package.json" "$root/tests/openai-node/package-lock.json" "$here/openai-sdk-replay/replay.mjs" \
+  "$sdk_dir/"
+if ! cmp -s "$sdk_dir/package-lock.json" "$sdk_dir/node_modules/.installed-lock" 2>/dev/null; then
+  (cd "$sdk_dir" && npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.installed-lock)
+fi
+node "$sdk_dir/replay.mjs" --url "$sdk_url" --data "$data" --conversations "$conversations" \
+  --concurrency "$in_flight" --max-tokens "$max_tokens" --out "$out/openai-sdk.json"
+load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+
+python3 - "$out" "$data" "$start_time" "$load_start" "$load_end" "$*" <<'PY'
+import glob, json, os, subprocess, sys
+out, data, when, load_start, load_end, args = sys.argv[1:7]
+rows = {}
+for name in ("conversation-api", "openai-client", "no-state"):
+    [path] = glob.glob(os.path.join(out, name + "-concurrency*.json"))
+    doc = json.load(open(path))
+    rows[name] = {
+        "output_tokens_per_s": doc["throughput"]["output_tokens_per_s"],
+        "ttft_p50_s": doc["ttft"]["p50_ms"] / 1000.0,
+        "ttft_p99_s": doc["ttft"]["p99_ms"] / 1000.0,
+        "prompt_tokens_sent": doc["tokens"]["prompt"],
+        "cached_tokens_reported": doc["tokens"]["cached"],
+        "failed": doc["requests"]["errors"],
+        "file": os.path.basename(path),
+    }
+sdk = json.load(open(os.path.join(out, "openai-sdk.json")))
+rows["openai-sdk"] = {k: sdk[k] for k in ("output_tokens_per_s", "ttft_p50_s", "ttft_p99_s", "prompt_tokens_sent",
+                                         "cached_tokens_reported")}
+rows["openai-sdk"]["failed"] = sdk["failed_conversations"]
+rows["openai-sdk"]["file"] = "openai-sdk.json"
+def ratio(a, b, key):
+    return rows[a][key] / rows[b][key] if rows[b][key] else None
+cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+commit = subprocess.run(["git", "-C", os.path.dirname(out), "rev-parse", "--short", "HEAD"], capture_output=True,
+                        text=True).stdout.strip() or "unknown"
+summary = {"date_utc": when, "commit": commit, "cpu": cpu, "cores": os.cpu_count(), "data": data,
+           "command": "bench/prefix-cache-modes.sh " + args, "load_average_start": load_start,
+           "load_average_end": load_end, "modes": rows,
+           "openai_client_over_conversation_api_throughput": ratio("openai-client", "conversation-api", "output_tokens_per_s"),
+           "openai_sdk_over_conversation_api_throughput": ratio("openai-sdk", "conversation-api", "output_tokens_per_s"),
+           "openai_client_ttft_p50_over_conversation_api": ratio("openai-client", "conversation-api", "ttft_p50_s"),
+           "openai_sdk_ttft_p50_over_conversation_api": ratio("openai-sdk", "conversation-api", "ttft_p50_s"),
+           "openai_client_over_no_state_throughput": ratio("openai-client", "no-state", "output_tokens_per_s"),
+           "openai_sdk_over_no_state_throughput": ratio("openai-sdk", "no-state", "output_tokens_per_s")}
+json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=1)
+print(f"{'mode':18} {'out tok/s':>10} {'TTFT p50':>9} {'TTFT p99':>9} {'cached / sent':>20} {'failed':>6}")
+for name, r in rows.items():
+    hit = f"{r['cached_tokens_reported']} / {r['prompt_tokens_sent']}"
+    print(f"{name:18} {r['output_tokens_per_s']:10.2f} {r['ttft_p50_s']:8.3f}s {r['ttft_p99_s']:8.3f}s {hit:>20} {r['failed']:>6}")
+for k, v in summary.items():
+    if k.endswith("throughput") or "ttft_p50_over" in k:
+        print(f"{k}: {v:.3f}" if v is not None else f"{k}: n/a")
+PY
