@@ -6,9 +6,10 @@
 // 2 MiB pages, as CpuForward holds them). Rates are per CPU second, robust to
 // a shared machine; each row reports GFLOP/s and the weight bytes read per
 // second, so a row is a share of either ceiling (bench/README.md).
-#include "gpu/kernels/cpu/matmul.hpp"
 #include "gpu/formats/half.hpp"
 #include "gpu/formats/quant_block_check.hpp"
+#include "gpu/kernels/cpu/matmul.hpp"
+#include "gpu/kernels/cpu/q8_matmul.hpp"
 #include "gpu/model/weight_arena.hpp"
 
 #include <benchmark/benchmark.h>
@@ -168,5 +169,39 @@ BENCHMARK(BM_MatmulBatch)
                     int(DType::q4_k), int(DType::q6_k)},
                    {1, 2, 4, 8, 16, 32, 64},
                    {0, 1}});
+
+// Q8_0 decode batches by path, in one binary: args tokens, path (0: best,
+// the token tiles; 2: per_token, each token through the one-token tile as
+// before them; 1: portable), source as BM_MatmulBatch's.
+void BM_Q8Batch(benchmark::State& state) {
+  const std::int64_t rows = 2048, cols = 768, tokens = state.range(0);
+  const auto path = kc::Q8Path(state.range(1));
+  const bool dram = state.range(2) != 0;
+  if (path != kc::Q8Path::portable && !kc::q8_vnni_available()) {
+    state.SkipWithError("skipped: this CPU lacks AVX-512 VNNI");
+    return;
+  }
+  const std::size_t matrix_bytes = pensieve::model::dtype_row_bytes(DType::q8_0, cols) * rows;
+  BatchRing ring(DType::q8_0, rows, cols, dram ? (std::size_t(256) << 20) / matrix_bytes + 1 : 1);
+  kc::ThreadPool pool(1);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(std::size_t(tokens * cols)), y(std::size_t(tokens * rows)), scratch;
+  for (auto& v : x) v = normal(rng);
+  std::size_t i = 0;
+  for (auto _ : state) {
+    kc::q8_matmul(kc::ConstRowsView(x.data(), tokens, cols, cols), ring.view(i++),
+                  kc::RowsView{y.data(), tokens, rows, rows}, pool, scratch, path);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double n = double(state.iterations());
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(tokens * rows * cols) * n * 1e-9,
+                                                 benchmark::Counter::kIsRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(double(matrix_bytes) * n * 1e-9, benchmark::Counter::kIsRate);
+  const char* names[] = {"best", "portable", "per_token"};
+  state.SetLabel(std::string(names[state.range(1)]) + (dram ? " dram" : " cached"));
+}
+BENCHMARK(BM_Q8Batch)->ArgsProduct({{1, 2, 4, 8, 16, 32, 64}, {0, 2}, {0, 1}});
 
 }  // namespace
