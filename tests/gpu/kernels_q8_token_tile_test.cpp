@@ -7,6 +7,7 @@
 #include "gpu/kernels/cpu/q8_activations.hpp"
 #include "gpu/kernels/cpu/q8_matmul.hpp"
 #include "gpu/kernels/cpu/q8_token_tiles.hpp"
+#include "gpu/kernels/cpu/quant_activations.hpp"
 #include "gpu/kernels/cpu/quant_matmul.hpp"
 
 #include <catch2/catch.hpp>
@@ -116,6 +117,52 @@ TEST_CASE(
   }
 }
 #endif
+
+TEST_CASE(
+    "the AVX2 Q8_0 token tile stores each row of its mask for each of 1 to 4 tokens with the AVX2 "
+    "dot's bits, and nothing else",
+    "[kernels][q8][quant_dot]") {
+  const kc::QuantDotTokenTileFn tile =
+      kc::quant_dot_token_tile_fn(DType::q8_0, kc::QuantDotPath::avx2);
+  const kc::QuantDotFn dot = kc::quant_dot_fn(DType::q8_0, kc::QuantDotPath::avx2);
+  if (tile == nullptr || dot == nullptr) {
+    WARN("this CPU lacks AVX2 with F16C: the AVX2 Q8_0 token tile is not run");
+    return;
+  }
+  const float poison = -12345.0f;
+  constexpr int rows = kc::quant_dot_tile_rows, max_tokens = kc::quant_dot_tile_tokens_max;
+  for (const std::int64_t nb : {1, 2, 3, 33}) {
+    const std::int64_t cols = nb * 32, stride = rows + 3;
+    const auto bytes = q8_weight(2 * rows, cols, std::uint32_t(750 + nb));  // 8 more to prefetch
+    const kc::WeightView w = view_of(bytes, 2 * rows, cols);
+    const auto x = random_rows(max_tokens, cols, std::uint32_t(751 + nb));
+    std::vector<float> storage;
+    const kc::QuantActs acts = kc::quantize_act_rows(
+        kc::ActQuant::q8_0, kc::ConstRowsView(x.data(), max_tokens, cols, cols), storage);
+    std::vector<kc::QuantActRow> act_rows;
+    for (int r = 0; r < max_tokens; ++r) act_rows.push_back(acts.row(r));
+    for (int n = 1; n <= max_tokens; ++n) {
+      for (const unsigned store : {0xffu, 0x01u, 0x80u, 0x5au, 0xf0u}) {
+        for (const bool prefetch : {false, true}) {
+          std::vector<float> y(std::size_t(n * stride), poison);
+          tile(w.row(0), w.row_bytes, act_rows.data(), n, nb, y.data(), stride, store,
+               prefetch ? w.row(rows) : nullptr, prefetch ? std::size_t(rows) * w.row_bytes : 0);
+          bool right = true;
+          for (int k = 0; k < n; ++k) {
+            for (std::int64_t r = 0; r < stride; ++r) {
+              const bool stored = r < rows && ((store >> r) & 1u);
+              const float want = stored ? dot(w.row(r), act_rows[std::size_t(k)], nb) : poison;
+              right = right && same_bits(&y[std::size_t(k * stride + r)], &want, 1);
+            }
+          }
+          INFO("blocks " << nb << " tokens " << n << " store " << store << " prefetch "
+                         << prefetch);
+          CHECK(right);
+        }
+      }
+    }
+  }
+}
 
 TEST_CASE(
     "a Q8_0 decode batch gives every token its one-at-a-time bits over odd row, block and token "
