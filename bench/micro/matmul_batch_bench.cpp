@@ -6,9 +6,12 @@
 // 2 MiB pages, as CpuForward holds them). Rates are per CPU second, robust to
 // a shared machine; each row reports GFLOP/s and the weight bytes read per
 // second, so a row is a share of either ceiling (bench/README.md).
-#include "gpu/kernels/cpu/matmul.hpp"
 #include "gpu/formats/half.hpp"
 #include "gpu/formats/quant_block_check.hpp"
+#include "gpu/kernels/cpu/matmul.hpp"
+#include "gpu/kernels/cpu/prefetch.hpp"
+#include "gpu/kernels/cpu/q8_matmul.hpp"
+#include "gpu/kernels/cpu/quant_matmul.hpp"
 #include "gpu/model/weight_arena.hpp"
 
 #include <benchmark/benchmark.h>
@@ -17,6 +20,7 @@
 #include <immintrin.h>
 #endif
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -168,5 +172,73 @@ BENCHMARK(BM_MatmulBatch)
                     int(DType::q4_k), int(DType::q6_k)},
                    {1, 2, 4, 8, 16, 32, 64},
                    {0, 1}});
+
+// What quant_matmul ran for a Q8_0 decode batch on AVX2 before its token
+// tile: one AVX2 dot per element, 16 rows for every token before the next
+// 16, the first token's pass asking for the row 4 ahead.
+void avx2_dots(const kc::ConstRowsView& x, const kc::WeightView& w, const kc::RowsView& y,
+               std::vector<float>& scratch) {
+  const kc::QuantActs acts = kc::quantize_act_rows(kc::ActQuant::q8_0, x, scratch);
+  const kc::QuantDotFn dot = kc::quant_dot_fn(DType::q8_0, kc::QuantDotPath::avx2);
+  const std::int64_t nb = w.cols / 32;
+  for (std::int64_t o0 = 0; o0 < w.rows; o0 += 16) {
+    for (std::int64_t t = 0; t < x.rows; ++t) {
+      const kc::QuantActRow xr = acts.row(t);
+      for (std::int64_t o = o0; o < std::min(w.rows, o0 + 16); ++o) {
+        if (t == 0 && o + 4 < w.rows)
+          for (std::size_t off = 0; off < w.row_bytes; off += 64)
+            kc::prefetch_l2(w.row(o + 4) + off);
+        y.row(t)[o] = dot(w.row(o), xr, nb);
+      }
+    }
+  }
+}
+
+// Q8_0 decode batches by path, in one binary: args tokens, path, source as
+// BM_MatmulBatch's. Paths: 0 best (the VNNI token tiles), 2 per_token (each
+// token through the one-token tile, as before them), 1 portable; and the
+// AVX2 path of a CPU without VNNI: 3 its token tile (quant_matmul), 4 one
+// AVX2 dot per element (as before that tile).
+constexpr int q8_avx2_tiles = 3, q8_avx2_dots = 4;
+
+void BM_Q8Batch(benchmark::State& state) {
+  const std::int64_t rows = 2048, cols = 768, tokens = state.range(0);
+  const int path_arg = int(state.range(1));
+  const auto path = kc::Q8Path(path_arg);
+  const bool dram = state.range(2) != 0;
+  const bool avx2 = path_arg == q8_avx2_tiles || path_arg == q8_avx2_dots;
+  if (avx2 ? !kc::quant_dot_token_tile_fn(DType::q8_0, kc::QuantDotPath::avx2)
+           : path != kc::Q8Path::portable && !kc::q8_vnni_available()) {
+    state.SkipWithError("skipped: this CPU lacks the path");
+    return;
+  }
+  const std::size_t matrix_bytes = pensieve::model::dtype_row_bytes(DType::q8_0, cols) * rows;
+  BatchRing ring(DType::q8_0, rows, cols, dram ? (std::size_t(256) << 20) / matrix_bytes + 1 : 1);
+  kc::ThreadPool pool(1);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(std::size_t(tokens * cols)), y(std::size_t(tokens * rows)), scratch;
+  for (auto& v : x) v = normal(rng);
+  std::size_t i = 0;
+  for (auto _ : state) {
+    const kc::ConstRowsView xv(x.data(), tokens, cols, cols);
+    const kc::RowsView yv{y.data(), tokens, rows, rows};
+    if (path_arg == q8_avx2_tiles)
+      kc::quant_matmul(xv, ring.view(i++), yv, pool, scratch, kc::QuantDotPath::avx2);
+    else if (path_arg == q8_avx2_dots)
+      avx2_dots(xv, ring.view(i++), yv, scratch);
+    else
+      kc::q8_matmul(xv, ring.view(i++), yv, pool, scratch, path);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double n = double(state.iterations());
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(tokens * rows * cols) * n * 1e-9,
+                                                 benchmark::Counter::kIsRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(double(matrix_bytes) * n * 1e-9, benchmark::Counter::kIsRate);
+  const char* names[] = {"best", "portable", "per_token", "avx2-tiles", "avx2-dots"};
+  state.SetLabel(std::string(names[path_arg]) + (dram ? " dram" : " cached"));
+}
+BENCHMARK(BM_Q8Batch)->ArgsProduct({{1, 2, 4, 8, 16, 32, 64}, {0, 2, 3, 4}, {0, 1}});
 
 }  // namespace

@@ -260,7 +260,7 @@ BENCHMARK(BM_MatmulPrefill)->Apply(prefill_args)->Unit(benchmark::kMillisecond);
 // args: dtype, tokens. A decode batch of a few sequences (M-100's 2048 x
 // 768 gate/up shape, weights in the L3 so the rate is compute, not DRAM):
 // where the batched path's panel conversion stops paying for itself (Q8_0:
-// the decode tile once per token below 16 tokens, the packed GEMM tile from 16).
+// the token tiles for 2-64 tokens, the packed GEMM tile from 65).
 void BM_MatmulSmallBatch(benchmark::State& state) {
   const auto dtype = DType(state.range(0));
   const std::int64_t rows = 2048, cols = 768, tokens = state.range(1);

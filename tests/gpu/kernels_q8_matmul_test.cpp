@@ -133,8 +133,8 @@ TEST_CASE("a Q8_0 matmul row has the same bits alone and in batches of any size"
     const std::vector<float> one(x.begin() + t * in, x.begin() + (t + 1) * in);
     INFO("token " << t);
     CHECK(same_bits(run(w.view, one, 1, 1).data(), batch.data() + t * out, std::size_t(out)));
-    // and inside a 17-token batch (the batched tile's remainder paths; at
-    // the end a 9-token one, the decode tile once per token)
+    // and inside a 17-token batch (token tiles in groups of 6, 6 and 5;
+    // at the end a 9-token one, groups of 5 and 4)
     const std::int64_t first = std::max<std::int64_t>(0, t - 8);
     const std::int64_t count = std::min<std::int64_t>(17, n - first);
     const std::vector<float> some(x.begin() + first * in, x.begin() + (first + count) * in);
@@ -151,8 +151,9 @@ TEST_CASE("the VNNI Q8_0 paths give the portable path's bits", "[kernels][q8]") 
   }
   const std::int64_t in = 2048, out = 77;
   Q8Weight w(out, in, 8);
-  const auto x = random_rows(40, in, 9);
-  for (const std::int64_t n : {1, 3, 40}) {  // decode tile, per-token decode, batched tile
+  const auto x = random_rows(70, in, 9);
+  // The one-token tile, the token tiles (one group, several), the batched panels.
+  for (const std::int64_t n : {1, 3, 40, 70}) {
     INFO("tokens " << n);
     CHECK(same_bits(run(w.view, x, n, 2).data(), run(w.view, x, n, 2, kc::Q8Path::portable).data(),
                     std::size_t(n * out)));

@@ -174,13 +174,17 @@ TEST_CASE("a one-token K-quant matmul over odd row counts gives every row its re
   }
 }
 
-TEST_CASE("AVX-512 has the token tiles of Q4_K, Q5_K and Q6_K, the portable and AVX2 paths none",
-          "[kernels][quant][quant_dot]") {
+TEST_CASE(
+    "AVX-512 has the token tiles of Q4_K, Q5_K and Q6_K, AVX2 that of Q8_0, the portable path "
+    "none",
+    "[kernels][quant][quant_dot]") {
   for (DType t : quantised_dtypes) {
     const bool listed = t == DType::q4_k || t == DType::q5_k || t == DType::q6_k;
     INFO(pensieve::model::dtype_name(t));
     CHECK(kc::quant_dot_token_tile_fn(t, kc::QuantDotPath::portable) == nullptr);
-    CHECK(kc::quant_dot_token_tile_fn(t, kc::QuantDotPath::avx2) == nullptr);
+    const bool avx2 = kc::quant_dot_path_supported(kc::QuantDotPath::avx2);
+    CHECK((kc::quant_dot_token_tile_fn(t, kc::QuantDotPath::avx2) != nullptr) ==
+          (t == DType::q8_0 && avx2));
     const bool runs = kc::quant_dot_path_supported(kc::QuantDotPath::avx512);
     CHECK((kc::quant_dot_token_tile_fn(t, kc::QuantDotPath::avx512) != nullptr) == (listed && runs));
   }

@@ -134,7 +134,8 @@ constexpr model::DType quantised_types[] = {
 std::string quant_kernel(model::DType t) {
   namespace kc = kernels::cpu;
   if (t == model::DType::q8_0 && kc::q8_vnni_available())
-    return "avx512-vnni tiles (q8_matmul, chosen at run time)";
+    return "avx512-vnni tiles (q8_matmul, chosen at run time); one token: 8-row tiles; decode "
+           "batches of 2-64 tokens: 16-row x up to 8-token tiles; more: packed 32-row panels";
   std::string k = std::string(kc::quant_dot_path_name(kc::quant_dot_best_path(t))) +
                   " (quant_dot, chosen at run time)";
   if (kc::quant_dot_tile_fn(t, kc::QuantDotPath::best))

@@ -22,16 +22,19 @@ float weight_scale(const std::byte* block) {
   return f16_to_f32(h);
 }
 
-// Output rows per scheduling unit: whole decode tiles (8 rows; 16 keeps the
-// split as it was) and whole packed groups (32 rows).
+// Output rows per scheduling unit: whole decode and token tiles (8 and 16
+// rows) and whole packed groups (32 rows).
 constexpr std::size_t decode_grain = 16;
 constexpr std::size_t batched_grain = 32;
-// From this many tokens on, packing 32 weight rows for the VNNI GEMM tile
-// pays for itself; fewer tokens run the decode tile once per token
-// (BM_MatmulSmallBatch, Q8_0: 992b460's 16-row decode tile was as fast at
-// 16 tokens and 1.6x faster at 8; 408caeb's 8-row one is 18-30% faster
-// than that at 2-12 tokens).
-constexpr std::int64_t batched_min_tokens = 16;
+// From this many tokens on, the packed 32-row panels of the VNNI GEMM tile;
+// below, 2 tokens and more take the 16-row token tiles (BM_Q8Batch,
+// 2048 x 768, one thread, 2026-12-06: 2.3x the one-token tile run per token
+// at 8 tokens, 1.3x the panels at 32, level with them at 64 from the
+// caches and 1.09x from DRAM). Q8Path::per_token keeps the path before the
+// token tiles: the one-token tile per token below 16 tokens, the panels
+// from 16 (where 408caeb measured the panels paying for their packing).
+constexpr std::int64_t batched_min_tokens = 65;
+constexpr std::int64_t per_token_batched_min_tokens = 16;
 
 void rows_portable(const Q8Rows& x, const WeightView& w, const RowsView& y, std::int64_t o0,
                    std::int64_t o1) {
@@ -79,8 +82,11 @@ void q8_matmul(ConstRowsView x, const WeightView& w, RowsView y, ThreadPool& poo
 void q8_matmul_many(ConstRowsView x, std::span<const WeightView> w, std::span<const RowsView> y,
                     ThreadPool& pool, std::vector<float>& scratch, Q8Path path) {
   assert(w.size() == y.size() && w.size() <= q8_max_weights);
-  const bool vnni = q8_vnni_available() && path == Q8Path::best;
-  const bool batched = vnni && x.rows >= batched_min_tokens;
+  const bool vnni = q8_vnni_available() && path != Q8Path::portable;
+  const bool per_token = path == Q8Path::per_token;
+  const bool batched =
+      vnni && x.rows >= (per_token ? per_token_batched_min_tokens : batched_min_tokens);
+  const bool token_tiles = vnni && !per_token && x.rows > 1 && !batched;
   const std::size_t grain = batched ? batched_grain : decode_grain;
   // Row r of the concatenation is row r - first[i] of weight i; each
   // weight's range starts on a whole grain so tiles never straddle two.
@@ -93,9 +99,10 @@ void q8_matmul_many(ConstRowsView x, std::span<const WeightView> w, std::span<co
     cost += double(x.rows) * double(w[i].rows) * double(w[i].cols);
   }
   const Q8Rows q = quantize_rows_q8(x, scratch, batched);
-  const Q8RowsFn vnni_rows = batched ? q8_rows_vnni_batched()
-                             : vnni  ? q8_rows_vnni_decode()
-                                     : nullptr;
+  const Q8RowsFn vnni_rows = batched       ? q8_rows_vnni_batched()
+                             : token_tiles ? q8_rows_vnni_tokens()
+                             : vnni        ? q8_rows_vnni_decode()
+                                           : nullptr;
   pool.parallel_for(
       first[w.size()],
       [&](std::size_t begin, std::size_t end, std::size_t thread) {

@@ -12,7 +12,10 @@
 // isum is an exact integer, so the paths may add its products in any order;
 // the F32 steps are fixed per element, so a token's row has the same bits
 // alone, in a batch of any size, with any thread count, and on the VNNI and
-// the portable path.
+// the portable path. On VNNI one token runs 8-row tiles (q8_tiles.hpp), a
+// decode batch of 2 to 64 tokens 16-row x up to 8-token tiles that load
+// and transpose each block once for the tile's tokens (q8_token_tiles.hpp),
+// a larger batch packed 32-row panels (q8_tiles.hpp).
 //
 // Error against the F32 matmul on the dequantised weights: quantising moves
 // each x[k] by at most d_b / 2 = max|x_b| / 254 (b: k's block), so y moves
@@ -30,8 +33,10 @@
 namespace pensieve::kernels::cpu {
 
 enum class Q8Path : std::uint8_t {
-  best,      // VNNI where compiled in, else portable
-  portable,  // plain C++ (any machine)
+  best,       // VNNI where compiled in, else portable
+  portable,   // plain C++ (any machine)
+  per_token,  // VNNI, a decode batch by the one-token tile once per token
+              // (the path before the token tiles, for comparisons)
 };
 
 // Whether this build has the VNNI kernels (AVX-512 BW/VL + VNNI at compile time).

@@ -20,6 +20,7 @@
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
 #include "gpu/kernels/cpu/q8_tiles.hpp"
+#include "gpu/kernels/cpu/q8_token_tiles.hpp"
 
 namespace pensieve::kernels::cpu {
 inline namespace PENSIEVE_KERNEL_NS {
@@ -49,6 +50,33 @@ void rows_decode(const Q8Rows& x, const WeightView& w, const RowsView& y, std::i
   }
 }
 
+// Every token by tiles of 16 rows x up to q8_token_tile_tokens_max tokens,
+// the token groups near-equal in size; a tile's rows stay in the L1 while
+// the groups after the first pass over them, and the first group fetches
+// the next tile's rows in step. A last tile of fewer than 16 rows moves down
+// as rows_decode's does. Weights of fewer rows than a tile: rows_decode.
+void rows_tokens(const Q8Rows& x, const WeightView& w, const RowsView& y, std::int64_t o0,
+                 std::int64_t o1, std::vector<float>& buf) {
+  constexpr std::int64_t n = q8_token_tile_rows;
+  if (w.rows < n) return rows_decode(x, w, y, o0, o1, buf);
+  const std::int64_t groups = (x.rows + q8_token_tile_tokens_max - 1) / q8_token_tile_tokens_max;
+  const std::int64_t base = x.rows / groups, wider = x.rows % groups;
+  const std::byte* bias = q8_token_bias(x, buf);
+  for (std::int64_t o = o0; o < o1; o += n) {
+    const std::int64_t start = std::min(o, w.rows - n);
+    const auto count = unsigned(std::min(o1 - o, n));
+    const auto store = __mmask16(((1u << count) - 1u) << unsigned(o - start));
+    const std::byte* next = o + 2 * n <= o1 ? w.row(o + n) : nullptr;
+    std::int64_t t = 0;
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const int tokens = int(base + (g < wider ? 1 : 0));
+      q8_token_tile_any(tokens, x, t, bias, w.row(start), w.row_bytes, x.blocks(), y.row(t) + start,
+                        y.stride, store, g == 0 ? next : nullptr);
+      t += tokens;
+    }
+  }
+}
+
 void rows_batched(const Q8Rows& x, const WeightView& w, const RowsView& y, std::int64_t o0,
                   std::int64_t o1, std::vector<float>& buf) {
   const std::int64_t nb = x.blocks();
@@ -74,6 +102,14 @@ namespace pensieve::kernels::cpu {
 Q8RowsFn q8_rows_vnni_decode() {
 #if defined(__x86_64__)
   return &rows_decode;
+#else
+  return nullptr;
+#endif
+}
+
+Q8RowsFn q8_rows_vnni_tokens() {
+#if defined(__x86_64__)
+  return &rows_tokens;
 #else
   return nullptr;
 #endif

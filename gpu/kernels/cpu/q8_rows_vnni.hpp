@@ -15,6 +15,7 @@ using Q8RowsFn = void (*)(const Q8Rows& x, const WeightView& w, const RowsView& 
 
 // Null on a non-x86 build; call only where q8_vnni_available().
 Q8RowsFn q8_rows_vnni_decode();   // one token at a time, 8-row tiles
+Q8RowsFn q8_rows_vnni_tokens();   // 16-row x up to 8-token tiles
 Q8RowsFn q8_rows_vnni_batched();  // packed 32-row panels, 6-token tiles
 
 }  // namespace pensieve::kernels::cpu

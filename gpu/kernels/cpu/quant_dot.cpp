@@ -192,6 +192,15 @@ bool cpu_has_avx2() {
 #endif
 }
 
+// What quant_tiles_avx2.cpp's target attribute asks for.
+bool cpu_has_avx2_f16c() {
+#if defined(__x86_64__) || defined(__i386__)
+  return cpu_has_avx2() && __builtin_cpu_supports("f16c");
+#else
+  return false;
+#endif
+}
+
 // What quant_dot_avx512.cpp's target attribute asks for.
 bool cpu_has_avx512_vnni() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -257,8 +266,10 @@ QuantDotTileFn quant_dot_tile_fn(DType t, QuantDotPath path) {
 
 QuantDotTokenTileFn quant_dot_token_tile_fn(DType t, QuantDotPath path) {
   if (path == QuantDotPath::best) path = quant_dot_best_path(t);
-  if (path != QuantDotPath::avx512 || !cpu_has_avx512_vnni()) return nullptr;
-  return quant_dot_avx512_token_tile_fn(t);
+  if (path == QuantDotPath::avx512 && cpu_has_avx512_vnni())
+    return quant_dot_avx512_token_tile_fn(t);
+  if (path == QuantDotPath::avx2 && cpu_has_avx2_f16c()) return quant_dot_avx2_token_tile_fn(t);
+  return nullptr;
 }
 
 const char* quant_dot_path_name(QuantDotPath path) {

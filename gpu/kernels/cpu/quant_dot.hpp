@@ -100,7 +100,8 @@ using QuantDotTokenTileFn = void (*)(const std::byte* w, std::size_t row_bytes,
                                      const std::byte* pf, std::size_t pf_bytes);
 
 // The token tile of type t on `path` (best as quant_dot_fn resolves it);
-// null where that path has none for t: AVX-512 for Q4_K, Q5_K and Q6_K.
+// null where that path has none for t: AVX-512 for Q4_K, Q5_K and Q6_K,
+// AVX2 (with F16C) for Q8_0 (quant_tiles_avx2.cpp).
 QuantDotTokenTileFn quant_dot_token_tile_fn(model::DType t, QuantDotPath path);
 
 // The scalar references (the definitions), one per type.
@@ -128,5 +129,6 @@ QuantDotFn quant_dot_avx512_fn(model::DType t);
 QuantDotRowsFn quant_dot_avx512_rows_fn(model::DType t);
 QuantDotTileFn quant_dot_avx512_tile_fn(model::DType t);
 QuantDotTokenTileFn quant_dot_avx512_token_tile_fn(model::DType t);
+QuantDotTokenTileFn quant_dot_avx2_token_tile_fn(model::DType t);
 
 }  // namespace pensieve::kernels::cpu

@@ -13,17 +13,11 @@
 // scale gives a NaN result, though not necessarily the reference's NaN
 // payload). The functions carry their own target attribute, so this file
 // builds with any -march and quant_dot_fn calls them only on a CPU that has
-// these features.
-#include "gpu/kernels/cpu/prefetch.hpp"
+// these features. The 8-row tiles are in quant_tiles_avx512.cpp.
+#include "gpu/kernels/cpu/quant_avx512_common.hpp"
 #include "gpu/kernels/cpu/quant_dot.hpp"
 #include "gpu/kernels/cpu/quant_dot_steps.hpp"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define PENSIEVE_QUANT_AVX512 1
-#endif
-
-#include <algorithm>
 #include <cassert>
 #include <cstring>
 
@@ -34,28 +28,14 @@ namespace qs = quant_steps;
 
 #if defined(PENSIEVE_QUANT_AVX512)
 
-#define PENSIEVE_AVX512_FN \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
-// The K-quant loops over a block's 64-value groups, unrolled with two
-// accumulators: one chain of vpdpwssd would wait on its latency.
-#define PENSIEVE_UNROLL_ALL _Pragma("GCC unroll 4")
-
 namespace {
+
+using namespace quant_avx512;
 
 PENSIEVE_AVX512_FN inline float f16_at(const std::byte* p) {
   std::uint16_t h;
   std::memcpy(&h, p, 2);
   return _cvtsh_ss(h);
-}
-
-PENSIEVE_AVX512_FN inline __m128i load128(const void* p) {
-  return _mm_loadu_si128(static_cast<const __m128i*>(p));
-}
-PENSIEVE_AVX512_FN inline __m256i load256(const void* p) {
-  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
-}
-PENSIEVE_AVX512_FN inline __m512i load512(const void* p) {
-  return _mm512_loadu_si512(p);
 }
 
 PENSIEVE_AVX512_FN inline std::int32_t hsum256(__m256i v) {
@@ -261,20 +241,6 @@ PENSIEVE_AVX512_FN float dot_iq4_nl(const std::byte* w, const QuantActRow& x, st
 
 // ---- K-quants: blocks of 256 ----
 
-// 32 bytes in both 256-bit halves.
-PENSIEVE_AVX512_FN inline __m512i twice(const std::byte* p) {
-  return _mm512_broadcast_i64x4(load256(p));
-}
-
-// Word lanes: 0 in the low half, `hi` in the high half (shift counts).
-PENSIEVE_AVX512_FN inline __m512i halves16(int lo, int hi) {
-  return _mm512_inserti64x4(_mm512_set1_epi16(std::int16_t(lo)),
-                            _mm256_set1_epi16(std::int16_t(hi)), 1);
-}
-PENSIEVE_AVX512_FN inline __m512i halves8(int lo, int hi) {
-  return _mm512_inserti64x4(_mm512_set1_epi8(char(lo)), _mm256_set1_epi8(char(hi)), 1);
-}
-
 // sum over 64 values of q * x * scale, into acc's i32 lanes: scales holds
 // the i16 scale of each pair of values.
 PENSIEVE_AVX512_FN inline __m512i scaled_dot(__m512i acc, __m512i q, const std::int8_t* x,
@@ -282,41 +248,8 @@ PENSIEVE_AVX512_FN inline __m512i scaled_dot(__m512i acc, __m512i q, const std::
   return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(q, load512(x)), scales);
 }
 
-// The i16 scales of 64 values covering 16-value sub-blocks first..first+3
-// (Q2_K, Q3_K, Q6_K) from the block's 16 i16 scales: word m is scale
-// first + m / 8.
-PENSIEVE_AVX512_FN inline __m512i scales_by16(__m512i scales16, int first) {
-  const __m512i idx = _mm512_add_epi16(
-      _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0,
-                       0, 0, 0, 0, 0, 0, 0),
-      _mm512_set1_epi16(std::int16_t(first)));
-  return _mm512_permutexvar_epi16(idx, scales16);
-}
-
-// The same for 32-value sub-blocks first, first + 1 (Q4_K, Q5_K): word m
-// is scale first + m / 16.
-PENSIEVE_AVX512_FN inline __m512i scales_by32(__m512i scales8, int first) {
-  return _mm512_permutexvar_epi16(halves16(first, first + 1), scales8);
-}
-
 PENSIEVE_AVX512_FN inline std::int32_t reduce(__m512i v) {
   return _mm512_reduce_add_epi32(v);
-}
-
-// Q4_K/Q5_K's 8 6-bit scales and 8 mins, each as 8 bytes (ggml's
-// get_scale_min_k4 for all j at once): j < 4 in the low 6 bits of bytes j
-// and j + 4; j >= 4 in a nibble of byte j + 4 plus the top 2 bits of byte
-// j - 4 (scale) or j (min).
-struct ScalesMins {
-  std::uint64_t scales, mins;
-};
-inline ScalesMins k4_scales_mins(const std::byte* p) {
-  std::uint32_t w[3];
-  std::memcpy(w, p, 12);
-  const std::uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
-  const std::uint32_t s_hi = (w[2] & m4) | (((w[0] >> 6) & m2) << 4);
-  const std::uint32_t m_hi = ((w[2] >> 4) & m4) | (((w[1] >> 6) & m2) << 4);
-  return {(w[0] & m6) | (std::uint64_t(s_hi) << 32), (w[1] & m6) | (std::uint64_t(m_hi) << 32)};
 }
 
 // sum_j min_j * (bsums[2j] + bsums[2j + 1]) over the 8 sub-blocks.
@@ -466,276 +399,6 @@ struct Q6KRows {
   }
 };
 
-// ---- One activation row against 8 weight rows (a decode step) ----
-// The activation's 64-value vectors are loaded once per block for all 8
-// rows, the rows' integer sums reduced together (sums8: about 2 shuffles a
-// row where reduce() takes 4), and the F32 steps of row r run in lane r of
-// one vector chain: the same fma, with the same operands, in the same block
-// order as the single-row kernel, so each lane has that kernel's bits.
-
-// The int32 sums of v[0..7], lane r = the sum of v[r]'s 16 lanes (exact).
-PENSIEVE_AVX512_FN inline __m256i sums8_of_pairs(const __m512i* p) {
-  // p[i]: row 2i's partial sums in 128-bit lanes 0-1, row 2i + 1's in 2-3.
-  __m512i q[2];
-  PENSIEVE_UNROLL_ALL
-  for (int h = 0; h < 2; ++h) {
-    // 128-bit lane k: row 4h + k's four partial sums.
-    q[h] = _mm512_add_epi32(_mm512_shuffle_i64x2(p[2 * h], p[2 * h + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                            _mm512_shuffle_i64x2(p[2 * h], p[2 * h + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-  }
-  const __m512i u =
-      _mm512_add_epi32(_mm512_unpacklo_epi32(q[0], q[1]), _mm512_unpackhi_epi32(q[0], q[1]));
-  // Per 128-bit lane k: (row k, row k + 4) twice.
-  const __m512i t = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_BADC));
-  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
-  return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, t));
-}
-
-PENSIEVE_AVX512_FN inline __m256i sums8(const __m512i* v) {
-  __m512i p[4];
-  PENSIEVE_UNROLL_ALL
-  for (int i = 0; i < 4; ++i)
-    p[i] = _mm512_add_epi32(_mm512_shuffle_i64x2(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                            _mm512_shuffle_i64x2(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-  return sums8_of_pairs(p);
-}
-
-// The same for 8 ymm of 8 lanes each.
-PENSIEVE_AVX512_FN inline __m256i sums8(const __m256i* v) {
-  __m512i p[4];
-  PENSIEVE_UNROLL_ALL
-  for (int i = 0; i < 4; ++i)
-    p[i] = _mm512_inserti64x4(_mm512_castsi256_si512(v[2 * i]), v[2 * i + 1], 1);
-  return sums8_of_pairs(p);
-}
-
-// The 8 rows' F16 fields at byte `at` of block b (low half) and at + 2
-// (high half), one gather.
-PENSIEVE_AVX512_FN inline __m256i tile_heads(const std::byte* w, __m256i row_offsets,
-                                             std::int64_t at) {
-  return _mm256_i32gather_epi32(reinterpret_cast<const int*>(w + at), row_offsets, 1);
-}
-PENSIEVE_AVX512_FN inline __m256 low_f16(__m256i head) {
-  return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(head));
-}
-PENSIEVE_AVX512_FN inline __m256 high_f16(__m256i head) {
-  return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(head, 16)));
-}
-
-// The prefetches of block b of nb: its share of [pf, pf + pf_bytes).
-PENSIEVE_AVX512_FN inline void tile_prefetch(const std::byte* pf, std::size_t pf_bytes,
-                                             std::int64_t b, std::int64_t nb) {
-  if (pf == nullptr) return;
-  const std::size_t lines = (pf_bytes + 63) / 64;
-  for (std::size_t l = lines * std::size_t(b) / std::size_t(nb);
-       l < lines * std::size_t(b + 1) / std::size_t(nb); ++l)
-    prefetch_l2(pf + 64 * l);
-}
-
-PENSIEVE_AVX512_FN inline void tile_store(__m256 acc, __m256 accm, float* y, unsigned store) {
-  _mm256_mask_storeu_ps(y, __mmask8(store), _mm256_add_ps(acc, accm));
-}
-
-PENSIEVE_AVX512_FN inline __m256i tile_row_offsets(std::size_t row_bytes) {
-  return _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                            _mm256_set1_epi32(std::int32_t(row_bytes)));
-}
-
-// Blocks per pass of a tile: the 8 rows are read one after another over
-// this many blocks (each row's bytes in address order, as the hardware
-// prefetchers follow best), their integer sums parked in the L1, then the
-// F32 steps run block by block over the 8 lanes. With several tokens the
-// parked sums grow with them: fewer blocks a pass keep the sums, the rows'
-// bytes and the activations within Zen 5's and Sapphire Rapids' 48 KiB L1.
-template <int T>
-constexpr std::int64_t tile_pass_blocks = T <= 2 ? 8 : 4;
-
-// Q4_K / Q5_K, 8 rows x T tokens: k4_dot_rows<..., 1> of each (row, token),
-// row r of token t in lane r of token t's vector chain. Each block of each
-// row is unpacked once (its nibbles, fifth bits and scales) and multiplied
-// into every token's integer sums, so a decode batch reads and unpacks the
-// tile's weights once for all its tokens.
-template <int Bytes, int Nibbles, bool Fifth, int T>
-PENSIEVE_AVX512_FN void k4_dot_tile(const std::byte* w, std::size_t row_bytes,
-                                    const QuantActRow* x, std::int64_t nb, float* y,
-                                    std::int64_t y_stride, unsigned store, const std::byte* pf,
-                                    std::size_t pf_bytes) {
-  constexpr std::int64_t pass = tile_pass_blocks<T>;
-  const __m512i m4 = _mm512_set1_epi8(0x0f), by4 = halves16(0, 4);
-  const __m256i offsets = tile_row_offsets(row_bytes);
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  __m256 acc[T], accm[T];
-  PENSIEVE_UNROLL_ALL
-  for (int t = 0; t < T; ++t) acc[t] = accm[t] = _mm256_setzero_ps();
-  __m512i isum[pass][T][8];
-  __m256i mins[pass][T][8];
-  const std::int64_t passes = (nb + pass - 1) / pass;
-  for (std::int64_t b0 = 0; b0 < nb; b0 += pass) {
-    const std::int64_t n = std::min(pass, nb - b0);
-    for (int r = 0; r < 8; ++r) {
-      tile_prefetch(pf, pf_bytes, b0 / pass * 8 + r, passes * 8);
-      for (std::int64_t i = 0; i < n; ++i) {
-        const std::int64_t b = b0 + i;
-        const std::byte* blk = w + r * row_bytes + b * Bytes;
-        const ScalesMins sm = k4_scales_mins(blk + 4);
-        const __m512i sc8 =
-            _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(std::int64_t(sm.scales))));
-        __m512i a[T][2];
-        PENSIEVE_UNROLL_ALL
-        for (int t = 0; t < T; ++t) a[t][0] = a[t][1] = _mm512_setzero_si512();
-        PENSIEVE_UNROLL_ALL
-        for (int g = 0; g < 4; ++g) {
-          // Low half: the 32 bytes' low nibbles, high half: their high ones
-          // (a broadcast load and a shift, no shuffle).
-          __m512i q = _mm512_and_si512(_mm512_srlv_epi16(twice(blk + Nibbles + 32 * g), by4), m4);
-          if constexpr (Fifth) {
-            const __mmask64 set =
-                _mm512_test_epi8_mask(twice(blk + 16), halves8(1 << (2 * g), 2 << (2 * g)));
-            q = _mm512_mask_add_epi8(q, set, q, _mm512_set1_epi8(16));
-          }
-          const __m512i sc = scales_by32(sc8, 2 * g);
-          PENSIEVE_UNROLL_ALL
-          for (int t = 0; t < T; ++t)
-            a[t][g & 1] = _mm512_dpwssd_epi32(
-                a[t][g & 1], _mm512_maddubs_epi16(q, load512(x[t].q + b * 256 + 64 * g)), sc);
-        }
-        const __m128i m = _mm_cvtsi64_si128(std::int64_t(sm.mins));
-        const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
-        PENSIEVE_UNROLL_ALL
-        for (int t = 0; t < T; ++t) {
-          isum[i][t][r] = _mm512_add_epi32(a[t][0], a[t][1]);
-          mins[i][t][r] = _mm256_madd_epi16(m16, load256(x[t].bsums + b * 16));
-        }
-      }
-    }
-    for (std::int64_t i = 0; i < n; ++i) {
-      const std::int64_t b = b0 + i;
-      const __m256i head = tile_heads(w + b * Bytes, offsets, 0);
-      const __m256 d = low_f16(head), dmin = high_f16(head);
-      PENSIEVE_UNROLL_ALL
-      for (int t = 0; t < T; ++t) {
-        const __m256 dx = _mm256_set1_ps(x[t].d[b]);
-        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, d), _mm256_cvtepi32_ps(sums8(isum[i][t])),
-                                 acc[t]);
-        const __m256 mscale = _mm256_xor_ps(_mm256_mul_ps(dx, dmin), sign);
-        accm[t] = _mm256_fmadd_ps(mscale, _mm256_cvtepi32_ps(sums8(mins[i][t])), accm[t]);
-      }
-    }
-  }
-  PENSIEVE_UNROLL_ALL
-  for (int t = 0; t < T; ++t) tile_store(acc[t], accm[t], y + t * y_stride, store);
-}
-
-// Q6_K, 8 rows x T tokens (the decode batches; one token keeps the
-// single-row dots, see quant_dot_tile_fn): q6_k_dot_rows<1> of each (row,
-// token) in lanes as k4_dot_tile, the bias sums (scale_j * bsum_j) reduced
-// with the quant sums and taken off in int32 as the single-row kernel does.
-template <int T>
-PENSIEVE_AVX512_FN void q6_k_dot_tile(const std::byte* w, std::size_t row_bytes,
-                                      const QuantActRow* x, std::int64_t nb, float* y,
-                                      std::int64_t y_stride, unsigned store, const std::byte* pf,
-                                      std::size_t pf_bytes) {
-  constexpr std::int64_t pass = tile_pass_blocks<T>;
-  const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
-  const __m512i by2 = halves16(0, 2);
-  const __m256i offsets = tile_row_offsets(row_bytes);
-  __m256 acc[T];
-  PENSIEVE_UNROLL_ALL
-  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
-  __m512i isum[pass][T][8];
-  __m256i bias[pass][T][8];
-  const std::int64_t passes = (nb + pass - 1) / pass;
-  for (std::int64_t b0 = 0; b0 < nb; b0 += pass) {
-    const std::int64_t n = std::min(pass, nb - b0);
-    for (int r = 0; r < 8; ++r) {
-      tile_prefetch(pf, pf_bytes, b0 / pass * 8 + r, passes * 8);
-      for (std::int64_t i = 0; i < n; ++i) {
-        const std::int64_t b = b0 + i;
-        const std::byte* blk = w + r * row_bytes + b * 210;
-        const __m256i sc16 = _mm256_cvtepi8_epi16(load128(blk + 192));
-        const __m512i sc = _mm512_castsi256_si512(sc16);
-        __m512i a[T][2];
-        PENSIEVE_UNROLL_ALL
-        for (int t = 0; t < T; ++t) a[t][0] = a[t][1] = _mm512_setzero_si512();
-        PENSIEVE_UNROLL_ALL
-        for (int n2 = 0; n2 < 2; ++n2) {
-          const __m512i ql = load512(blk + 64 * n2);
-          const __m512i qh = _mm512_srlv_epi16(twice(blk + 128 + 32 * n2), by2);
-          const __m512i q0 = _mm512_or_si512(_mm512_and_si512(ql, m4),
-                                             _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30));
-          const __m512i q1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
-                                             _mm512_and_si512(qh, m30));
-          const __m512i s0 = scales_by16(sc, 8 * n2), s1 = scales_by16(sc, 8 * n2 + 4);
-          PENSIEVE_UNROLL_ALL
-          for (int t = 0; t < T; ++t) {
-            const std::int8_t* xq = x[t].q + b * 256 + 128 * n2;
-            a[t][0] = _mm512_dpwssd_epi32(a[t][0], _mm512_maddubs_epi16(q0, load512(xq)), s0);
-            a[t][1] = _mm512_dpwssd_epi32(a[t][1], _mm512_maddubs_epi16(q1, load512(xq + 64)), s1);
-          }
-        }
-        PENSIEVE_UNROLL_ALL
-        for (int t = 0; t < T; ++t) {
-          isum[i][t][r] = _mm512_add_epi32(a[t][0], a[t][1]);
-          bias[i][t][r] = _mm256_madd_epi16(sc16, load256(x[t].bsums + b * 16));
-        }
-      }
-    }
-    for (std::int64_t i = 0; i < n; ++i) {
-      const std::int64_t b = b0 + i;
-      // d is the F16 at byte 208, the high word at 206 (a 4-byte gather
-      // at 208 would read past the weight's last block).
-      const __m256 d = high_f16(tile_heads(w + b * 210, offsets, 206));
-      PENSIEVE_UNROLL_ALL
-      for (int t = 0; t < T; ++t) {
-        const __m256 dx = _mm256_set1_ps(x[t].d[b]);
-        const __m256i s = _mm256_sub_epi32(sums8(isum[i][t]), _mm256_slli_epi32(sums8(bias[i][t]), 5));
-        acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dx, d), _mm256_cvtepi32_ps(s), acc[t]);
-      }
-    }
-  }
-  PENSIEVE_UNROLL_ALL
-  for (int t = 0; t < T; ++t) tile_store(acc[t], _mm256_setzero_ps(), y + t * y_stride, store);
-}
-
-PENSIEVE_AVX512_FN void tile_q4_k(const std::byte* w, std::size_t rb, const QuantActRow& x,
-                                  std::int64_t nb, float* y, unsigned store, const std::byte* pf,
-                                  std::size_t pf_bytes) {
-  k4_dot_tile<144, 16, false, 1>(w, rb, &x, nb, y, 0, store, pf, pf_bytes);
-}
-PENSIEVE_AVX512_FN void tile_q5_k(const std::byte* w, std::size_t rb, const QuantActRow& x,
-                                  std::int64_t nb, float* y, unsigned store, const std::byte* pf,
-                                  std::size_t pf_bytes) {
-  k4_dot_tile<176, 48, true, 1>(w, rb, &x, nb, y, 0, store, pf, pf_bytes);
-}
-
-// The token tiles for 1..quant_dot_tile_tokens_max tokens.
-template <template <int> class K>
-PENSIEVE_AVX512_FN void token_tile(const std::byte* w, std::size_t rb, const QuantActRow* x,
-                                   int n_tokens, std::int64_t nb, float* y, std::int64_t y_stride,
-                                   unsigned store, const std::byte* pf, std::size_t pf_bytes) {
-  switch (n_tokens) {
-    case 1: return K<1>::run(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
-    case 2: return K<2>::run(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
-    case 3: return K<3>::run(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
-    case 4: return K<4>::run(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
-    default: assert(false && "quant token tile: 1 to quant_dot_tile_tokens_max tokens");
-  }
-}
-static_assert(quant_dot_tile_tokens_max == 4);
-#define PENSIEVE_TOKEN_TILE(name, ...)                                                          \
-  template <int T>                                                                              \
-  struct name {                                                                                 \
-    PENSIEVE_AVX512_FN static void run(const std::byte* w, std::size_t rb, const QuantActRow* x, \
-                                       std::int64_t nb, float* y, std::int64_t s, unsigned store, \
-                                       const std::byte* pf, std::size_t pf_bytes) {             \
-      __VA_ARGS__(w, rb, x, nb, y, s, store, pf, pf_bytes);                                     \
-    }                                                                                           \
-  };
-PENSIEVE_TOKEN_TILE(Q4KTile, k4_dot_tile<144, 16, false, T>)
-PENSIEVE_TOKEN_TILE(Q5KTile, k4_dot_tile<176, 48, true, T>)
-PENSIEVE_TOKEN_TILE(Q6KTile, q6_k_dot_tile<T>)
-#undef PENSIEVE_TOKEN_TILE
-
 // Q3_K's third bits of the 64 values s = 2 pair, 2 pair + 1 of half n:
 // bit 4n + s of hm[l], added as 4.
 PENSIEVE_AVX512_FN inline __m512i q3_k_high(__m512i hm, int n, int pair, __m512i q) {
@@ -841,38 +504,8 @@ QuantDotRowsFn quant_dot_avx512_rows_fn(DType t) {
   }
 }
 
-QuantDotTileFn quant_dot_avx512_tile_fn(DType t) {
-  switch (t) {
-    case DType::q4_k:
-      return tile_q4_k;
-    case DType::q5_k:
-      return tile_q5_k;
-    default:
-      return nullptr;
-  }
-}
-
-QuantDotTokenTileFn quant_dot_avx512_token_tile_fn(DType t) {
-  switch (t) {
-    case DType::q4_k:
-      return token_tile<Q4KTile>;
-    case DType::q5_k:
-      return token_tile<Q5KTile>;
-    case DType::q6_k:
-      return token_tile<Q6KTile>;
-    default:
-      return nullptr;
-  }
-}
-
 #else
 
-QuantDotTileFn quant_dot_avx512_tile_fn(DType) {
-  return nullptr;
-}
-QuantDotTokenTileFn quant_dot_avx512_token_tile_fn(DType) {
-  return nullptr;
-}
 QuantDotFn quant_dot_avx512_fn(DType) {
   return nullptr;
 }

@@ -1,0 +1,85 @@
+#pragma once
+// The AVX-512 helpers that the quant dot kernels (quant_dot_avx512.cpp) and
+// the K-quant 8-row tiles (quant_tiles_avx512.cpp) share: loads, the K-quant
+// scale unpacking and the target attribute. Every function carries that
+// attribute, so a file including this builds with any -march; the callers
+// run them only on a CPU with AVX-512 F/BW/VL/DQ and VNNI.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define PENSIEVE_QUANT_AVX512 1
+#endif
+
+#if defined(PENSIEVE_QUANT_AVX512)
+
+#define PENSIEVE_AVX512_FN \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
+// The K-quant loops over a block's 64-value groups, unrolled with two
+// accumulators: one chain of vpdpwssd would wait on its latency.
+#define PENSIEVE_UNROLL_ALL _Pragma("GCC unroll 4")
+
+namespace pensieve::kernels::cpu::quant_avx512 {
+
+PENSIEVE_AVX512_FN inline __m128i load128(const void* p) {
+  return _mm_loadu_si128(static_cast<const __m128i*>(p));
+}
+PENSIEVE_AVX512_FN inline __m256i load256(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+PENSIEVE_AVX512_FN inline __m512i load512(const void* p) {
+  return _mm512_loadu_si512(p);
+}
+
+// 32 bytes in both 256-bit halves.
+PENSIEVE_AVX512_FN inline __m512i twice(const std::byte* p) {
+  return _mm512_broadcast_i64x4(load256(p));
+}
+
+// Word lanes: 0 in the low half, `hi` in the high half (shift counts).
+PENSIEVE_AVX512_FN inline __m512i halves16(int lo, int hi) {
+  return _mm512_inserti64x4(_mm512_set1_epi16(std::int16_t(lo)),
+                            _mm256_set1_epi16(std::int16_t(hi)), 1);
+}
+PENSIEVE_AVX512_FN inline __m512i halves8(int lo, int hi) {
+  return _mm512_inserti64x4(_mm512_set1_epi8(char(lo)), _mm256_set1_epi8(char(hi)), 1);
+}
+
+// The i16 scales of 64 values covering 16-value sub-blocks first..first+3
+// (Q2_K, Q3_K, Q6_K) from the block's 16 i16 scales: word m is scale
+// first + m / 8.
+PENSIEVE_AVX512_FN inline __m512i scales_by16(__m512i scales16, int first) {
+  const __m512i idx = _mm512_add_epi16(
+      _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 0,
+                       0, 0, 0, 0, 0, 0, 0),
+      _mm512_set1_epi16(std::int16_t(first)));
+  return _mm512_permutexvar_epi16(idx, scales16);
+}
+
+// The same for 32-value sub-blocks first, first + 1 (Q4_K, Q5_K): word m
+// is scale first + m / 16.
+PENSIEVE_AVX512_FN inline __m512i scales_by32(__m512i scales8, int first) {
+  return _mm512_permutexvar_epi16(halves16(first, first + 1), scales8);
+}
+
+// Q4_K/Q5_K's 8 6-bit scales and 8 mins, each as 8 bytes (ggml's
+// get_scale_min_k4 for all j at once): j < 4 in the low 6 bits of bytes j
+// and j + 4; j >= 4 in a nibble of byte j + 4 plus the top 2 bits of byte
+// j - 4 (scale) or j (min).
+struct ScalesMins {
+  std::uint64_t scales, mins;
+};
+inline ScalesMins k4_scales_mins(const std::byte* p) {
+  std::uint32_t w[3];
+  std::memcpy(w, p, 12);
+  const std::uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
+  const std::uint32_t s_hi = (w[2] & m4) | (((w[0] >> 6) & m2) << 4);
+  const std::uint32_t m_hi = ((w[2] >> 4) & m4) | (((w[1] >> 6) & m2) << 4);
+  return {(w[0] & m6) | (std::uint64_t(s_hi) << 32), (w[1] & m6) | (std::uint64_t(m_hi) << 32)};
+}
+
+}  // namespace pensieve::kernels::cpu::quant_avx512
+
+#endif
