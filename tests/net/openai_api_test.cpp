@@ -276,6 +276,12 @@ TEST_CASE("GET /metrics reports requests, tokens, latencies, batches and KV bloc
   CHECK_THAT(t, Catch::Contains("pensieve_eviction_cost_per_token_seconds 1\n"));
   CHECK_THAT(t, Catch::Contains("pensieve_eviction_cost_per_token_pair_seconds 0.0009765625\n"));
   CHECK_THAT(t, Catch::Contains("pensieve_kv_pinned_chunks 0\n"));
+  CHECK_THAT(t, Catch::Contains("pensieve_kv_pinned_blocks 0\n"));
+  CHECK_THAT(t, Catch::Contains("pensieve_kv_pins_refused_total 0\n"));
+  const std::string cap_line = "\npensieve_kv_pin_cap_blocks ";
+  const auto cap_at = t.find(cap_line);
+  REQUIRE(cap_at != std::string::npos);
+  CHECK(std::stoll(t.substr(cap_at + cap_line.size())) > 0);  // half the device's blocks
   // The second turn reused the first's KV: cached prompt tokens were counted.
   CHECK(t.find("pensieve_cached_prompt_tokens_total 0\n") == std::string::npos);
 }
