@@ -23,7 +23,7 @@ latency-vs-rate.svg and ttft-cdf.svg, in DIR.
   --data FILE            JSONL conversations {"id","turns":[{"role","content"}...]}
   --conversations N      conversations to replay, in file order, repeating the
                          file when N exceeds it (default: every one once)
-  --concurrency C        closed loop: C conversations in flight (default 4)
+  --concurrency C[,C...] closed loop: C conversations in flight (default 4); a list sweeps
   --rate R[,R...]        open loop: Poisson arrivals of R conversations/s; a list sweeps
   --think-time-s S       mean exponential pause before each later turn (default 0)
   --max-tokens N         cap on a turn's output length, which is otherwise the
@@ -104,11 +104,17 @@ std::map<std::string, Setter> value_flags() {
       {"--out", [](BenchOptions& o, const std::string& v) -> Result<void> { o.out_dir = v; return {}; }},
       {"--model", [](BenchOptions& o, const std::string& v) -> Result<void> { o.model = v; return {}; }},
       {"--conversations", [](BenchOptions& o, const std::string& v) { return parse_int("--conversations", v, o.conversations, 1, 1 << 24); }},
-      {"--concurrency", [](BenchOptions& o, const std::string& v) {
-         std::size_t c = 0;
-         auto r = parse_int("--concurrency", v, c, 1, 1 << 16);
-         if (r) o.concurrency = c;
-         return r;
+      {"--concurrency", [](BenchOptions& o, const std::string& v) -> Result<void> {
+         std::stringstream in(v);
+         std::string item;
+         o.concurrency.clear();
+         while (std::getline(in, item, ',')) {
+           std::size_t c = 0;
+           if (auto r = parse_int("--concurrency", item, c, 1, 1 << 16); !r) return r;
+           o.concurrency.push_back(c);
+         }
+         if (o.concurrency.empty()) return fail("--concurrency needs a value");
+         return {};
        }},
       {"--rate", [](BenchOptions& o, const std::string& v) { return parse_rates(v, o.rates); }},
       {"--think-time-s", [](BenchOptions& o, const std::string& v) { return set_double("--think-time-s", v, o.think_time_s, 0, 86400); }},
@@ -125,8 +131,8 @@ Result<void> check(BenchOptions& o) {
   if (o.targets.empty()) return fail("--target is required (see --help)");
   if (o.data_path.empty()) return fail("--data is required (see --help)");
   if (o.out_dir.empty()) return fail("--out is required (see --help)");
-  if (o.concurrency && !o.rates.empty()) return fail("--concurrency and --rate are exclusive");
-  if (!o.concurrency && o.rates.empty()) o.concurrency = 4;
+  if (!o.concurrency.empty() && !o.rates.empty()) return fail("--concurrency and --rate are exclusive");
+  if (o.concurrency.empty() && o.rates.empty()) o.concurrency = {4};
   for (std::size_t i = 0; i < o.targets.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
       if (o.targets[i].label == o.targets[j].label) {

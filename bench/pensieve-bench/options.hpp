@@ -16,7 +16,7 @@ struct BenchOptions {
   std::vector<Target> targets;
   std::string data_path;
   std::size_t conversations = 0;  // 0: every conversation in the file
-  std::optional<std::size_t> concurrency;
+  std::vector<std::size_t> concurrency;  // conversations in flight; a list sweeps; empty with rates
   std::vector<double> rates;  // conversations per second; empty with concurrency
   double think_time_s = 0.0;
   std::int32_t max_tokens = 128;

@@ -26,7 +26,7 @@ Result<void> write_file(const fs::path& path, const std::string& text) {
 
 std::vector<LoadSpec> loads(const BenchOptions& o) {
   std::vector<LoadSpec> out;
-  if (o.concurrency) out.push_back({std::nullopt, o.concurrency});
+  for (std::size_t c : o.concurrency) out.push_back({std::nullopt, c});
   for (double r : o.rates) out.push_back({r, std::nullopt});
   return out;
 }

@@ -20,7 +20,7 @@ TEST_CASE("the bench's flags parse into options", "[bench]") {
   CHECK(o->targets[1].port == 8000);
   CHECK(o->targets[1].chat_path() == "/v1/chat/completions");
   CHECK(o->rates == std::vector<double>{0.5, 1.0, 2.0});
-  CHECK_FALSE(o->concurrency.has_value());
+  CHECK(o->concurrency.empty());
   CHECK(o->conversations == 50);
   CHECK(o->think_time_s == 5.0);
   CHECK(o->max_tokens == 64);
@@ -38,7 +38,7 @@ TEST_CASE("the bench's flags parse into options", "[bench]") {
 TEST_CASE("without a load flag the bench keeps 4 conversations in flight", "[bench]") {
   auto o = parse_bench_options({"--target", "http://h", "--data", "d", "--out", "o"});
   REQUIRE(o.has_value());
-  CHECK(o->concurrency == std::size_t(4));
+  CHECK(o->concurrency == std::vector<std::size_t>{4});
   CHECK(o->targets[0].port == 80);
   CHECK(o->mode == ClientMode::stateless);
 }
@@ -88,4 +88,14 @@ TEST_CASE("a target may name its own client mode, so one run compares the conver
   CHECK(unlabelled->mode == ClientMode::stateless);
   CHECK(unlabelled->label == "h-9");
   CHECK_FALSE(parse_target("statefull:http://h:9").has_value());
+}
+
+TEST_CASE("--concurrency takes a list of client counts, swept in order", "[bench]") {
+  auto o = parse_bench_options({"--target", "http://h", "--data", "d", "--out", "o", "--concurrency", "1,4,8,16"});
+  REQUIRE(o.has_value());
+  CHECK(o->concurrency == std::vector<std::size_t>{1, 4, 8, 16});
+  auto bad = parse_bench_options({"--target", "http://h", "--data", "d", "--out", "o", "--concurrency", "1,x"});
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.error().message == "--concurrency: 'x' is not an integer");
+  CHECK_FALSE(parse_bench_options({"--target", "http://h", "--data", "d", "--out", "o", "--concurrency", "4,0"}).has_value());
 }

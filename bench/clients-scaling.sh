@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# W-clients of ../shared/BENCH.md: how one server scales with its clients.
+# A fresh pensieve server per client count (the conversation API),
+# W-synthetic conversations (bench/w_synthetic.py), pensieve-bench --stateful
+# with 1, 4, 8 and 16 conversations in flight, one after another; prints output tok/s and TTFT p50/p99 per client count and
+# their ratios to one client (targets of issue 24: 8 clients >= 4x the
+# output tok/s of one, p50 TTFT at 8 <= 2.5x its one-client value).
+#
+# Usage: bench/clients-scaling.sh OUT_DIR [BUILD_DIR]
+#   env: CLIENTS (1,4,8,16) CONVERSATIONS (16) TURNS (6) MAX_TOKENS (32) THREADS (2)
+#        WORK (/tmp/pensieve-clients) MODEL (a GGUF instead of BENCH.md's M-100)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+out=$(mkdir -p "$1" && cd "$1" && pwd)
+build=$(cd "${2:-$root/build/release}" && pwd)
+clients=${CLIENTS:-1,4,8,16} conversations=${CONVERSATIONS:-16} turns=${TURNS:-6}
+max_tokens=${MAX_TOKENS:-32} threads=${THREADS:-2}
+work=${WORK:-/tmp/pensieve-clients}
+mkdir -p "$work"
+vocab="$root/../shared/vocab/ggml-vocab-llama-spm.gguf"
+model=${MODEL:-$work/M-100-F16.gguf}
+if [[ ! -f $model ]]; then
+  [[ -f $vocab ]] || { echo "clients-scaling: $vocab is absent (../shared)"; exit 1; }
+  "$build/tools/pensieve-model" make-test-model --out "$model" --layers 12 --dim 768 --heads 12 --kv-heads 4 \
+    --ff 2048 --dtype f16 --seed 7 --untied --vocab-from "$vocab" >/dev/null
+fi
+data=$work/w-synthetic-${conversations}x${turns}.jsonl
+python3 "$here/w_synthetic.py" "$data" "$conversations" "$turns" "$max_tokens"
+
+# A fresh server per client count: a later count would otherwise find the
+# earlier one's conversations (the same dataset) in the prefix index.
+server=
+trap 'kill $server 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+start_time=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+for c in ${clients//,/ }; do
+  log=$work/server-$c.log
+  "$build/tools/pensieve" --model "$model" --port 0 --rpc-port 0 --threads "$threads" --kv-device-mb 1024 >"$log" 2>&1 &
+  server=$!
+  url=
+  for _ in $(seq 1 600); do
+    url=$(grep -oE 'serving .* on http://[0-9.]+:[0-9]+' "$log" | grep -oE 'http://[0-9.]+:[0-9]+') && break
+    sleep 0.2
+  done
+  [[ -n $url ]] || { echo "clients-scaling: the server did not start: $(tail -n 5 "$log")"; exit 1; }
+  "$build/bench/pensieve-bench" --target "conversation-api=$url" --stateful --data "$data" \
+    --conversations "$conversations" --concurrency "$c" --max-tokens "$max_tokens" --out "$out/clients-$c" |
+    tee "$out/clients-$c.txt"
+  kill "$server"
+  wait "$server" || true
+done
+load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+
+python3 - "$out" "$clients" "$start_time" "$load_start" "$load_end" "$*" <<'PY'
+import json, os, subprocess, sys
+out, clients, when, load_start, load_end, args = sys.argv[1:7]
+rows = {}
+for c in clients.split(","):
+    doc = json.load(open(os.path.join(out, f"clients-{c}", f"conversation-api-concurrency{c}.json")))
+    rows[int(c)] = {"output_tokens_per_s": doc["throughput"]["output_tokens_per_s"],
+                    "ttft_p50_s": doc["ttft"]["p50_ms"] / 1000.0, "ttft_p99_s": doc["ttft"]["p99_ms"] / 1000.0,
+                    "errors": doc["requests"]["errors"]}
+one = rows[min(rows)]
+for r in rows.values():
+    r["throughput_over_one_client"] = r["output_tokens_per_s"] / one["output_tokens_per_s"]
+    r["ttft_p50_over_one_client"] = r["ttft_p50_s"] / one["ttft_p50_s"]
+cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+commit = subprocess.run(["git", "-C", os.path.dirname(out), "rev-parse", "--short", "HEAD"], capture_output=True,
+                        text=True).stdout.strip() or "unknown"
+json.dump({"date_utc": when, "commit": commit, "cpu": cpu, "cores": os.cpu_count(),
+           "command": "bench/clients-scaling.sh " + args, "load_average_start": load_start,
+           "load_average_end": load_end, "clients": {str(k): v for k, v in rows.items()}},
+          open(os.path.join(out, "summary.json"), "w"), indent=1)
+print(f"{'clients':>7} {'out tok/s':>10} {'x one':>6} {'TTFT p50':>9} {'x one':>6} {'TTFT p99':>9} {'errors':>6}")
+for c, r in sorted(rows.items()):
+    print(f"{c:7d} {r['output_tokens_per_s']:10.2f} {r['throughput_over_one_client']:6.2f} {r['ttft_p50_s']:8.3f}s "
+          f"{r['ttft_p50_over_one_client']:6.2f} {r['ttft_p99_s']:8.3f}s {r['errors']:6d}")
+PY
