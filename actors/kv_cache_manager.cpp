@@ -133,6 +133,15 @@ std::optional<kv::BlockTable> KvCacheManager::share_prefix(ConversationId path, 
   return kv::BlockTable::adopt(sizes_.block_tokens, std::move(blocks), shared);
 }
 
+kv::BlockTable KvCacheManager::share_running(const kv::BlockTable& table, std::int64_t blocks) {
+  const std::span<const kv::BlockId> from = table.blocks().first(std::size_t(blocks));
+  std::vector<kv::BlockId> shared(from.begin(), from.end());
+  for (kv::BlockId b : shared) pools_.device.retain(b);
+  const std::int64_t tokens = blocks * sizes_.block_tokens;
+  stats_.hit_tokens_device += tokens;
+  return kv::BlockTable::adopt(sizes_.block_tokens, std::move(shared), tokens);
+}
+
 void KvCacheManager::forget_unnamed(std::vector<kv::BlockId>& freed) { forget_unnamed_where(false, freed); }
 
 bool KvCacheManager::pin(ConversationId conversation, std::int64_t until_ns, std::int64_t max_tokens) {

@@ -122,6 +122,10 @@ class KvCacheManager {
   // edit. Nullopt: no such block.
   std::optional<kv::BlockTable> share_prefix(ConversationId path, std::span<const std::int32_t> want,
                                              std::int64_t now_ns);
+  // A table sharing the first `blocks` full blocks of a running turn's
+  // `table` (one more reference each), for a new turn whose prompt
+  // continues that turn's written tokens; counted as device hits.
+  kv::BlockTable share_running(const kv::BlockTable& table, std::int64_t blocks);
   // Pins the full blocks of `conversation`'s cached path (it needs a
   // namespace) until `until_ns`: no eviction takes their chunks before then
   // (make_device_room is exhausted rather). False: no such path.

@@ -103,6 +103,7 @@ SchedulerCore::KvReady SchedulerCore::attach_kv(Sequence& seq, std::int64_t budg
   }
   share_unnamed_prefix(seq, now_ns);
   const bool cached = kv_.attached_to(conversation, seq.spec.turn);
+  if (!cached) share_running_prefix(seq);
   if (cached && !kv_.ready(conversation)) return KvReady::later;
   const std::int32_t need = cached ? kv_.blocks_to_materialize(conversation) : 0;
   if (!within_decode_reserve(seq, need, budget)) return KvReady::no_room;
@@ -151,6 +152,32 @@ void SchedulerCore::share_unnamed_prefix(Sequence& seq, std::int64_t now_ns) {
     seq.computed = seq.table.num_tokens();
     seq.reused = std::int32_t(seq.computed);
   }
+}
+
+void SchedulerCore::share_running_prefix(Sequence& seq) {
+  const auto& ns = sharing_namespace(seq.spec);
+  if (!ns || !options_.keep_kv || !options_.share_running_prefixes || seq.computed != 0 || seq.table.num_tokens() != 0 || seq.spec.tokens.empty()) return;
+  // Its newest token is fed whatever matched: its logits pick the next one.
+  const std::span<const std::int32_t> want(seq.spec.tokens.data(), seq.spec.tokens.size() - 1);
+  const std::int64_t bt = kv_.block_tokens();
+  const Sequence* best = nullptr;
+  std::int64_t best_blocks = 0;
+  for (const auto& r : running_) {
+    // Written blocks only: not a dropped range still to feed, not a swap-in still to land.
+    if (r->written < bt || !r->holes.empty() || !r->swap_in.empty() || sharing_namespace(r->spec) != ns) continue;
+    const auto upto = std::min<std::int64_t>(r->written, r->table.num_tokens());
+    const auto [mismatch, _] =
+        std::mismatch(r->spec.tokens.begin(), r->spec.tokens.begin() + upto, want.begin(), want.end());
+    const std::int64_t blocks = (mismatch - r->spec.tokens.begin()) / bt;
+    if (blocks > best_blocks) {
+      best = r.get();
+      best_blocks = blocks;
+    }
+  }
+  if (best == nullptr) return;
+  seq.table = kv_.share_running(best->table, best_blocks);
+  seq.computed = seq.table.num_tokens();
+  seq.reused = std::int32_t(seq.computed);
 }
 
 // With a host tier, a new turn leaves decode_reserve of the device for the
@@ -385,6 +412,8 @@ IterationPlan SchedulerCore::plan(std::int64_t now_ns, std::vector<TurnUpdate>& 
       waiting_.erase(w);
     }
   }
+  // What the iterations before this one wrote, before this plan feeds more.
+  for (auto& s : running_) s->written = s->holes.empty() ? s->computed : std::min(s->computed, s->holes.front().first);
   prefetch_waiting_kv(now_ns, plan);
   std::int64_t budget = options_.max_batch_tokens;
   // Decodes first: a running sequence never waits behind a prefill.

@@ -218,6 +218,9 @@ class SchedulerCore {
     // in that plan, or it would take back the blocks its preemption frees.
     std::uint64_t preempted_in = ~std::uint64_t{0};
     std::size_t prompt_size = 0;  // spec.tokens' size when admitted (sampled ones join it)
+    // Tokens whose KV earlier iterations wrote (set as each plan starts):
+    // what a new turn may share of it while it runs.
+    std::int64_t written = 0;
   };
   // Whether pinning seq's prompt keeps pins within their cap.
   bool pin_fits(const Sequence& seq, std::int64_t now_ns);
@@ -228,6 +231,13 @@ class SchedulerCore {
                      std::vector<TurnUpdate>& events);
   void adopt_unnamed_path(Sequence& seq);
   void share_unnamed_prefix(Sequence& seq, std::int64_t now_ns);
+  // A new turn with nothing cached to attach shares the written full blocks
+  // of the running turn of its namespace whose tokens it continues furthest
+  // (many clients sending one uncached system prompt at once compute it once).
+  void share_running_prefix(Sequence& seq);
+  static const std::optional<std::string>& sharing_namespace(const TurnSpec& spec) {
+    return spec.cache_namespace ? spec.cache_namespace : spec.share_namespace;
+  }
   bool keeps_kv(const Sequence& seq) const {
     return options_.keep_kv && (seq.spec.keep_kv || seq.spec.cache_namespace.has_value());
   }

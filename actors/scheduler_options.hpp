@@ -15,6 +15,9 @@ struct SchedulerOptions {
   // this share of device blocks stays free or reclaimable for decodes
   // (--decode-reserve).
   double decode_reserve = 0.10;
+  // A new turn shares the KV a running turn of its namespace has written
+  // (SchedulerCore::share_running_prefix); false only to measure without.
+  bool share_running_prefixes = true;
 };
 
 }  // namespace pensieve::actors

@@ -46,6 +46,8 @@ struct Args {
   bool tiers = false;  // the KV-tier comparison instead of stateful vs --no-state
   bool shared_prompt = false;  // the shared-system-prompt comparison instead
   std::vector<std::string> shared_modes = {"shared", "separate", "no-state"};
+  bool shared_cold = false;
+  bool share_running = true;
   std::size_t system_tokens = 1000, in_flight = 8;
   int repetitions = 2;
   double disk_over_total = 2.0;  // the disk tier's budget / the conversations' total KV (0: no disk tier)
@@ -64,13 +66,15 @@ const char* usage =
     "             [--seed S] [--note TEXT] [--out FILE.json]\n"
     "             [--tiers [--repetitions N] [--scratch-dir DIR] [--disk-over-total X]\n"
     "                      [--swap-out-watermark F] [--decode-reserve F] [--modes abcd]]\n"
-    "             [--shared-system-prompt [--system-tokens N] [--in-flight N] [--shared-modes LIST]]\n"
+    "             [--shared-system-prompt [--system-tokens N] [--in-flight N] [--shared-modes LIST]\n"
+    "                                     [--shared-cold] [--no-share-running]]\n"
     "Without --model, generates the BENCH.md M-100 shape (~100M parameters) into --model-dir.\n"
     "--tiers: cost-aware vs LRU (host + disk tiers) vs device only vs --no-state, the device\n"
     "holding a quarter of the conversations' KV, modes interleaved over N repetitions.\n"
     "--shared-system-prompt: --conversations N conversations opening with one system prompt of\n"
     "about --system-tokens tokens: shared (one tenant) vs separate (a tenant each) vs --no-state\n"
-    "(--shared-modes: a comma-separated subset of shared,separate,no-state).\n";
+    "(--shared-modes: a comma-separated subset of shared,separate,no-state; --shared-cold: no\n"
+    "conversation alone first; --no-share-running: new turns do not share running turns' KV).\n";
 
 std::optional<Args> parse(int argc, char** argv) {
   Args a;
@@ -89,6 +93,14 @@ std::optional<Args> parse(int argc, char** argv) {
     }
     if (f == "--shared-system-prompt") {
       a.shared_prompt = true;
+      continue;
+    }
+    if (f == "--shared-cold") {
+      a.shared_cold = true;
+      continue;
+    }
+    if (f == "--no-share-running") {
+      a.share_running = false;
       continue;
     }
     if (!(v = value())) {
@@ -292,6 +304,8 @@ int run_shared_prompt(const Args& a, const std::string& model, json::object repo
   o.batch_tokens = a.batch_tokens;
   o.kv_mb = a.kv_mb;
   o.modes = a.shared_modes;
+  o.cold = a.shared_cold;
+  o.share_running_prefixes = a.share_running;
   auto r = pb::run_shared_prompt(o);
   if (!r) return failed(r.error());
   std::printf("%-10s %8s %12s %12s %10s %12s %10s %10s\n", "mode", "convs", "prompt sent", "computed", "cached",

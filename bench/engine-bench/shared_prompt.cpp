@@ -100,6 +100,7 @@ Result<json::object> run_mode(Mode mode, const SharedPromptOptions& o, const std
   eo.n_threads = o.threads;
   eo.scheduler.keep_kv = mode != Mode::no_state;
   eo.scheduler.max_batch_tokens = o.batch_tokens;
+  eo.scheduler.share_running_prefixes = o.share_running_prefixes;
   eo.kv_cache_mb = o.kv_mb;
   asio::io_context io;  // outlives the engine, which completes operations on it
   auto engine = actors::Engine::create(std::move(*weights), eo);
@@ -112,13 +113,13 @@ Result<json::object> run_mode(Mode mode, const SharedPromptOptions& o, const std
   };
   std::vector<Sample> samples(o.conversations);
   const auto t0 = Clock::now();
-  {
+  if (!o.cold) {
     auto f = start(0);
     io.run();
     samples[0] = f.get();
   }
   // The rest, `in_flight` at a time: each finished one starts the next.
-  std::size_t next = 1;
+  std::size_t next = o.cold ? 0 : 1;
   std::vector<std::pair<std::size_t, std::future<Sample>>> running;
   while (next < o.conversations || !running.empty()) {
     while (next < o.conversations && running.size() < std::max<std::size_t>(1, o.in_flight)) {
@@ -187,6 +188,8 @@ Result<json::object> run_shared_prompt(const SharedPromptOptions& o) {
   const std::string system = system_prompt(o.system_tokens);
   json::object report;
   report["system_prompt_target_tokens"] = o.system_tokens;
+  report["cold"] = o.cold;
+  report["share_running_prefixes"] = o.share_running_prefixes;
   report["in_flight"] = o.in_flight;
   json::object modes;
   std::vector<std::vector<std::string>> texts;

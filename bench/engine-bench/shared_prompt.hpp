@@ -6,9 +6,9 @@
 // the cached system prompt's blocks; (separate) a tenant per conversation,
 // so nothing is shared (each conversation keeps its own KV, as before the
 // one prefix index); (no-state) --no-state. Conversation 0 runs first and
-// alone (the prompt is cached by earlier traffic in a real server; a turn
-// in flight shares nothing), then the others start together, at most
-// `in_flight` at a time. Runs on the calling thread; each engine brings its
+// alone (the prompt is cached by earlier traffic in a real server), then
+// the others start together, at most `in_flight` at a time; `cold` starts
+// every one that way (the first ones share what running turns have written). Runs on the calling thread; each engine brings its
 // own threads.
 #include "runtime/error.hpp"
 
@@ -32,6 +32,11 @@ struct SharedPromptOptions {
   // Which of "shared", "separate", "no-state" to run, in that order (the
   // last two compute the prompt once per conversation: minutes at 100).
   std::vector<std::string> modes = {"shared", "separate", "no-state"};
+  // Every conversation from the start, `in_flight` at a time (no
+  // conversation 0 alone first): the prompt is not cached yet when the
+  // first ones run, so only sharing with running turns saves its compute.
+  bool cold = false;
+  bool share_running_prefixes = true;  // SchedulerOptions::share_running_prefixes
 };
 
 // The JSON report: per mode, prompt tokens sent, computed and reported

@@ -380,3 +380,65 @@ TEST_CASE("100 conversations with one 1,000-token system prompt compute it once"
   CHECK(cleared.free_blocks == cleared.num_blocks);
   CHECK(cleared.tiers.shared_device_blocks == 0);
 }
+
+TEST_CASE("requests arriving together with one uncached system prompt share it as it is computed, "
+          "with --no-state's tokens",
+          "[engine][prefix_cache]") {
+  // Nothing cached yet and a 48-token budget: the first request's prompt
+  // takes several iterations; the others, admitted while it runs, share the
+  // blocks it has written instead of computing them again.
+  auto make = [](bool keep_kv, bool share_running) {
+    actors::EngineOptions o;
+    o.n_threads = 2;
+    o.scheduler.keep_kv = keep_kv;
+    o.scheduler.max_batch_tokens = 48;
+    o.scheduler.share_running_prefixes = share_running;
+    o.kv_block_tokens = 8;
+    o.kv_device_blocks = 512;
+    o.kv_host_mb = 0;
+    auto e = actors::Engine::create(stories_model(), o);
+    REQUIRE(e.has_value());
+    return std::move(*e);
+  };
+  std::string system = "You tell short stories about a cat named Tom.";
+  while (system.size() < 260) system += " Tom lives in a small house by the sea and likes fish.";
+  constexpr int kRequests = 8;
+  asio::io_context io;
+  auto play_all = [&](actors::Engine& engine) {
+    std::vector<std::future<Reply>> futures;
+    for (int i = 0; i < kRequests; ++i) {
+      futures.push_back(asio::co_spawn(
+          io, ask(engine, {{"system", system}, {"user", "Story " + std::to_string(i) + "?"}}, "t", std::nullopt,
+                  std::nullopt, 6),
+          asio::use_future));
+    }
+    io.restart();
+    io.run();
+    std::vector<Reply> replies;
+    for (auto& f : futures) replies.push_back(f.get());
+    return replies;
+  };
+  auto sharing = make(true, true);
+  const auto with = play_all(*sharing);
+  const auto with_stats = run(io, sharing->stats());
+  auto apart = make(true, false);
+  (void)play_all(*apart);
+  const auto apart_stats = run(io, apart->stats());
+  auto none = make(false, true);
+  const auto without = play_all(*none);
+  std::int32_t shared_requests = 0;
+  for (int i = 0; i < kRequests; ++i) {
+    INFO("request " << i);
+    CHECK(with[std::size_t(i)].tokens == without[std::size_t(i)].tokens);
+    shared_requests += with[std::size_t(i)].summary.cached_tokens > 0 ? 1 : 0;
+  }
+  CHECK(shared_requests >= kRequests / 2);
+  // Fewer prompt tokens computed than when a request shares only what
+  // finished requests left cached.
+  INFO("prefill tokens: sharing running turns " << with_stats.prefill_tokens << ", not "
+                                                << apart_stats.prefill_tokens);
+  CHECK(with_stats.prefill_tokens < apart_stats.prefill_tokens);
+  sharing->clear_prefix_cache();
+  const auto cleared = run(io, sharing->stats());
+  CHECK(cleared.free_blocks == cleared.num_blocks);
+}

@@ -96,6 +96,15 @@ std::int32_t cached_of(const std::vector<TurnUpdate>& events, TurnId turn) {
   return -1;
 }
 
+// Answers every sampling sequence of `plan` with a last token (length).
+std::vector<SampleResult> finishing_samples(const IterationPlan& plan) {
+  std::vector<SampleResult> out;
+  for (const auto& p : plan.sequences) {
+    if (p.sample) out.push_back({p.turn, {7, 0.0f, {}}, model::FinishReason::length});
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("a stateless prompt finds the unnamed path of its namespace with the longest full-block prefix",
@@ -458,4 +467,64 @@ TEST_CASE("a turn with a pin time leaves its path pinned, and a later path with 
           AdmitStatus::admitted);
   run_to_end(core, now);
   CHECK(core.stats().tiers.pinned_chunks == 4);
+}
+
+TEST_CASE("a new turn shares the blocks a running turn of its namespace has written, and only those",
+          "[scheduler][prefix_cache]") {
+  // A budget of 12 tokens: turn 1's 20-token prompt takes two iterations;
+  // turn 2 (the same first 16 tokens) arrives after the first and is
+  // admitted in the second, beside turn 1's last 8 tokens.
+  const auto second_turn = [](const std::string& ns) {
+    SchedulerCore core({.max_batch_tokens = 12, .max_running = 4, .max_admitted = 8},
+                       {.num_blocks = 32, .block_tokens = 4});
+    std::int64_t now = 0;
+    std::vector<TurnUpdate> events;
+    REQUIRE(core.admit(stateless_turn(1, 100, iota_tokens(20), "t", 2), now) == AdmitStatus::admitted);
+    auto first = core.plan(++now, events);
+    REQUIRE(first.sequences.size() == 1);
+    CHECK(first.sequences[0].tokens.size() == 12);
+    core.complete(first, finishing_samples(first), ++now, events);
+    REQUIRE(core.admit(stateless_turn(2, 101, joined(iota_tokens(16), {900, 901}), ns, 1), now) ==
+            AdmitStatus::admitted);
+    auto second = core.plan(++now, events);
+    REQUIRE(second.sequences.size() == 2);
+    CHECK(second.sequences[0].turn == TurnId{1});
+    CHECK(second.sequences[0].start_pos == 12);
+    CHECK(second.sequences[1].turn == TurnId{2});
+    const std::int32_t start = second.sequences[1].start_pos;
+    std::int32_t cached = -1;
+    for (const auto& e : events) {
+      if (const auto* s = std::get_if<TurnStarted>(&e.event); s && e.turn == TurnId{2}) cached = s->cached_tokens;
+    }
+    core.complete(second, finishing_samples(second), ++now, events);
+    (void)run_to_end(core, now);
+    CHECK_FALSE(core.has_work());
+    // Every reference it took is given back: clearing the cache frees every block.
+    core.clear_unnamed_paths();
+    CHECK(core.allocator().free_blocks() == 32);
+    return std::pair{cached, start};
+  };
+  // Its namespace: the 12 tokens (3 blocks) turn 1's first iteration wrote.
+  CHECK(second_turn("t") == std::pair{12, 12});
+  // Another namespace: nothing.
+  CHECK(second_turn("other") == std::pair{0, 0});
+}
+
+TEST_CASE("a turn never shares a running turn's blocks that this iteration is still writing",
+          "[scheduler][prefix_cache]") {
+  SchedulerCore core({.max_batch_tokens = 64, .max_running = 4, .max_admitted = 8},
+                     {.num_blocks = 32, .block_tokens = 4});
+  std::int64_t now = 0;
+  std::vector<TurnUpdate> events;
+  // Both arrive together: turn 1's whole prompt is fed in the same plan
+  // that admits turn 2, so nothing of it is written yet.
+  REQUIRE(core.admit(stateless_turn(1, 100, iota_tokens(24), "t", 2), now) == AdmitStatus::admitted);
+  REQUIRE(core.admit(stateless_turn(2, 101, joined(iota_tokens(20), {900}), "t", 1), now) == AdmitStatus::admitted);
+  auto plan = core.plan(++now, events);
+  REQUIRE(plan.sequences.size() == 2);
+  for (const auto& p : plan.sequences) CHECK(p.start_pos == 0);
+  core.complete(plan, finishing_samples(plan), ++now, events);
+  (void)run_to_end(core, now);
+  core.clear_unnamed_paths();
+  CHECK(core.allocator().free_blocks() == 32);
 }
