@@ -426,13 +426,18 @@ IterationPlan SchedulerCore::plan(std::int64_t now_ns, std::vector<TurnUpdate>& 
     --budget;
     ++plan.decode_tokens;
   }
-  // Then prefill chunks: running sequences still prefilling, then new turns.
-  for (std::size_t i = 0; i < running_.size() && budget > 0; ++i) {
+  // Then prefill chunks, first come first served: running sequences still
+  // prefilling (they arrived first), then new turns, in the prefill chunk.
+  std::int64_t prefill_budget =
+      options_.max_prefill_tokens > 0 ? std::min<std::int64_t>(budget, options_.max_prefill_tokens) : budget;
+  for (std::size_t i = 0; i < running_.size() && prefill_budget > 0; ++i) {
     Sequence& s = *running_[i];
     const std::int64_t remaining = std::int64_t(s.spec.tokens.size()) - s.computed;
-    if (!s.holes.empty() || remaining > 1 || (!s.started && remaining == 1)) prefill(s, budget, now_ns, plan, events);
+    if (!s.holes.empty() || remaining > 1 || (!s.started && remaining == 1)) {
+      prefill(s, prefill_budget, now_ns, plan, events);
+    }
   }
-  admit_waiting(budget, now_ns, plan, events);
+  admit_waiting(prefill_budget, now_ns, plan, events);
   kv_.ahead_of_time(now_ns, plan.transfers);
   if (!plan.empty()) ++next_iteration_;
   plan.freed_blocks = std::exchange(freed_since_plan_, {});

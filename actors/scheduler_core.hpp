@@ -1,9 +1,9 @@
 #pragma once
 // SchedulerCore: the scheduler's decisions, without threads or messages, so
-// they can be tested step by step. Iteration-level scheduling with unified
-// batches: each iteration carries one decode token of every running
-// sequence plus prefill chunks of new turns (chunked prefill), under a token
-// budget, a cap on running sequences and the free KV blocks.
+// they can be tested step by step. Iteration-level, stall-free scheduling:
+// each iteration carries one decode token of every running sequence first,
+// then prefill chunks first come first served (max_prefill_tokens at most),
+// under a token budget, a cap on running sequences and the free KV blocks.
 //
 // KV: the core owns the KV cache manager (KvCacheManager: the device, host
 // and disk pools, the moves in flight and the cached histories; the GPU

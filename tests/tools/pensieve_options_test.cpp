@@ -39,6 +39,19 @@ TEST_CASE("a bad flag or value is a one-line reason", "[tools]") {
   CHECK(message({"--kv-dtype", "q4_0"}) == "--kv-dtype: 'q4_0' is not f32, f16, bf16, q8_0 or fp8");
 }
 
+TEST_CASE("--max-prefill-tokens is 128 on the CPU backend and the whole batch on cuda unless given", "[tools]") {
+  auto chunk = [](std::vector<std::string> args) {
+    auto o = parse_options(args);
+    REQUIRE(o.has_value());
+    return o->scheduler.max_prefill_tokens;
+  };
+  CHECK(chunk({}) == 128);
+  CHECK(chunk({"--backend", "cuda"}) == 0);
+  CHECK(chunk({"--max-prefill-tokens", "64"}) == 64);
+  CHECK(chunk({"--backend", "cuda", "--max-prefill-tokens=256"}) == 256);
+  CHECK(chunk({"--max-prefill-tokens", "0"}) == 0);
+}
+
 TEST_CASE("the server's --kv-dtype is f16 by default and takes f32, f16, bf16, q8_0 and fp8", "[tools]") {
   using pensieve::kv::KvDType;
   auto dtype = [](std::vector<std::string> args) {
@@ -58,7 +71,7 @@ TEST_CASE("the server's --help documents every flag", "[tools]") {
   const std::string text = pensieve::server::usage();
   for (const char* flag : {"--model", "--host", "--port", "--rpc-port", "--no-state", "--api-key",
                            "--api-keys", "--kv-device-mb", "--kv-host-mb", "--kv-disk-dir",
-                           "--kv-disk-gb", "--kv-dtype", "--max-batch-tokens", "--threads", "--trace", "--history-dir"}) {
+                           "--kv-disk-gb", "--kv-dtype", "--max-batch-tokens", "--max-prefill-tokens", "--threads", "--trace", "--history-dir"}) {
     CHECK(text.find(flag) != std::string::npos);
   }
 }

@@ -28,8 +28,9 @@ struct Options {
   std::optional<std::string> kv_disk_dir;
   std::int64_t kv_disk_gb = 0;
   kv::KvDType kv_dtype = kv::KvDType::f16;  // --kv-dtype
-  // --no-state (keep_kv), --max-batch-tokens, --decode-reserve.
-  actors::SchedulerOptions scheduler;
+  // --no-state (keep_kv), --max-batch-tokens, --max-prefill-tokens (-1 until
+  // parsed: the backend's default), --decode-reserve.
+  actors::SchedulerOptions scheduler{.max_prefill_tokens = -1};
   // --eviction-policy, --swap-out-watermark.
   actors::KvCacheOptions kv_cache;
   // --cost-model: "measure" (timed prefills at start-up), "default", or a
