@@ -115,7 +115,7 @@ std::optional<PrefixMatch> KvCacheIndex::longest_prefix(std::string_view ns, std
                                                       (e->last_active_ns == best_entry->last_active_ns &&
                                                        path < best->path)));
       if (better) {
-        best = PrefixMatch{path, common, e->unnamed.has_value()};
+        best = PrefixMatch{path, common, e->unnamed.has_value(), e->restored};
         best_entry = e;
       }
     }

@@ -4,6 +4,8 @@
 // eviction policy, through the index, for the coldest candidate).
 #include "actors/kv_cache_manager.hpp"
 
+#include "actors/prefix_chain.hpp"
+
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -14,6 +16,18 @@ namespace {
 
 std::int32_t share_of(double fraction, std::int32_t total) {
   return std::int32_t(std::ceil(std::clamp(fraction, 0.0, 1.0) * double(total)));
+}
+
+// Where chunk `index` of `e` sits in its namespace's prefix chain, for a
+// later run to put it back (none: a path without a namespace).
+kv::ChunkLabel label_of(const CachedEntry& e, std::size_t index) {
+  if (!e.ns() || index > e.chain.size()) return {};
+  kv::ChunkLabel l;
+  l.ns = *e.ns();
+  l.block_index = std::uint32_t(index);
+  l.parent_chain = index == 0 ? chain_seed(l.ns) : e.chain[index - 1];
+  l.chain = index < e.chain.size() ? e.chain[index] : 0;
+  return l;
 }
 
 }  // namespace
@@ -202,7 +216,7 @@ void KvCacheManager::start_spill(const ChunkPick& p, DiskSlot slot, KvTransfers&
   c.moving = ChunkMove::spill;
   auto tokens = index_.chunk_tokens(*p.entry, p.index);
   c.disk_tokens.assign(tokens.begin(), tokens.end());
-  moves_.spill(p.key(), *c.host, slot, c.disk_tokens, pools_, out);
+  moves_.spill(p.key(), *c.host, slot, c.disk_tokens, pools_, out, label_of(*p.entry, p.index));
   ++stats_.spill_chunks;
 }
 

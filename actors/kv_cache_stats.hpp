@@ -29,6 +29,8 @@ struct TierStats {
   std::uint64_t host_dropped = 0;
   std::uint64_t disk_dropped = 0;
   std::uint64_t corrupt_chunks = 0;         // restored but failed verification: dropped
+  std::uint64_t found_disk_paths = 0;       // put back from a previous run's disk tier at start-up
+  std::uint64_t found_disk_chunks = 0;
   std::uint64_t spill_failures = 0;
   std::uint64_t evicted_conversations = 0;  // every chunk of a conversation gone
   // Stateless turns' lookups of an unnamed cached path: prompt tokens

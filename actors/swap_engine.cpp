@@ -224,7 +224,7 @@ asio::awaitable<void> SwapEngine::State::disk_move(std::shared_ptr<State> self, 
   const std::int64_t start = rt::steady_now_ns();
   const auto bytes = std::int64_t(s.chunk_bytes());
   if (spill) {
-    auto written = co_await s.config.disk->write(c.disk, *s.host, c.host, c.tokens);
+    auto written = co_await s.config.disk->write(c.disk, *s.host, c.host, c.tokens, c.label);
     s.stats.spill_ns += rt::steady_now_ns() - start;
     if (written) {
       ++s.stats.spill_chunks;

@@ -1,0 +1,91 @@
+// The KV cache at a restart: the previous run's disk chunks become
+// restored, disk-only paths of their namespaces (their slots taken); a
+// stateless prompt finds them in the one prefix index; a conversation's
+// turn takes one over and its chunks are restored from disk.
+#include "actors/kv_cache_manager.hpp"
+#include "actors/prefix_chain.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace pensieve;
+using namespace pensieve::actors;
+using kv::DiskSlot;
+
+namespace {
+
+constexpr std::int32_t bt = 2;
+
+// The chunks of `tokens` in `ns`, chunk i in slot first_slot + i, as a scan finds them.
+std::vector<DiskChunk> chunks_of(const std::string& ns, const std::vector<std::int32_t>& tokens,
+                                 std::uint32_t first_slot) {
+  std::vector<DiskChunk> out;
+  std::uint64_t parent = chain_seed(ns);
+  for (std::size_t b = 0; b * bt < tokens.size(); ++b) {
+    std::vector<std::int32_t> mine(tokens.begin() + std::ptrdiff_t(b * bt),
+                                   tokens.begin() + std::ptrdiff_t(std::min(tokens.size(), (b + 1) * bt)));
+    const std::uint64_t chain = mine.size() == std::size_t(bt) ? chain_step(parent, mine) : 0;
+    out.push_back({DiskSlot{first_slot + std::uint32_t(b)}, kv::ChunkLabel{ns, std::uint32_t(b), parent, chain}, mine});
+    parent = chain;
+  }
+  return out;
+}
+
+KvCacheManager restarted(KvCacheOptions o = {}) {
+  o.swap_out_watermark = 0.0;
+  KvCacheManager kv({.num_blocks = 8, .block_tokens = bt, .host_slots = 4, .disk_slots = 8}, o);
+  kv.restore_disk_paths(restore_paths(chunks_of("t", {1, 2, 3, 4, 5}, 2), bt));
+  return kv;
+}
+
+const ConversationId first_path{KvCacheManager::restored_path_ids};
+
+}  // namespace
+
+TEST_CASE("a previous run's disk chunks come back as a restored, disk-only path whose slots are taken",
+          "[kv_cache][disk]") {
+  KvCacheManager kv = restarted();
+  CHECK(kv.size() == 1);
+  CHECK(kv.tokens(first_path) == std::vector<std::int32_t>{1, 2, 3, 4, 5});
+  const auto chunks = kv.chunks(first_path);
+  REQUIRE(chunks.size() == 3);
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    CHECK(chunks[i].tier == ChunkTier::disk);
+    CHECK(chunks[i].disk == DiskSlot{2 + i});
+  }
+  const TierStats s = kv.stats();
+  CHECK(s.free_disk_slots == 5);
+  CHECK(s.found_disk_paths == 1);
+  CHECK(s.found_disk_chunks == 3);
+  // A stateless prompt of its namespace finds it; another namespace's does not.
+  const std::vector<std::int32_t> want{1, 2, 3, 4, 9, 9};
+  const auto match = kv.find_prefix("t", want, true, std::nullopt);
+  REQUIRE(match.has_value());
+  CHECK(match->path == first_path);
+  CHECK(match->restored);
+  CHECK(match->tokens == 4);
+  CHECK_FALSE(kv.find_prefix("u", want, true, std::nullopt).has_value());
+}
+
+TEST_CASE("a conversation's turn takes a restored path over and its chunks are read back from disk",
+          "[kv_cache][disk]") {
+  KvCacheManager kv = restarted();
+  const ConversationId c{7};
+  REQUIRE(kv.adopt_restored(first_path, c));
+  CHECK_FALSE(kv.adopt_restored(first_path, ConversationId{8}));  // gone
+  CHECK(kv.cached_token_count(c) == 5);
+  KvTransfers out;
+  std::vector<kv::BlockId> freed;
+  const std::vector<std::int32_t> want{1, 2, 3, 4, 5, 6, 7};
+  REQUIRE(kv.attach(c, TurnId{1}, want, 10, out, freed));
+  REQUIRE(out.restore.size() == 3);
+  CHECK(out.restore[0].disk == DiskSlot{2});
+  CHECK(out.restore[2].tokens == std::vector<std::int32_t>{5});
+  TransfersDone done;
+  done.restored = out.restore;
+  kv.transfers_done(done, freed);
+  CHECK(kv.ready(c));
+  const AttachedKv got = kv.materialize(c, freed);
+  CHECK(got.hit_tokens == 5);
+  CHECK(got.swap_in.size() == 3);
+  CHECK(kv.stats().hit_tokens_disk == 5);
+}
