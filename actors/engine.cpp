@@ -372,6 +372,8 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   auto cost = engine_cost_model(options, **forward, max_context);
   if (!cost) return cost.error();
   options.kv_cache.cost_model = cost->model;
+  // Measured or a profile's: seconds, which the disk-vs-recompute rule needs.
+  options.kv_cache.cost_in_seconds = cost->measured || !options.cost_model_profile.empty();
   model::VocabInfo vocab{(*forward)->config().vocab_size, {}};
   for (auto id : {tokenizer->eos_id(), tokenizer->eot_id()}) {
     if (id) vocab.eos_ids.push_back(*id);

@@ -266,6 +266,7 @@ void KvCacheManager::transfers_done(const TransfersDone& done, std::vector<kv::B
   };
   for (const HostDiskCopy& t : done.restored) finish_restore(t, true);
   for (const HostDiskCopy& t : done.corrupt) finish_restore(t, false);
+  read_meter_.observe(std::int64_t(done.restored.size() + done.corrupt.size()), done.restore_wall_ns);
 }
 
 // --- returning turns -------------------------------------------------------------
@@ -312,6 +313,13 @@ void KvCacheManager::continue_restores(ConversationId conversation, std::int64_t
   for (std::size_t i = 0; i < e.chunks.size(); ++i) {
     CachedChunk& c = e.chunks[i];
     if (!c.needs_restore()) continue;
+    const ChunkCandidate k = index_.candidate(conversation, e, i);
+    if (!read_from_disk(options_.disk_restore, read_meter_, policy_.cost(), options_.cost_in_seconds, k.begin_token,
+                        k.end_token)) {
+      drop_disk_copy(c, pools_);  // recomputed with the turn's prefill
+      ++stats_.restores_recomputed;
+      continue;
+    }
     auto slot = take_host_slot(now_ns, HostNeed::restore, nullptr, out);
     if (!slot) slot = take_from_later_turn(*e.attached, now_ns, out);
     if (slot) {
@@ -689,6 +697,7 @@ TierStats KvCacheManager::stats() const {
   s.disk_slots = pools_.disk.slots();
   s.free_disk_slots = pools_.disk.free_slots();
   s.unnamed_paths = std::int64_t(index_.unnamed_paths());
+  s.disk_read_s_per_chunk = read_meter_.seconds_per_chunk().value_or(0.0);
   for (const auto& [conversation, e] : index_.entries()) {
     for (std::size_t i = 0; i < e.chunks.size(); ++i) s.pinned_chunks += index_.pinned(e, i) ? 1 : 0;
   }

@@ -22,6 +22,7 @@
 // Owned by SchedulerCore; used on the scheduler actor's thread only.
 #include "actors/cached_chunk.hpp"
 #include "actors/disk_chunk_paths.hpp"
+#include "actors/disk_restore_rule.hpp"
 #include "actors/eviction_policy.hpp"
 #include "actors/ids.hpp"
 #include "actors/kv_cache_index.hpp"
@@ -233,6 +234,7 @@ class KvCacheManager {
   // evicted whole, counted as recomputed when it returns (or forgotten).
   std::map<ConversationId, std::int64_t> evicted_tokens_;
   TierStats stats_;
+  DiskReadMeter read_meter_;  // restores' measured read time, for the disk-vs-recompute rule
 };
 
 }  // namespace pensieve::actors

@@ -61,6 +61,9 @@ struct TransfersDone {
   std::vector<HostDiskCopy> spill_failed;
   std::vector<HostDiskCopy> restored;    // read back and verified
   std::vector<HostDiskCopy> corrupt;     // read back but its checksum or tokens did not match
+  // From the first restore's start to the last one's end (restored and
+  // corrupt alike): the disk's read rate, for the disk-vs-recompute rule.
+  std::int64_t restore_wall_ns = 0;
 };
 
 }  // namespace pensieve::actors

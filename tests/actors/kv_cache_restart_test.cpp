@@ -1,7 +1,9 @@
 // The KV cache at a restart: the previous run's disk chunks become
 // restored, disk-only paths of their namespaces (their slots taken); a
 // stateless prompt finds them in the one prefix index; a conversation's
-// turn takes one over and its chunks are restored from disk.
+// turn takes one over and its chunks are restored from disk, unless the
+// disk-vs-recompute rule says the prefill is faster.
+#include "actors/disk_restore_rule.hpp"
 #include "actors/kv_cache_manager.hpp"
 #include "actors/prefix_chain.hpp"
 
@@ -82,10 +84,44 @@ TEST_CASE("a conversation's turn takes a restored path over and its chunks are r
   CHECK(out.restore[2].tokens == std::vector<std::int32_t>{5});
   TransfersDone done;
   done.restored = out.restore;
+  done.restore_wall_ns = 3'000'000;
   kv.transfers_done(done, freed);
   CHECK(kv.ready(c));
   const AttachedKv got = kv.materialize(c, freed);
   CHECK(got.hit_tokens == 5);
   CHECK(got.swap_in.size() == 3);
   CHECK(kv.stats().hit_tokens_disk == 5);
+  CHECK(kv.stats().disk_read_s_per_chunk == Approx(1e-3));
+}
+
+TEST_CASE("chunks are recomputed instead of read when the measured read is slower than their prefill",
+          "[kv_cache][disk]") {
+  DiskReadMeter meter;
+  CostModel seconds;
+  seconds.per_token = 1e-4;  // 2 tokens of a chunk: 0.2 ms plus attention
+  seconds.per_token_pair = 0.0;
+  // Nothing measured yet, or a cost model in relative units: read.
+  CHECK(read_from_disk(DiskRestoreMode::rule, meter, seconds, true, 0, 2));
+  meter.observe(4, 4'000'000);  // 1 ms a chunk
+  CHECK(meter.seconds_per_chunk() == Approx(1e-3));
+  CHECK_FALSE(read_from_disk(DiskRestoreMode::rule, meter, seconds, true, 0, 2));
+  CHECK(read_from_disk(DiskRestoreMode::rule, meter, seconds, false, 0, 2));
+  CHECK(read_from_disk(DiskRestoreMode::read, meter, seconds, true, 0, 2));
+  seconds.per_token = 1e-3;  // a slow prefill: 2 ms a chunk
+  CHECK(read_from_disk(DiskRestoreMode::rule, meter, seconds, true, 0, 2));
+  CHECK_FALSE(read_from_disk(DiskRestoreMode::recompute, meter, seconds, true, 0, 2));
+  meter.observe(1, 5'000'000);  // a quarter of the way to 5 ms
+  CHECK(meter.seconds_per_chunk() == Approx(0.75e-3 + 1.25e-3));
+
+  // Through the cache: with recompute, a returning turn's disk chunks become holes.
+  KvCacheOptions o;
+  o.disk_restore = DiskRestoreMode::recompute;
+  KvCacheManager kv = restarted(o);
+  REQUIRE(kv.adopt_restored(first_path, ConversationId{7}));
+  KvTransfers out;
+  std::vector<kv::BlockId> freed;
+  CHECK(kv.attach(ConversationId{7}, TurnId{1}, std::vector<std::int32_t>{1, 2, 3, 4, 5, 6}, 10, out, freed));
+  CHECK(out.restore.empty());
+  CHECK(kv.stats().restores_recomputed == 3);
+  CHECK(kv.stats().free_disk_slots == 8);
 }
