@@ -25,13 +25,16 @@ void KvCacheManager::restore_disk_paths(const RestoredKv& found) {
     for (std::size_t i = 0; i < path.slots.size(); ++i) {
       const DiskSlot s = path.slots[i];
       if (std::int32_t(s.value) >= pools_.disk.slots()) break;  // beyond this budget: the rest is recomputed
-      if (std::exchange(taken[s.value], std::uint8_t{1})) pools_.disk.retain(s);
+      if (std::exchange(taken[s.value], std::uint8_t{1})) {
+        pools_.disk.retain(s);  // another path's too
+      } else {
+        ++stats_.found_disk_chunks;
+      }
       CachedChunk c;
       c.id = index_.next_chunk_id();
       c.disk = s;
       c.disk_tokens = path.chunk_tokens[i];
       e.chunks.push_back(std::move(c));
-      ++stats_.found_disk_chunks;
     }
     if (e.chunks.empty()) continue;
     e.tokens.resize(std::min(e.tokens.size(), e.chunks.size() * std::size_t(sizes_.block_tokens)));
@@ -51,7 +54,7 @@ bool KvCacheManager::adopt_restored(ConversationId path, ConversationId conversa
   if (std::any_of(e.chunks.begin(), e.chunks.end(), [](const CachedChunk& c) { return c.moving != ChunkMove::none; })) {
     return false;  // a move's report names the path's id
   }
-  CachedEntry moved = std::move(e);
+  CachedEntry moved = e;  // a copy: erase() unlinks the path's chain keys through the entry's own
   index_.erase(it);
   moved.shared = std::exchange(moved.unnamed, std::nullopt);
   moved.restored = false;

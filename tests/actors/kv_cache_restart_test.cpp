@@ -75,6 +75,12 @@ TEST_CASE("a conversation's turn takes a restored path over and its chunks are r
   REQUIRE(kv.adopt_restored(first_path, c));
   CHECK_FALSE(kv.adopt_restored(first_path, ConversationId{8}));  // gone
   CHECK(kv.cached_token_count(c) == 5);
+  // Now the conversation's path: found under its id by another conversation's lookup, no longer restored.
+  const auto found = kv.find_prefix("t", std::vector<std::int32_t>{1, 2, 3, 4, 9}, false, ConversationId{8});
+  REQUIRE(found.has_value());
+  CHECK(found->path == c);
+  CHECK_FALSE(found->restored);
+  CHECK_FALSE(found->unnamed);
   KvTransfers out;
   std::vector<kv::BlockId> freed;
   const std::vector<std::int32_t> want{1, 2, 3, 4, 5, 6, 7};
@@ -92,6 +98,25 @@ TEST_CASE("a conversation's turn takes a restored path over and its chunks are r
   CHECK(got.swap_in.size() == 3);
   CHECK(kv.stats().hit_tokens_disk == 5);
   CHECK(kv.stats().disk_read_s_per_chunk == Approx(1e-3));
+}
+
+TEST_CASE("two restored paths sharing a first chunk share its disk slot until both let it go", "[kv_cache][disk]") {
+  KvCacheManager kv({.num_blocks = 8, .block_tokens = bt, .host_slots = 4, .disk_slots = 8}, {});
+  auto found = chunks_of("t", {1, 2, 3, 4}, 2);             // slots 2, 3
+  for (DiskChunk& c : chunks_of("t", {1, 2, 7, 8}, 6)) found.push_back(c);  // slots 6 (a duplicate of 2), 7
+  kv.restore_disk_paths(restore_paths(found, bt));
+  CHECK(kv.size() == 2);
+  CHECK(kv.stats().found_disk_chunks == 3);
+  CHECK(kv.stats().free_disk_slots == 5);
+  const ConversationId second{KvCacheManager::restored_path_ids + 1};
+  CHECK(kv.tokens(second) == std::vector<std::int32_t>{1, 2, 7, 8});
+  std::vector<kv::BlockId> freed;
+  kv.forget(first_path, freed);
+  CHECK(kv.stats().free_disk_slots == 6);  // slot 3; slot 2 is still the second path's
+  REQUIRE(kv.chunks(second).size() == 2);
+  CHECK(kv.chunks(second)[0].disk == DiskSlot{2});
+  kv.forget(second, freed);
+  CHECK(kv.stats().free_disk_slots == 8);
 }
 
 TEST_CASE("chunks are recomputed instead of read when the measured read is slower than their prefill",
