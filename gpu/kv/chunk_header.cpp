@@ -97,7 +97,7 @@ void write_chunk_header_block(std::span<std::byte> block, const ChunkHeader& h,
   std::memset(block.data(), 0, chunk_header_block_bytes);
   std::memcpy(block.data(), &h, sizeof h);
   if (!(h.flags & ChunkHeader::tokens_stored)) return;
-  std::memcpy(block.data() + label_offset, tokens.data(), tokens.size_bytes());
+  if (!tokens.empty()) std::memcpy(block.data() + label_offset, tokens.data(), tokens.size_bytes());
   std::memcpy(block.data() + label_offset + tokens.size_bytes(), label.ns.data(), label.ns.size());
 }
 
@@ -118,7 +118,8 @@ ChunkResult<ScannedChunk> scan_chunk_header(std::span<const std::byte> block, co
     return chunk_error(ChunkFault::foreign, name + ": a chunk of another model, KV layout or format (version " +
                                                 std::to_string(h.version) + ")");
   }
-  if (!(h.flags & ChunkHeader::tokens_stored) || h.ns_bytes == 0 || !label_fits(h.token_count, h.ns_bytes)) {
+  if (!(h.flags & ChunkHeader::tokens_stored) || h.ns_bytes == 0 || h.token_count == 0 ||
+      !label_fits(h.token_count, h.ns_bytes)) {
     return chunk_error(ChunkFault::empty, name + ": a chunk without a label");
   }
   ScannedChunk out;
