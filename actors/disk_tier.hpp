@@ -12,7 +12,9 @@
 // Threads: called from coroutines on the swap engine's executor, one
 // operation per slot at a time (the KV cache never moves a chunk that is in
 // flight). Buffers stay alive until the awaited call returns.
+#include "actors/disk_chunk_paths.hpp"
 #include "actors/kv_transfers.hpp"
+#include "gpu/kv/disk_tier_file.hpp"
 #include "gpu/kv/kv_pool.hpp"
 #include "runtime/error.hpp"
 
@@ -36,9 +38,10 @@ class DiskTier {
   // Chunks the tier holds (slots [0, slots())).
   virtual std::int64_t slots() const = 0;
   // Writes host slot `from` of `host` (every layer) into `slot`, with a
-  // digest of `tokens`.
+  // digest of `tokens` and `label` (what a later run needs to place it).
   virtual boost::asio::awaitable<Result<void>> write(DiskSlot slot, const kv::KvPool& host, HostSlot from,
-                                                     std::span<const std::int32_t> tokens) = 0;
+                                                     std::span<const std::int32_t> tokens,
+                                                     const kv::ChunkLabel& label) = 0;
   // Reads `slot` into host slot `to`; corrupt when the chunk is torn,
   // flipped, stale or for other tokens (then `to` may hold garbage). An
   // Error is an I/O failure.
@@ -46,11 +49,21 @@ class DiskTier {
                                                                std::span<const std::int32_t> tokens) = 0;
 };
 
+// What open_disk_tier() found of a previous run: the labelled chunks of
+// this model and layout (empty unless persistent), and the scan's counts.
+struct DiskTierFound {
+  std::vector<DiskChunk> chunks;
+  kv::DiskScanReport report;
+};
+
 // A disk tier of as many chunks of `host`'s layout as `budget_bytes` holds,
-// in a fresh file under `dir` (a previous run's file is removed). The ring
-// and every call live on `executor` (the swap engine's).
+// in a file under `dir`. Persistent: the previous run's file is kept and
+// its chunks of model `identity` (model_identity.hpp: kv_identity) are
+// found, into `found`; otherwise a previous file is removed. The ring and
+// every call live on `executor` (the swap engine's).
 Result<std::shared_ptr<DiskTier>> open_disk_tier(const boost::asio::any_io_executor& executor,
                                                  const std::string& dir, std::uint64_t budget_bytes,
-                                                 const kv::KvPoolConfig& host);
+                                                 const kv::KvPoolConfig& host, std::uint64_t identity = 0,
+                                                 bool persistent = false, DiskTierFound* found = nullptr);
 
 }  // namespace pensieve::actors

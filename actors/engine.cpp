@@ -249,14 +249,17 @@ Result<void> check_disk_tier(const EngineOptions& o, bool host_pool, std::int32_
 }
 
 // Starts the swap engine on the control thread, beside the scheduler, over
-// the worker's device pool and stream pool. Returns the disk tier's chunks.
-Result<std::int64_t> start_swap_engine(Engine::Impl& m, GpuWorker& gpu, const TierSizes& tiers) {
+// the worker's device pool and stream pool. Returns the disk tier's chunks;
+// what a previous run left there (chunks of model `identity`) goes to `found`.
+Result<std::int64_t> start_swap_engine(Engine::Impl& m, GpuWorker& gpu, const TierSizes& tiers,
+                                       const JournalModel& identity, DiskTierFound& found) {
   std::shared_ptr<DiskTier> disk;
   if (tiers.disk_bytes > 0) {
     if (m.options.kv_disk_dir.empty()) return fail("a disk KV tier needs a folder (--kv-disk-dir)");
     kv::KvPoolConfig layout = gpu.pool_config();
     layout.num_blocks = tiers.host_slots;
-    auto store = open_disk_tier(m.control.executor(), m.options.kv_disk_dir, std::uint64_t(tiers.disk_bytes), layout);
+    auto store = open_disk_tier(m.control.executor(), m.options.kv_disk_dir, std::uint64_t(tiers.disk_bytes), layout,
+                                kv_identity(identity, layout), true, &found);
     if (!store) return store.error();
     disk = std::move(*store);
   }
@@ -369,6 +372,8 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   auto cost = engine_cost_model(options, **forward, max_context);
   if (!cost) return cost.error();
   options.kv_cache.cost_model = cost->model;
+  // Measured or a profile's: seconds, which the disk-vs-recompute rule needs.
+  options.kv_cache.cost_in_seconds = cost->measured || !options.cost_model_profile.empty();
   model::VocabInfo vocab{(*forward)->config().vocab_size, {}};
   for (auto id : {tokenizer->eos_id(), tokenizer->eot_id()}) {
     if (id) vocab.eos_ids.push_back(*id);
@@ -393,8 +398,9 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   }
   GpuWorker gpu(std::move(*forward), GpuWorkerConfig{pool, vocab, m.options.tracer, {}, m.options.compute_nice});
   std::int64_t disk_slots = 0;
+  DiskTierFound found;
   if (tiers.host_slots > 0) {
-    auto swap = start_swap_engine(m, gpu, tiers);
+    auto swap = start_swap_engine(m, gpu, tiers, identity, found);
     if (!swap) return swap.error();
     disk_slots = *swap;
   }
@@ -411,6 +417,7 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   sc.tracer = m.options.tracer;
   sc.on_iteration = m.options.on_iteration;
   sc.mailbox_messages = std::size_t(m.options.scheduler_mailbox_messages);
+  sc.restored_kv = restore_paths(std::move(found.chunks), m.options.kv_block_tokens);
   m.scheduler.emplace(m.group, m.control.executor(), std::move(sc), m.worker);
   m.services = TurnServices{&m.tokenizer, &m.chat, m.scheduler->ref(), m.max_context, m.options.context_overflow};
   m.canceller =

@@ -1,23 +1,13 @@
 #include "actors/kv_cache_index.hpp"
 
+#include "actors/prefix_chain.hpp"
+
 #include <algorithm>
 #include <cassert>
 #include <functional>
 #include <utility>
 
 namespace pensieve::actors {
-
-namespace {
-
-// splitmix64's finalizer: every input bit reaches every output bit.
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 CachedEntry* KvCacheIndex::find(ConversationId conversation) {
   auto it = entries_.find(conversation);
@@ -40,10 +30,10 @@ std::vector<std::uint64_t> KvCacheIndex::chain_of(std::string_view ns, std::span
                                                   std::size_t blocks) const {
   std::vector<std::uint64_t> keys;
   keys.reserve(blocks);
-  std::uint64_t h = mix(std::hash<std::string_view>{}(ns));
+  std::uint64_t h = chain_seed(ns);
   const std::size_t bt = std::size_t(block_tokens_);
   for (std::size_t b = 0; b < blocks; ++b) {
-    for (std::size_t i = b * bt; i < (b + 1) * bt; ++i) h = mix(h ^ std::uint32_t(tokens[i]));
+    h = chain_step(h, tokens.subspan(b * bt, bt));
     keys.push_back(h);
   }
   return keys;
@@ -100,10 +90,10 @@ std::optional<PrefixMatch> KvCacheIndex::longest_prefix(std::string_view ns, std
   // more full blocks than one only at a shallower key.
   std::vector<const std::unordered_set<std::uint64_t>*> reached;
   {
-    std::uint64_t h = mix(std::hash<std::string_view>{}(ns));
+    std::uint64_t h = chain_seed(ns);
     const std::size_t bt = std::size_t(block_tokens_);
     for (std::size_t b = 0; (b + 1) * bt <= want.size(); ++b) {
-      for (std::size_t i = b * bt; i < (b + 1) * bt; ++i) h = mix(h ^ std::uint32_t(want[i]));
+      h = chain_step(h, want.subspan(b * bt, bt));
       auto it = chain_.find(h);
       if (it == chain_.end()) break;
       reached.push_back(&it->second);
@@ -126,7 +116,7 @@ std::optional<PrefixMatch> KvCacheIndex::longest_prefix(std::string_view ns, std
                                                       (e->last_active_ns == best_entry->last_active_ns &&
                                                        path < best->path)));
       if (better) {
-        best = PrefixMatch{path, common, e->unnamed.has_value()};
+        best = PrefixMatch{path, common, e->unnamed.has_value(), e->restored};
         best_entry = e;
       }
     }

@@ -46,6 +46,10 @@ struct CachedEntry {
   // Set: a conversation's path whose full blocks other turns of this
   // namespace may share (a system prompt); it is never taken over.
   std::optional<std::string> shared;
+  // An unnamed path put back from the disk tier at start-up (a previous
+  // run's chunks): the first turn whose prompt shares a block with it takes
+  // it over, a conversation's turn included.
+  bool restored = false;
   // Its full blocks' keys in the prefix chain (see KvCacheIndex), one per
   // full block of `tokens`; empty when it has no namespace.
   std::vector<std::uint64_t> chain;
@@ -64,6 +68,7 @@ struct PrefixMatch {
   ConversationId path;
   std::int64_t tokens = 0;
   bool unnamed = true;  // false: a conversation's path (shared, never taken over)
+  bool restored = false;  // a path put back from disk (CachedEntry::restored)
 };
 
 // A chunk the index picked, with what the eviction policy weighed.

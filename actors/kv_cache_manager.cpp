@@ -4,6 +4,8 @@
 // eviction policy, through the index, for the coldest candidate).
 #include "actors/kv_cache_manager.hpp"
 
+#include "actors/prefix_chain.hpp"
+
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -14,6 +16,18 @@ namespace {
 
 std::int32_t share_of(double fraction, std::int32_t total) {
   return std::int32_t(std::ceil(std::clamp(fraction, 0.0, 1.0) * double(total)));
+}
+
+// Where chunk `index` of `e` sits in its namespace's prefix chain, for a
+// later run to put it back (none: a path without a namespace).
+kv::ChunkLabel label_of(const CachedEntry& e, std::size_t index) {
+  if (!e.ns() || index > e.chain.size()) return {};
+  kv::ChunkLabel l;
+  l.ns = *e.ns();
+  l.block_index = std::uint32_t(index);
+  l.parent_chain = index == 0 ? chain_seed(l.ns) : e.chain[index - 1];
+  l.chain = index < e.chain.size() ? e.chain[index] : 0;
+  return l;
 }
 
 }  // namespace
@@ -211,7 +225,7 @@ void KvCacheManager::start_spill(const ChunkPick& p, DiskSlot slot, KvTransfers&
   c.moving = ChunkMove::spill;
   auto tokens = index_.chunk_tokens(*p.entry, p.index);
   c.disk_tokens.assign(tokens.begin(), tokens.end());
-  moves_.spill(p.key(), *c.host, slot, c.disk_tokens, pools_, out);
+  moves_.spill(p.key(), *c.host, slot, c.disk_tokens, pools_, out, label_of(*p.entry, p.index));
   ++stats_.spill_chunks;
 }
 
@@ -261,6 +275,7 @@ void KvCacheManager::transfers_done(const TransfersDone& done, std::vector<kv::B
   };
   for (const HostDiskCopy& t : done.restored) finish_restore(t, true);
   for (const HostDiskCopy& t : done.corrupt) finish_restore(t, false);
+  read_meter_.observe(std::int64_t(done.restored.size() + done.corrupt.size()), done.restore_wall_ns);
 }
 
 // --- returning turns -------------------------------------------------------------
@@ -307,6 +322,13 @@ void KvCacheManager::continue_restores(ConversationId conversation, std::int64_t
   for (std::size_t i = 0; i < e.chunks.size(); ++i) {
     CachedChunk& c = e.chunks[i];
     if (!c.needs_restore()) continue;
+    const ChunkCandidate k = index_.candidate(conversation, e, i);
+    if (!read_from_disk(options_.disk_restore, read_meter_, policy_.cost(), options_.cost_in_seconds, k.begin_token,
+                        k.end_token)) {
+      drop_disk_copy(c, pools_);  // recomputed with the turn's prefill
+      ++stats_.restores_recomputed;
+      continue;
+    }
     auto slot = take_host_slot(now_ns, HostNeed::restore, nullptr, out);
     if (!slot) slot = take_from_later_turn(*e.attached, now_ns, out);
     if (slot) {
@@ -697,6 +719,7 @@ TierStats KvCacheManager::stats() const {
   s.disk_slots = pools_.disk.slots();
   s.free_disk_slots = pools_.disk.free_slots();
   s.unnamed_paths = std::int64_t(index_.unnamed_paths());
+  s.disk_read_s_per_chunk = read_meter_.seconds_per_chunk().value_or(0.0);
   for (const auto& [conversation, e] : index_.entries()) {
     for (std::size_t i = 0; i < e.chunks.size(); ++i) s.pinned_chunks += index_.pinned(e, i) ? 1 : 0;
   }

@@ -21,6 +21,8 @@
 //
 // Owned by SchedulerCore; used on the scheduler actor's thread only.
 #include "actors/cached_chunk.hpp"
+#include "actors/disk_chunk_paths.hpp"
+#include "actors/disk_restore_rule.hpp"
 #include "actors/eviction_policy.hpp"
 #include "actors/ids.hpp"
 #include "actors/kv_cache_index.hpp"
@@ -143,6 +145,17 @@ class KvCacheManager {
   std::int64_t blocks_to_pin(std::string_view ns, std::span<const std::int32_t> tokens) const {
     return std::int64_t(index_.unpinned_blocks(ns, tokens));
   }
+  // At start-up, before any turn: a previous run's disk chunks
+  // (restore_paths), registered as restored unnamed paths of their
+  // namespaces, on disk only; their slots are taken. Ids from
+  // restored_path_ids up.
+  void restore_disk_paths(const RestoredKv& found);
+  static constexpr std::uint64_t restored_path_ids = std::uint64_t(1) << 62;
+  // A turn of `conversation` with nothing of its own cached takes over a
+  // restored path its prompt shares blocks with: the path becomes the
+  // conversation's (its namespace shared, as a conversation's KV is).
+  // False: the path is gone, attached or moving.
+  bool adopt_restored(ConversationId path, ConversationId conversation);
   // Every idle unnamed path goes (clearing the stateless cache).
   void forget_unnamed(std::vector<kv::BlockId>& freed);
   std::optional<std::vector<std::int32_t>> tokens(ConversationId conversation) const;
@@ -228,6 +241,7 @@ class KvCacheManager {
   // evicted whole, counted as recomputed when it returns (or forgotten).
   std::map<ConversationId, std::int64_t> evicted_tokens_;
   TierStats stats_;
+  DiskReadMeter read_meter_;  // restores' measured read time, for the disk-vs-recompute rule
 };
 
 }  // namespace pensieve::actors

@@ -3,6 +3,7 @@
 // command line sets, built once in tools/pensieve/main.cpp and handed down
 // whole: engine -> scheduler -> KV cache) and its sizes (what the engine
 // derives from the pools' byte budgets once the model is loaded).
+#include "actors/disk_restore_rule.hpp"
 #include "actors/eviction_policy.hpp"
 
 #include <cstdint>
@@ -20,6 +21,11 @@ struct KvCacheOptions {
   // (--pin-cap-share): a pin past it is refused, so pinned prefixes never
   // leave running turns too little room.
   double pin_cap_share = 0.5;
+  // Chunks on disk only: read back or recomputed (actors/disk_restore_rule.hpp).
+  DiskRestoreMode disk_restore = DiskRestoreMode::rule;
+  // cost_model is in seconds (measured, or a profile's): the rule can
+  // weigh it against the measured disk reads.
+  bool cost_in_seconds = false;
 };
 
 struct KvCacheSizes {

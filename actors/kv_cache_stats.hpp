@@ -29,6 +29,10 @@ struct TierStats {
   std::uint64_t host_dropped = 0;
   std::uint64_t disk_dropped = 0;
   std::uint64_t corrupt_chunks = 0;         // restored but failed verification: dropped
+  std::uint64_t found_disk_paths = 0;       // put back from a previous run's disk tier at start-up
+  std::uint64_t found_disk_chunks = 0;       // their distinct chunks
+  std::uint64_t restores_recomputed = 0;    // on disk, but recomputed: reading was slower (or --kv-disk-restore)
+  double disk_read_s_per_chunk = 0.0;       // measured (0: not yet)
   std::uint64_t spill_failures = 0;
   std::uint64_t evicted_conversations = 0;  // every chunk of a conversation gone
   // Stateless turns' lookups of an unnamed cached path: prompt tokens

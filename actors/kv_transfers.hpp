@@ -10,6 +10,7 @@
 // tier's file (the slot types: gpu/kv/tier_slots.hpp). Every transfer moves
 // every layer of one chunk, K and V.
 #include "gpu/kv/block_id.hpp"
+#include "gpu/kv/chunk_header.hpp"
 #include "gpu/kv/tier_slots.hpp"
 
 #include <cstdint>
@@ -28,11 +29,14 @@ struct DeviceHostCopy {
 
 // Host <-> disk, one chunk. `tokens` is what the chunk's KV covers (a chunk
 // file records a digest of them with its checksum, so a chunk read back for
-// the wrong tokens is as detectable as a torn one).
+// the wrong tokens is as detectable as a torn one). A spill's `label` says
+// where the chunk sits in the prefix index, so a later run can put it back
+// (gpu/kv/chunk_header.hpp).
 struct HostDiskCopy {
   HostSlot host;
   DiskSlot disk;
   std::vector<std::int32_t> tokens;
+  kv::ChunkLabel label;
 };
 
 // What one iteration asks the swap engine to do. Order of execution:
@@ -57,6 +61,9 @@ struct TransfersDone {
   std::vector<HostDiskCopy> spill_failed;
   std::vector<HostDiskCopy> restored;    // read back and verified
   std::vector<HostDiskCopy> corrupt;     // read back but its checksum or tokens did not match
+  // From the first restore's start to the last one's end (restored and
+  // corrupt alike): the disk's read rate, for the disk-vs-recompute rule.
+  std::int64_t restore_wall_ns = 0;
 };
 
 }  // namespace pensieve::actors

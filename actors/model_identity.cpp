@@ -92,4 +92,18 @@ JournalModel model_identity(const model::ModelWeights& weights, std::string_view
   return m;
 }
 
+std::uint64_t kv_identity(const JournalModel& model, const kv::KvPoolConfig& pool) {
+  Fnv h;
+  h.text("pensieve kv 1");
+  h.text(model.architecture);
+  h.pod(model.tensors);
+  h.pod(model.tokenizer);
+  h.pod(std::uint8_t(pool.dtype));
+  h.pod(pool.block_tokens);
+  h.pod(pool.n_layers);
+  h.pod(pool.n_kv_heads);
+  h.pod(pool.head_dim);
+  return h.value();
+}
+
 }  // namespace pensieve::actors

@@ -31,6 +31,8 @@ struct Scheduler::State {
       : core(c.options, c.kv_sizes, c.kv_cache), config(std::move(c)), worker(std::move(w)), wake(ex), loop_done(ex) {
     wake.expires_at(asio::steady_timer::time_point::max());
     loop_done.expires_at(asio::steady_timer::time_point::max());
+    core.restore_disk_paths(config.restored_kv);
+    config.restored_kv = {};
   }
 
   struct Route {

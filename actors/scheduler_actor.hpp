@@ -12,6 +12,7 @@
 //
 // Owns the SchedulerCore and the routes; everything runs on the executor it
 // was spawned on (one thread), so handler and loop never race.
+#include "actors/disk_chunk_paths.hpp"
 #include "actors/gpu_worker_protocol.hpp"
 #include "actors/scheduler_protocol.hpp"
 #include "actors/swap_engine_protocol.hpp"
@@ -49,6 +50,8 @@ struct SchedulerConfig {
   // The inbox's capacity: turns, drops, stats queries and transfer reports
   // beyond it wait for room (senders that cannot wait must not lose them).
   std::size_t mailbox_messages = 1024;
+  // What a previous run left on the disk tier (actors/disk_chunk_paths.hpp).
+  RestoredKv restored_kv;
 };
 
 class Scheduler {

@@ -134,6 +134,15 @@ void SchedulerCore::adopt_unnamed_path(Sequence& seq) {
   if (!stateless && kv_.cached_token_count(seq.spec.conversation) > 0) return;  // it attaches its own
   auto match = kv_.find_prefix(*ns, seq.spec.tokens, stateless, seq.spec.conversation);
   if (!match) return;
+  // A path a previous run left on disk has no device blocks to share: the
+  // turn takes it over (attach keeps what its prompt has in common).
+  if (match->restored) {
+    if (stateless) {
+      seq.spec.conversation = match->path;
+      return;
+    }
+    if (kv_.adopt_restored(match->path, seq.spec.conversation)) return;
+  }
   // The prompt continues the whole path: the path is this turn's. It
   // diverges inside it (or the path is a conversation's): it shares the
   // path's leading blocks and the path stays for the others.

@@ -147,6 +147,9 @@ class SchedulerCore {
   // The KV cache (its sizes and options) is the core's: the scheduler asks
   // it for blocks and acts on its answers.
   SchedulerCore(SchedulerOptions options, KvCacheSizes kv_sizes, KvCacheOptions kv_options = {});
+  // At start-up, before any turn: a previous run's disk chunks become
+  // restored paths (KvCacheManager::restore_disk_paths).
+  void restore_disk_paths(const RestoredKv& found) { kv_.restore_disk_paths(found); }
 
   // Queues a turn (FCFS). Refuses it when max_admitted turns are in the
   // system, or when it could never fit the KV pool alone.

@@ -85,6 +85,8 @@ struct SwapEngine::State {
   struct DiskBatch {
     TransfersDone done;
     std::size_t remaining = 0;
+    std::int64_t started_ns = 0;      // when its I/O was issued
+    std::int64_t restores_end_ns = 0;  // when its last restore came back
   };
   static asio::awaitable<void> disk_moves(std::shared_ptr<State> self, rt::Event after,
                                           std::vector<HostDiskCopy> spill, std::vector<HostDiskCopy> restore);
@@ -214,6 +216,7 @@ asio::awaitable<void> SwapEngine::State::disk_moves(std::shared_ptr<State> self,
   // when the last one is back.
   auto batch = std::make_shared<DiskBatch>();
   batch->remaining = spill.size() + restore.size();
+  batch->started_ns = rt::steady_now_ns();
   for (HostDiskCopy& c : spill) s.group.spawn(s.executor, disk_move(self, batch, std::move(c), true));
   for (HostDiskCopy& c : restore) s.group.spawn(s.executor, disk_move(self, batch, std::move(c), false));
 }
@@ -224,7 +227,7 @@ asio::awaitable<void> SwapEngine::State::disk_move(std::shared_ptr<State> self, 
   const std::int64_t start = rt::steady_now_ns();
   const auto bytes = std::int64_t(s.chunk_bytes());
   if (spill) {
-    auto written = co_await s.config.disk->write(c.disk, *s.host, c.host, c.tokens);
+    auto written = co_await s.config.disk->write(c.disk, *s.host, c.host, c.tokens, c.label);
     s.stats.spill_ns += rt::steady_now_ns() - start;
     if (written) {
       ++s.stats.spill_chunks;
@@ -247,12 +250,16 @@ asio::awaitable<void> SwapEngine::State::disk_move(std::shared_ptr<State> self, 
       ++s.stats.restore_corrupt;
       batch->done.corrupt.push_back(std::move(c));
     }
+    batch->restores_end_ns = rt::steady_now_ns();
   }
   if (s.config.tracer != nullptr) {
     s.config.tracer->record({rt::SpanKind::file_io, rt::trace_names::swap_engine, spill ? "spill" : "restore",
                              c.disk.value, start, rt::steady_now_ns()});
   }
-  if (--batch->remaining == 0) s.report(std::move(batch->done));
+  if (--batch->remaining == 0) {
+    if (batch->restores_end_ns > 0) batch->done.restore_wall_ns = batch->restores_end_ns - batch->started_ns;
+    s.report(std::move(batch->done));
+  }
 }
 
 SwapEngine::SwapEngine(std::shared_ptr<kv::KvPool> device, std::shared_ptr<rt::CpuStreamPool> streams,

@@ -14,12 +14,12 @@ void TierMoveLedger::swap_out(const ChunkKey& chunk, kv::BlockId device, HostSlo
 }
 
 void TierMoveLedger::spill(const ChunkKey& chunk, HostSlot host, DiskSlot disk, std::span<const std::int32_t> tokens,
-                           TierPools& pools, KvTransfers& out) {
+                           TierPools& pools, KvTransfers& out, kv::ChunkLabel label) {
   assert(!spills_.contains(disk.value) && "one move per disk slot");
   pools.disk.retain(disk);
   pools.host.retain(host);
   spills_[disk.value] = InFlight{chunk, {}, host, disk};
-  out.spill.push_back({host, disk, {tokens.begin(), tokens.end()}});
+  out.spill.push_back({host, disk, {tokens.begin(), tokens.end()}, std::move(label)});
 }
 
 void TierMoveLedger::restore(const ChunkKey& chunk, DiskSlot disk, HostSlot host,

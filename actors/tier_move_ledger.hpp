@@ -27,7 +27,7 @@ class TierMoveLedger {
   // Each asks the swap engine for a move (into `out`) and takes its references.
   void swap_out(const ChunkKey& chunk, kv::BlockId device, HostSlot host, TierPools& pools, KvTransfers& out);
   void spill(const ChunkKey& chunk, HostSlot host, DiskSlot disk, std::span<const std::int32_t> tokens,
-             TierPools& pools, KvTransfers& out);
+             TierPools& pools, KvTransfers& out, kv::ChunkLabel label = {});
   void restore(const ChunkKey& chunk, DiskSlot disk, HostSlot host, std::span<const std::int32_t> tokens,
                TierPools& pools, KvTransfers& out);
 

@@ -43,6 +43,17 @@ std::int32_t TierPool<Slot>::ref_count(Slot slot) const {
 }
 
 template <class Slot>
+void TierPool<Slot>::claim(const std::vector<Slot>& slots) {
+  std::vector<bool> wanted(std::size_t(allocator_.num_blocks()), false);
+  for (Slot s : slots) wanted.at(s.value) = true;
+  std::vector<kv::BlockId> others;
+  while (auto b = allocator_.allocate()) {
+    if (!wanted[b->value]) others.push_back(*b);
+  }
+  for (kv::BlockId b : others) allocator_.release(b);  // back in their order
+}
+
+template <class Slot>
 std::vector<Slot> TierPool<Slot>::free_list() const {
   std::vector<Slot> out;
   for (kv::BlockId b : allocator_.free_list()) out.push_back(Slot{b.value});

@@ -33,6 +33,9 @@ class TierPool {
   std::int32_t slots() const { return allocator_.num_blocks(); }
   std::int32_t free_slots() const { return allocator_.free_blocks(); }
   std::vector<Slot> free_list() const;  // in the order allocate() hands them out
+  // Allocates exactly `slots` (each free), the rest of the free list
+  // keeping its order: a disk tier's slots that a restart found in use.
+  void claim(const std::vector<Slot>& slots);
 
   // Block tables are filled from the device pool's allocator directly.
   kv::BlockAllocator& allocator() { return allocator_; }

@@ -7,6 +7,7 @@
 // model. Prints a table; --out FILE writes the JSON for bench/results/.
 #include "bench/common/machine_info.hpp"
 #include "bench/engine-bench/replay.hpp"
+#include "bench/engine-bench/restart.hpp"
 #include "bench/engine-bench/shared_prompt.hpp"
 #include "bench/engine-bench/tiers.hpp"
 #include "gpu/kv/kv_pool.hpp"
@@ -48,6 +49,7 @@ struct Args {
   std::vector<std::string> shared_modes = {"shared", "separate", "no-state"};
   bool shared_cold = false;
   bool share_running = true;
+  bool restart = false;        // the disk-tier restart comparison instead
   std::size_t system_tokens = 1000, in_flight = 8;
   int repetitions = 2;
   double disk_over_total = 2.0;  // the disk tier's budget / the conversations' total KV (0: no disk tier)
@@ -68,13 +70,16 @@ const char* usage =
     "                      [--swap-out-watermark F] [--decode-reserve F] [--modes abcd]]\n"
     "             [--shared-system-prompt [--system-tokens N] [--in-flight N] [--shared-modes LIST]\n"
     "                                     [--shared-cold] [--no-share-running]]\n"
+    "             [--restart [--repetitions N] [--scratch-dir DIR]]\n"
     "Without --model, generates the BENCH.md M-100 shape (~100M parameters) into --model-dir.\n"
     "--tiers: cost-aware vs LRU (host + disk tiers) vs device only vs --no-state, the device\n"
     "holding a quarter of the conversations' KV, modes interleaved over N repetitions.\n"
     "--shared-system-prompt: --conversations N conversations opening with one system prompt of\n"
     "about --system-tokens tokens: shared (one tenant) vs separate (a tenant each) vs --no-state\n"
     "(--shared-modes: a comma-separated subset of shared,separate,no-state; --shared-cold: no\n"
-    "conversation alone first; --no-share-running: new turns do not share running turns' KV).\n";
+    "conversation alone first; --no-share-running: new turns do not share running turns' KV).\n"
+    "--restart: a restarted engine's TTFT for each conversation's last turn with its KV read\n"
+    "from the disk tier the previous engine left, recomputed, and as the disk-vs-recompute rule picks.\n";
 
 std::optional<Args> parse(int argc, char** argv) {
   Args a;
@@ -101,6 +106,10 @@ std::optional<Args> parse(int argc, char** argv) {
     }
     if (f == "--no-share-running") {
       a.share_running = false;
+      continue;
+    }
+    if (f == "--restart") {
+      a.restart = true;
       continue;
     }
     if (!(v = value())) {
@@ -293,6 +302,34 @@ int run_tiers(const Args& a, const std::vector<std::vector<std::string>>& convs,
   return write_report(a, report) ? 0 : 1;
 }
 
+int run_restart(const Args& a, const std::string& model, const std::vector<std::vector<std::string>>& convs,
+                json::object report) {
+  pb::RestartBenchOptions o;
+  o.model_path = model;
+  o.scratch_dir = a.scratch_dir;
+  o.repetitions = a.repetitions;
+  o.threads = a.threads;
+  o.batch_tokens = a.batch_tokens;
+  o.max_tokens = a.replay.max_tokens;
+  auto r = pb::run_restart_comparison(convs, o);
+  if (!r) return failed(r.error());
+  std::printf("%-10s %12s %12s %12s %14s %16s\n", "mode", "TTFT p50", "cached", "disk hits", "recomputed",
+              "read s/chunk");
+  for (const auto& [name, m] : r->at("modes").as_object()) {
+    const auto& last = m.at("repetitions").as_array().back().as_object();
+    std::printf("%-10s %11.3fs %12lld %12lld %14lld %16.6f\n", std::string(name).c_str(),
+                m.at("median_ttft_p50_s").to_number<double>(),
+                static_cast<long long>(last.at("cached_tokens").to_number<std::int64_t>()),
+                static_cast<long long>(last.at("hit_tokens_disk").to_number<std::int64_t>()),
+                static_cast<long long>(last.at("restores_recomputed").to_number<std::int64_t>()),
+                last.at("disk_read_s_per_chunk").to_number<double>());
+  }
+  std::printf("identical greedy tokens: %s\n", r->at("identical_greedy_tokens").as_bool() ? "yes" : "NO");
+  for (auto& [k, v] : *r) report[k] = v;
+  report["load_average_end"] = pb::load_average();
+  return write_report(a, report) ? 0 : 1;
+}
+
 int run_shared_prompt(const Args& a, const std::string& model, json::object report) {
   pb::SharedPromptOptions o;
   o.model_path = model;
@@ -466,5 +503,6 @@ int main(int argc, char** argv) {
   report["max_tokens"] = args->replay.max_tokens;
   report["kv_dtype"] = kv::kv_dtype_name(args->kv_dtype);
   if (args->tiers) return run_tiers(*args, convs, std::move(report));
+  if (args->restart) return run_restart(*args, *path, convs, std::move(report));
   return run_state_modes(*args, *path, convs, std::move(report));
 }

@@ -2,9 +2,11 @@
 
 #include "gpu/kv/chunk_checksum.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <random>
 #include <stdexcept>
 #include <unistd.h>
@@ -18,12 +20,16 @@ ChunkError chunk_error(ChunkFault fault, std::string message) { return ChunkErro
 
 std::string slot_name(DiskSlot slot) { return "disk KV slot " + std::to_string(slot.value); }
 
-// Creates `path` fresh and reserves `bytes` for it. Plain syscalls: this
-// runs once, at startup, before any coroutine uses the store.
-Result<void> make_file(const std::filesystem::path& path, std::uint64_t bytes) {
-  const int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+// Makes `path` (fresh, or keeping what it holds) `bytes` long, reserved
+// where the filesystem can. Plain syscalls: this runs once, at startup,
+// before any coroutine uses the store. Returns the length it had before.
+Result<std::uint64_t> make_file(const std::filesystem::path& path, std::uint64_t bytes, bool keep) {
+  const int fd = ::open(path.c_str(), O_CREAT | (keep ? 0 : O_TRUNC) | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) return fail("create " + path.string() + " failed: " + std::strerror(errno));
-  int rc = ::fallocate(fd, 0, 0, static_cast<off_t>(bytes));
+  struct stat st {};
+  const std::uint64_t before = ::fstat(fd, &st) == 0 ? std::uint64_t(st.st_size) : 0;
+  int rc = before > bytes ? ::ftruncate(fd, static_cast<off_t>(bytes)) : 0;
+  if (rc == 0) rc = ::fallocate(fd, 0, 0, static_cast<off_t>(bytes));
   std::string why;
   if (rc != 0 && (errno == EOPNOTSUPP || errno == ENOSYS)) {
     rc = ::ftruncate(fd, static_cast<off_t>(bytes));  // sparse: the filesystem cannot reserve
@@ -33,7 +39,7 @@ Result<void> make_file(const std::filesystem::path& path, std::uint64_t bytes) {
   if (rc != 0) {
     return fail("reserve " + std::to_string(bytes) + " bytes for " + path.string() + " failed: " + why);
   }
-  return {};
+  return before;
 }
 
 }  // namespace
@@ -74,16 +80,21 @@ Result<std::unique_ptr<DiskTierFile>> DiskTierFile::open(std::shared_ptr<rt::IoR
   std::filesystem::create_directories(config.dir, ec);
   if (ec) return fail("create --kv-disk-dir " + config.dir.string() + " failed: " + ec.message());
   std::filesystem::path path = config.dir / file_name;
-  // A previous run's chunks are not trusted: start from an empty file.
-  std::filesystem::remove(path, ec);
-  if (ec) return fail("remove stale " + path.string() + " failed: " + ec.message());
-  if (auto made = make_file(path, slots * slot_bytes); !made) return made.error();
+  if (!config.persistent) {
+    // Nothing of a previous run is wanted: start from an empty file.
+    std::filesystem::remove(path, ec);
+    if (ec) return fail("remove stale " + path.string() + " failed: " + ec.message());
+  }
+  auto before = make_file(path, slots * slot_bytes, config.persistent);
+  if (!before) return before.error();
   auto file = rt::UringFile::open(std::move(ring), path.string(),
                                   {.writable = true, .create = false, .truncate = false, .direct = config.direct});
   if (!file) return file.error();
   const std::uint64_t run_id = std::random_device{}() | (std::uint64_t(std::random_device{}()) << 32);
-  return std::unique_ptr<DiskTierFile>(new DiskTierFile(std::move(config), std::move(*file), std::move(path),
-                                                            std::uint32_t(slots), slot_bytes, run_id));
+  std::unique_ptr<DiskTierFile> store(new DiskTierFile(std::move(config), std::move(*file), std::move(path),
+                                                       std::uint32_t(slots), slot_bytes, run_id));
+  if (store->config_.persistent) store->scan(std::uint32_t(std::min<std::uint64_t>(*before / slot_bytes, slots)));
+  return store;
 }
 
 DiskTierFile::DiskTierFile(DiskTierFileConfig config, rt::UringFile file, std::filesystem::path path,
@@ -95,15 +106,43 @@ DiskTierFile::DiskTierFile(DiskTierFileConfig config, rt::UringFile file, std::f
       slot_bytes_(slot_bytes),
       payload_bytes_(std::uint64_t(config_.n_layers) * config_.layer_bytes),
       run_id_(run_id),
-      generation_(slot_count, 0) {}
+      written_(slot_count) {}
 
 DiskTierFile::~DiskTierFile() {
+  if (config_.persistent) return;
   std::error_code ec;  // best effort: the next open() removes it anyway
   std::filesystem::remove(path_, ec);
 }
 
+// Reads the header block of each of the previous file's first `old_slots`
+// slots (buffered: once, at start-up) and keeps the labelled chunks of
+// this model and layout; each such slot reads back as its chunk.
+void DiskTierFile::scan(std::uint32_t old_slots) {
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  std::vector<std::byte> block(header_block_bytes);
+  for (std::uint32_t s = 0; s < old_slots; ++s) {
+    ++scan_report_.scanned;
+    const ssize_t got = fd < 0 ? -1 : ::pread(fd, block.data(), block.size(), off_t(slot_offset_bytes(DiskSlot{s})));
+    if (got != ssize_t(block.size())) {
+      ++scan_report_.unreadable;
+      continue;
+    }
+    auto found = scan_chunk_header(block, expectation(DiskSlot{s}), slot_name(DiskSlot{s}));
+    if (!found) {
+      const ChunkFault f = found.error().fault;
+      ++(f == ChunkFault::empty ? scan_report_.empty
+                                : f == ChunkFault::foreign ? scan_report_.foreign : scan_report_.corrupt);
+      continue;
+    }
+    written_[s] = Stamp{found->header.run_id, found->header.generation};
+    scanned_.push_back(std::move(*found));
+    ++scan_report_.labelled;
+  }
+  if (fd >= 0) ::close(fd);
+}
+
 void DiskTierFile::release(DiskSlot slot) {
-  if (slot.value < slot_count_) generation_[slot.value] = 0;
+  if (slot.value < slot_count_) written_[slot.value] = Stamp{};
 }
 
 AlignedBuffer DiskTierFile::take_staging() {
@@ -127,21 +166,22 @@ ChunkResult<void> DiskTierFile::check_request(DiskSlot slot, std::size_t n_layer
     return chunk_error(ChunkFault::invalid, slot_name(slot) + ": a chunk is " + std::to_string(config_.n_layers) +
                                                 " layers of " + std::to_string(config_.layer_bytes) + " bytes");
   }
-  if (reading && generation_[slot.value] == 0) {
-    return chunk_error(ChunkFault::invalid, slot_name(slot) + " holds no chunk written in this run");
+  if (reading && written_[slot.value].generation == 0) {
+    return chunk_error(ChunkFault::invalid, slot_name(slot) + " holds no chunk written in this run or found at open");
   }
   return {};
 }
 
 boost::asio::awaitable<ChunkResult<void>> DiskTierFile::write(DiskSlot slot,
                                                                 std::span<const std::span<const std::byte>> layers,
-                                                                std::span<const std::int32_t> tokens) {
+                                                                std::span<const std::int32_t> tokens,
+                                                                const ChunkLabel* label) {
   const std::size_t each = layers.empty() ? 0 : layers.front().size();
   for (const auto& l : layers) {
     if (l.size() != each) co_return chunk_error(ChunkFault::invalid, slot_name(slot) + ": layers differ in size");
   }
   if (auto ok = check_request(slot, layers.size(), each, false); !ok) co_return ok.error();
-  generation_[slot.value] = 0;  // unreadable until this write completes
+  written_[slot.value] = Stamp{};  // unreadable until this write completes
   AlignedBuffer staging = take_staging();
   std::byte* payload = staging.data() + header_block_bytes;
   std::uint32_t crc = 0;
@@ -151,27 +191,31 @@ boost::asio::awaitable<ChunkResult<void>> DiskTierFile::write(DiskSlot slot,
     crc = chunk_checksum(crc, at, each);  // over the copy while it is in cache
   }
   ChunkExpectation sealed = expectation(slot);
+  sealed.run_id = run_id_;
   sealed.generation = next_generation_++;
-  const ChunkHeader h = seal_chunk_header(sealed, crc, tokens);
-  std::memset(staging.data(), 0, header_block_bytes);
-  std::memcpy(staging.data(), &h, sizeof h);
+  const ChunkLabel none;
+  const ChunkLabel& l = label ? *label : none;
+  const ChunkHeader h = seal_chunk_header(sealed, crc, tokens, l);
+  write_chunk_header_block(std::span(staging.data(), header_block_bytes), h, tokens, l);
   auto written = co_await file_.write_at(slot_offset_bytes(slot), std::span<const std::byte>(staging.data(), slot_bytes_));
   give_back(std::move(staging));
   if (!written) co_return chunk_error(ChunkFault::io, written.error().message);
-  generation_[slot.value] = h.generation;
+  written_[slot.value] = Stamp{run_id_, h.generation};
   co_return ChunkResult<void>{};
 }
 
 boost::asio::awaitable<ChunkResult<void>> DiskTierFile::write(DiskSlot slot, const KvPool& pool, BlockId block,
-                                                                std::span<const std::int32_t> tokens) {
+                                                                std::span<const std::int32_t> tokens,
+                                                                const ChunkLabel* label) {
   const auto spans = chunk_layers(pool, block);
   const std::vector<std::span<const std::byte>> layers(spans.begin(), spans.end());
-  co_return co_await write(slot, std::span(layers), tokens);
+  co_return co_await write(slot, std::span(layers), tokens, label);
 }
 
 ChunkExpectation DiskTierFile::expectation(DiskSlot slot) const {
-  return ChunkExpectation{slot.value, std::uint32_t(config_.n_layers), config_.layer_bytes, payload_bytes_, run_id_,
-                          generation_[slot.value]};
+  return ChunkExpectation{slot.value,           std::uint32_t(config_.n_layers), config_.layer_bytes,
+                          payload_bytes_,       written_[slot.value].run_id,     written_[slot.value].generation,
+                          config_.identity};
 }
 
 boost::asio::awaitable<ChunkResult<void>> DiskTierFile::read(DiskSlot slot,

@@ -6,24 +6,30 @@
 // io_uring (rt::UringFile), O_DIRECT where the filesystem allows it, through
 // 4 KiB-aligned staging buffers (a host pool's blocks are not page aligned).
 //
-// On-disk format (version 1, host byte order; the file is never read by
-// another machine or another run): slot s starts at s * slot_bytes():
-//   [0, 4096)        ChunkHeader (below), zero padded to one 4 KiB block
+// On-disk format (header version 2, host byte order; only this machine's
+// runs read the file): slot s starts at s * slot_bytes():
+//   [0, 4096)        ChunkHeader (below), the chunk's token ids and its
+//                    namespace, zero padded to one 4 KiB block
 //   [4096, +payload) layer 0's chunk bytes, layer 1's, ... (layer_bytes each)
 //   up to slot_bytes zero/garbage padding (whole 4 KiB blocks for O_DIRECT)
 // The header (gpu/kv/chunk_header.hpp: its layout, and the check a read
 // makes before using a chunk) carries a checksum of the payload (kv/chunk_checksum.hpp:
 // hardware CRC-32C in lanes, at memory speed), a CRC-32 and count of
-// the token ids the chunk covers, this store's run id and the slot's write
-// generation, and a CRC-32 of itself. A read checks them in that order, so a
-// chunk that is torn (short file, zeroed or half-written), flipped, stale (an
-// earlier write of the slot, or another run's) or for other tokens is told
-// apart from an I/O error; every such chunk must be recomputed, never used.
+// the token ids the chunk covers, the run id and the slot's write
+// generation, the model identity, the chunk's label (namespace, position,
+// prefix chain keys) and a CRC-32 of itself. A read checks them in that
+// order, so a chunk that is torn (short file, zeroed or half-written),
+// flipped, stale (an earlier write of the slot, or another run's), of
+// another model or for other tokens is told apart from an I/O error; every
+// such chunk must be recomputed, never used.
 //
-// Nothing here is durable on purpose: chunks are not fsynced and open()
-// deletes the files of a previous run (recovery starts from the token
-// history; KV from before a crash is not trusted). The destructor removes
-// the file too.
+// Persistent (config.persistent): open() keeps the previous run's file and
+// scans its slot headers (one 4 KiB read per slot, payloads unread: a
+// payload is checked when it is read), so a slot whose header is intact,
+// of this model and layout and labelled reads back as that chunk
+// (scanned()); every other slot is free. Chunks are not fsynced: a crash
+// of the machine may tear them, which the checks catch. Not persistent:
+// open() deletes a previous run's file and the destructor removes its own.
 //
 // Ownership and threads: owns the file, the staging buffers and the slots'
 // generations; shares the IoRing. Every call runs on the ring's executor
@@ -57,6 +63,15 @@ struct DiskTierFileConfig {
   std::size_t layer_bytes = 0;     // one layer's K and V of one block
   rt::DirectIo direct = rt::DirectIo::prefer;
   std::size_t cached_staging_buffers = 16;  // kept for reuse; more are made while more are in flight
+  std::uint64_t identity = 0;  // the model and KV layout: another's chunks are foreign
+  bool persistent = false;     // keep and scan the previous run's file (above)
+};
+
+// What open() found in a persistent store's previous file, slot by slot.
+struct DiskScanReport {
+  std::uint32_t scanned = 0;  // slots whose header was read
+  std::uint32_t labelled = 0;  // kept: scanned()
+  std::uint32_t empty = 0, corrupt = 0, foreign = 0, unreadable = 0;
 };
 
 // The chunk geometry of a host pool: n_layers and one block's bytes per layer.
@@ -69,9 +84,10 @@ class DiskTierFile {
   static constexpr std::size_t header_block_bytes = chunk_header_block_bytes;
   static constexpr const char* file_name = "kv-chunks.bin";
 
-  // Deletes a previous run's chunk file in config.dir (creating the
-  // directory if needed) and makes a fresh one, space reserved for every
-  // slot where the filesystem can (fallocate), sparse otherwise.
+  // Makes the chunk file in config.dir (creating the directory if needed),
+  // space reserved for every slot where the filesystem can (fallocate),
+  // sparse otherwise: a fresh one, or (persistent) the previous run's, cut
+  // or grown to this budget, its headers scanned.
   static Result<std::unique_ptr<DiskTierFile>> open(std::shared_ptr<rt::IoRing> ring,
                                                       DiskTierFileConfig config);
   ~DiskTierFile();
@@ -85,13 +101,22 @@ class DiskTierFile {
   const std::filesystem::path& path() const { return path_; }
   bool direct() const { return file_.direct(); }
   const std::string& direct_note() const { return file_.direct_note(); }
+  const DiskScanReport& scan_report() const { return scan_report_; }
+  // The labelled chunks the scan found, by slot (header.slot); each reads
+  // back (with its own tokens) until the slot is written or released.
+  const std::vector<ScannedChunk>& scanned() const { return scanned_; }
 
   // Writes `layers` (n_layers spans of layer_bytes each) and the digest of
   // `tokens` to `slot`. Until it returns, the slot reads as invalid.
+  // `label`: what a later run needs to place the chunk (null: it cannot).
+  // A pointer, not a defaulted reference: GCC destroys a default
+  // argument's temporary wrongly across a co_await.
   boost::asio::awaitable<ChunkResult<void>> write(DiskSlot slot, std::span<const std::span<const std::byte>> layers,
-                                                  std::span<const std::int32_t> tokens);
+                                                  std::span<const std::int32_t> tokens,
+                                                  const ChunkLabel* label = nullptr);
   boost::asio::awaitable<ChunkResult<void>> write(DiskSlot slot, const KvPool& pool, BlockId block,
-                                                  std::span<const std::int32_t> tokens);
+                                                  std::span<const std::int32_t> tokens,
+                                                  const ChunkLabel* label = nullptr);
   // Reads `slot` back into `layers` after checking it is the chunk last
   // written there for `tokens`; on an error `layers` may hold garbage.
   boost::asio::awaitable<ChunkResult<void>> read(DiskSlot slot, std::span<const std::span<std::byte>> layers,
@@ -108,6 +133,12 @@ class DiskTierFile {
   void release(DiskSlot slot);
 
  private:
+  // A slot's last completed write: what a read of it expects.
+  struct Stamp {
+    std::uint64_t run_id = 0;
+    std::uint64_t generation = 0;  // 0: none
+  };
+  void scan(std::uint32_t old_slots);
   DiskTierFile(DiskTierFileConfig config, rt::UringFile file, std::filesystem::path path,
                  std::uint32_t slot_count, std::uint64_t slot_bytes, std::uint64_t run_id);
   ChunkResult<void> check_request(DiskSlot slot, std::size_t n_layers, std::size_t each_bytes, bool reading) const;
@@ -123,7 +154,9 @@ class DiskTierFile {
   std::uint64_t payload_bytes_ = 0;
   std::uint64_t run_id_ = 0;
   std::uint64_t next_generation_ = 1;
-  std::vector<std::uint64_t> generation_;  // per slot: the last completed write; 0: none
+  std::vector<Stamp> written_;  // per slot
+  DiskScanReport scan_report_;
+  std::vector<ScannedChunk> scanned_;
   std::vector<rt::AlignedBuffer> staging_;  // free staging buffers of slot_bytes_
 };
 

@@ -5,7 +5,10 @@
 // the harness repairs after mutation (bit 0: its checksum; bit 1 as well:
 // the layout and write fields the store expects), so the fuzzer gets past
 // the header checksum to the later checks. A chunk the check accepts must
-// be the one the store expects; ASan and UBSan catch anything else.
+// be the one the store expects. The same bytes go through the start-up
+// scan (scan_chunk_header): a chunk it keeps must be of the store's layout
+// and model, with exactly the token ids and namespace its header counts.
+// ASan and UBSan catch anything else.
 #include "gpu/kv/chunk_checksum.hpp"
 #include "gpu/kv/chunk_header.hpp"
 
@@ -47,9 +50,22 @@ void repair(std::vector<std::byte>& slot, std::uint8_t mode) {
     h.payload_bytes = sealed.payload_bytes;
     h.run_id = sealed.run_id;
     h.generation = sealed.generation;
+    h.identity = sealed.identity;
   }
   h.header_crc32 = std::uint32_t(crc32_z(0, reinterpret_cast<const Bytef*>(&h), offsetof(ChunkHeader, header_crc32)));
   std::memcpy(slot.data(), &h, sizeof h);
+}
+
+void scan(const std::vector<std::byte>& slot) {
+  const auto found = scan_chunk_header(slot, expected, "fuzz slot");
+  if (!found) {
+    check(!found.error().message.empty());
+    return;
+  }
+  const ChunkHeader& h = found->header;
+  check(h.slot == expected.slot && h.identity == expected.identity && h.payload_bytes == expected.payload_bytes);
+  check(found->tokens.size() == h.token_count && found->label.ns.size() == h.ns_bytes && !found->label.ns.empty());
+  check(sizeof(ChunkHeader) + found->tokens.size() * 4 + found->label.ns.size() <= chunk_header_block_bytes);
 }
 
 }  // namespace
@@ -59,6 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<std::byte> slot(size - 1);  // a private copy (ASan redzone)
   if (size > 1) std::memcpy(slot.data(), data + 1, size - 1);
   if (data[0] & 1) repair(slot, data[0]);
+  scan(slot);
   const auto checked = check_chunk_slot(slot, expected, tokens, "fuzz slot");
   if (!checked) {
     check(!checked.error().message.empty() && checked.error().unusable_chunk());
@@ -95,8 +112,12 @@ int main(int argc, char** argv) {
     crc = chunk_checksum(crc, slot.data() + chunk_header_block_bytes + l * expected.layer_bytes,
                          expected.layer_bytes);
   }
+  const ChunkLabel label{"tenant\x1fsalt", 4, 0x1111, 0x2222};
+  const ChunkHeader labelled = seal_chunk_header(expected, crc, tokens, label);
+  write_chunk_header_block(std::span(slot.data(), chunk_header_block_bytes), labelled, tokens, label);
+  write("labelled", 0, slot);
   const ChunkHeader h = seal_chunk_header(expected, crc, tokens);
-  std::memcpy(slot.data(), &h, sizeof h);
+  write_chunk_header_block(std::span(slot.data(), chunk_header_block_bytes), h, tokens, {});
   write("intact", 0, slot);
   write("intact-repaired", 3, slot);
   std::vector<std::byte> torn(slot.begin(), slot.end() - 50);
