@@ -36,7 +36,13 @@ Result<Probe> run_probe(boost::asio::io_context& io, actors::Engine& engine, Ite
   o.stagger_s = 0;
   o.max_tokens = max_tokens;
   o.stateless = true;
-  const std::vector<std::vector<std::string>> convs(std::size_t(turns), std::vector<std::string>{text_of(prompt)});
+  // Each its own first words: turns started together with one prompt would
+  // share the blocks the first has written (SchedulerCore::share_running_prefix).
+  std::vector<std::vector<std::string>> convs;
+  // (One of its ~10-token sentences, not an extra one: the prompt keeps its length.)
+  for (std::int32_t i = 0; i < turns; ++i) {
+    convs.push_back({"Probe " + std::to_string(i) + " jumps over the dog. " + text_of(std::max(0, prompt - 10))});
+  }
   (void)log.take();
   bench::ReplayResult r = bench::replay(io, engine, convs, o);
   engine.clear_prefix_cache();

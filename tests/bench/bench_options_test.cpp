@@ -90,7 +90,7 @@ TEST_CASE("a target may name its own client mode, so one run compares the conver
   CHECK_FALSE(parse_target("statefull:http://h:9").has_value());
 }
 
-TEST_CASE("--concurrency takes a list of client counts, swept in order", "[bench]") {
+TEST_CASE("pensieve-bench --concurrency takes a list of client counts, swept in order", "[bench]") {
   auto o = parse_bench_options({"--target", "http://h", "--data", "d", "--out", "o", "--concurrency", "1,4,8,16"});
   REQUIRE(o.has_value());
   CHECK(o->concurrency == std::vector<std::size_t>{1, 4, 8, 16});

@@ -94,7 +94,7 @@ void check_same(const std::vector<std::vector<float>>& a, const std::vector<std:
 
 }  // namespace
 
-TEST_CASE("--tp 1 through NCCL gives the one-rank CUDA pass's logits and tokens", "[gpu][tp]") {
+TEST_CASE("tensor parallelism: --tp 1 through NCCL gives the one-rank CUDA pass's logits and tokens", "[gpu][tp]") {
   testing::require_cuda_device();
   testing::TempDir dir;
   const ModelWeights w = generated_model(dir);
@@ -108,7 +108,7 @@ TEST_CASE("--tp 1 through NCCL gives the one-rank CUDA pass's logits and tokens"
   check_same(run(**plain), run(**nccl), "tp1_nccl_vs_plain_rel_logit_diff");
 }
 
-TEST_CASE("--tp 2 on CUDA gives --tp 1's logits with two devices, and is a one-line error with one", "[gpu][tp]") {
+TEST_CASE("tensor parallelism: --tp 2 on CUDA gives --tp 1's logits with two devices, and is a one-line error with one", "[gpu][tp]") {
   testing::require_cuda_device();
   testing::TempDir dir;
   const ModelWeights w = generated_model(dir);

@@ -39,7 +39,7 @@ TEST_CASE("a bad flag or value is a one-line reason", "[tools]") {
   CHECK(message({"--kv-dtype", "q4_0"}) == "--kv-dtype: 'q4_0' is not f32, f16, bf16, q8_0 or fp8");
 }
 
-TEST_CASE("--max-prefill-tokens is 128 on the CPU backend and the whole batch on cuda unless given", "[tools]") {
+TEST_CASE("pensieve --max-prefill-tokens is 128 on the CPU backend and the whole batch on cuda unless given", "[tools]") {
   auto chunk = [](std::vector<std::string> args) {
     auto o = parse_options(args);
     REQUIRE(o.has_value());
