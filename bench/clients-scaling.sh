@@ -18,37 +18,26 @@ clients=${CLIENTS:-1,4,8,16} conversations=${CONVERSATIONS:-16} turns=${TURNS:-6
 max_tokens=${MAX_TOKENS:-32} threads=${THREADS:-2}
 work=${WORK:-/tmp/pensieve-clients}
 mkdir -p "$work"
-vocab="$root/../shared/vocab/ggml-vocab-llama-spm.gguf"
+bench_name=clients-scaling
+pids=()
+# shellcheck source=bench/serving-common.sh
+source "$here/serving-common.sh"
+trap stop_servers EXIT
 model=${MODEL:-$work/M-100-F16.gguf}
-if [[ ! -f $model ]]; then
-  [[ -f $vocab ]] || { echo "clients-scaling: $vocab is absent (../shared)"; exit 1; }
-  "$build/tools/pensieve-model" make-test-model --out "$model" --layers 12 --dim 768 --heads 12 --kv-heads 4 \
-    --ff 2048 --dtype f16 --seed 7 --untied --vocab-from "$vocab" >/dev/null
-fi
+ensure_m100 "$model"
 data=$work/w-synthetic-${conversations}x${turns}.jsonl
-python3 "$here/w_synthetic.py" "$data" "$conversations" "$turns" "$max_tokens"
+w_synthetic "$data" "$conversations" "$turns" "$max_tokens"
 
 # A fresh server per client count: a later count would otherwise find the
 # earlier one's conversations (the same dataset) in the prefix index.
-server=
-trap 'kill $server 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 start_time=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 for c in ${clients//,/ }; do
-  log=$work/server-$c.log
-  "$build/tools/pensieve" --model "$model" --port 0 --rpc-port 0 --threads "$threads" --kv-device-mb 1024 >"$log" 2>&1 &
-  server=$!
-  url=
-  for _ in $(seq 1 600); do
-    url=$(grep -oE 'serving .* on http://[0-9.]+:[0-9]+' "$log" | grep -oE 'http://[0-9.]+:[0-9]+') && break
-    sleep 0.2
-  done
-  [[ -n $url ]] || { echo "clients-scaling: the server did not start: $(tail -n 5 "$log")"; exit 1; }
+  start_server "$model" "$c" url
   "$build/bench/pensieve-bench" --target "conversation-api=$url" --stateful --data "$data" \
     --conversations "$conversations" --concurrency "$c" --max-tokens "$max_tokens" --out "$out/clients-$c" |
     tee "$out/clients-$c.txt"
-  kill "$server"
-  wait "$server" || true
+  stop_servers
 done
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 

@@ -27,38 +27,15 @@ conversations=${CONVERSATIONS:-16} turns=${TURNS:-6} in_flight=${IN_FLIGHT:-8}
 max_tokens=${MAX_TOKENS:-32} threads=${THREADS:-2} reps=${REPS:-3}
 work=${WORK:-/tmp/pensieve-prefix-modes}
 mkdir -p "$work"
-vocab="$root/../shared/vocab/ggml-vocab-llama-spm.gguf"
-
-model=${MODEL:-$work/M-100-F16.gguf}
-if [[ ! -f $model ]]; then
-  [[ -f $vocab ]] || { echo "prefix-cache-modes: $vocab is absent (../shared)"; exit 1; }
-  "$build/tools/pensieve-model" make-test-model --out "$model" --layers 12 --dim 768 --heads 12 --kv-heads 4 \
-    --ff 2048 --dtype f16 --seed 7 --untied --vocab-from "$vocab" >/dev/null
-fi
-
-data=$work/w-synthetic-${conversations}x${turns}.jsonl
-python3 "$here/w_synthetic.py" "$data" "$conversations" "$turns" "$max_tokens"
-
+bench_name=prefix-cache-modes
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
-# start_server NAME VAR [FLAGS...]: starts a server, sets VAR to its base URL.
-start_server() {
-  local log=$work/server-$1.log var=$2 found
-  shift 2
-  "$build/tools/pensieve" --model "$model" --port 0 --rpc-port 0 --threads "$threads" --kv-device-mb 1024 "$@" \
-    >"$log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 1 600); do
-    if found=$(grep -oE 'serving .* on http://[0-9.]+:[0-9]+' "$log" | grep -oE 'http://[0-9.]+:[0-9]+'); then
-      printf -v "$var" '%s' "$found"
-      return 0
-    fi
-    sleep 0.2
-  done
-  echo "prefix-cache-modes: the server did not start: $(tail -n 5 "$log")" >&2
-  return 1
-}
+# shellcheck source=bench/serving-common.sh
+source "$here/serving-common.sh"
+trap stop_servers EXIT
+model=${MODEL:-$work/M-100-F16.gguf}
+ensure_m100 "$model"
+data=$work/w-synthetic-${conversations}x${turns}.jsonl
+w_synthetic "$data" "$conversations" "$turns" "$max_tokens"
 
 sdk_dir=$work/openai-sdk
 mkdir -p "$sdk_dir"
@@ -86,13 +63,12 @@ start_time=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 for ((rep = 1; rep <= reps; rep++)); do
   rep_dir=$out/rep-$rep
   mkdir -p "$rep_dir"
-  start_server "conversation-api-$rep" conv_url
-  start_server "openai-client-$rep" openai_url
-  start_server "no-state-$rep" no_state_url --no-state
-  start_server "openai-sdk-$rep" sdk_url
+  start_server "$model" "conversation-api-$rep" conv_url
+  start_server "$model" "openai-client-$rep" openai_url
+  start_server "$model" "no-state-$rep" no_state_url --no-state
+  start_server "$model" "openai-sdk-$rep" sdk_url
   if ((rep % 2)); then run_http; run_sdk; else run_sdk; run_http; fi
-  cleanup
-  pids=()
+  stop_servers
 done
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
