@@ -140,20 +140,20 @@ std::optional<kv::BlockTable> KvCacheManager::share_prefix(ConversationId path, 
     blocks.push_back(*e->chunks[i].device);
   }
   if (blocks.empty()) return std::nullopt;
-  for (kv::BlockId b : blocks) pools_.device.retain(b);
   e->last_active_ns = now_ns;  // what it shares is in use again
-  const std::int64_t shared = std::int64_t(blocks.size()) * bt;
-  stats_.hit_tokens_device += shared;
-  return kv::BlockTable::adopt(sizes_.block_tokens, std::move(blocks), shared);
+  return share_full_blocks(std::move(blocks));
 }
 
 kv::BlockTable KvCacheManager::share_running(const kv::BlockTable& table, std::int64_t blocks) {
   const std::span<const kv::BlockId> from = table.blocks().first(std::size_t(blocks));
-  std::vector<kv::BlockId> shared(from.begin(), from.end());
-  for (kv::BlockId b : shared) pools_.device.retain(b);
-  const std::int64_t tokens = blocks * sizes_.block_tokens;
+  return share_full_blocks({from.begin(), from.end()});
+}
+
+kv::BlockTable KvCacheManager::share_full_blocks(std::vector<kv::BlockId> blocks) {
+  for (kv::BlockId b : blocks) pools_.device.retain(b);
+  const std::int64_t tokens = std::int64_t(blocks.size()) * sizes_.block_tokens;
   stats_.hit_tokens_device += tokens;
-  return kv::BlockTable::adopt(sizes_.block_tokens, std::move(shared), tokens);
+  return kv::BlockTable::adopt(sizes_.block_tokens, std::move(blocks), tokens);
 }
 
 void KvCacheManager::forget_unnamed(std::vector<kv::BlockId>& freed) { forget_unnamed_where(false, freed); }

@@ -200,6 +200,9 @@ class KvCacheManager {
   TierStats stats() const;
 
  private:
+  // A table of `blocks`, full and on the device, one more reference each;
+  // their tokens counted as device hits (share_prefix, share_running).
+  kv::BlockTable share_full_blocks(std::vector<kv::BlockId> blocks);
   enum class Copy : std::uint8_t { clean, copying, none };  // a device chunk's host copy
   enum class HostNeed : std::uint8_t { ahead, evict, restore };
   enum class HostMiss : std::uint8_t { busy, coldest, spilling };  // why take_host_slot() found none
