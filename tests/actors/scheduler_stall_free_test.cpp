@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <numeric>
 
 using namespace pensieve;
@@ -55,6 +56,21 @@ std::vector<Share> shares(const IterationPlan& plan) {
   return out;
 }
 
+// Plans and completes `iterations` iterations, returning each plan's
+// shares; after_each (if any) runs after iteration i completes.
+std::vector<std::vector<Share>> run_iterations(SchedulerCore& core, std::int64_t& now,
+                                               std::vector<TurnUpdate>& events, int iterations,
+                                               const std::function<void(int)>& after_each = {}) {
+  std::vector<std::vector<Share>> got;
+  for (int i = 0; i < iterations; ++i) {
+    auto plan = core.plan(++now, events);
+    got.push_back(shares(plan));
+    complete_all(core, plan, ++now, events);
+    if (after_each) after_each(i);
+  }
+  return got;
+}
+
 }  // namespace
 
 TEST_CASE("a new turn's prefill runs in the very next iteration beside the running decodes", "[scheduler]") {
@@ -80,17 +96,10 @@ TEST_CASE("a long prompt is chunked at max_prefill_tokens and the decodes run in
   std::vector<TurnUpdate> events;
   std::int64_t now = 1;
   REQUIRE(core.admit(turn(1, iota_tokens(3)), now) == AdmitStatus::admitted);
-  auto first = core.plan(++now, events);
-  complete_all(core, first, ++now, events);
+  run_iterations(core, now, events, 1);
   // 40 tokens would fit the 64-token batch whole; the chunk is 16.
   REQUIRE(core.admit(turn(2, iota_tokens(40)), now) == AdmitStatus::admitted);
-  std::vector<std::vector<Share>> got;
-  for (int i = 0; i < 4; ++i) {
-    auto plan = core.plan(++now, events);
-    got.push_back(shares(plan));
-    complete_all(core, plan, ++now, events);
-  }
-  CHECK(got == std::vector<std::vector<Share>>{
+  CHECK(run_iterations(core, now, events, 4) == std::vector<std::vector<Share>>{
                    {{1, 3, 1, true}, {2, 0, 16, false}},
                    {{1, 4, 1, true}, {2, 16, 16, false}},
                    {{1, 5, 1, true}, {2, 32, 8, true}},  // its first token: the third iteration
@@ -103,8 +112,7 @@ TEST_CASE("without a prefill chunk a prompt takes whatever the batch leaves", "[
   std::vector<TurnUpdate> events;
   std::int64_t now = 1;
   REQUIRE(core.admit(turn(1, iota_tokens(3)), now) == AdmitStatus::admitted);
-  auto first = core.plan(++now, events);
-  complete_all(core, first, ++now, events);
+  run_iterations(core, now, events, 1);
   REQUIRE(core.admit(turn(2, iota_tokens(70)), now) == AdmitStatus::admitted);
   auto plan = core.plan(++now, events);
   CHECK(shares(plan) == std::vector<Share>{{1, 3, 1, true}, {2, 0, 63, false}});
@@ -118,13 +126,7 @@ TEST_CASE("waiting prefills are served first come first served: a short turn wai
   REQUIRE(core.admit(turn(1, iota_tokens(40)), now) == AdmitStatus::admitted);
   REQUIRE(core.admit(turn(2, iota_tokens(4)), now) == AdmitStatus::admitted);
   REQUIRE(core.admit(turn(3, iota_tokens(6)), now) == AdmitStatus::admitted);
-  std::vector<std::vector<Share>> got;
-  for (int i = 0; i < 3; ++i) {
-    auto plan = core.plan(++now, events);
-    got.push_back(shares(plan));
-    complete_all(core, plan, ++now, events);
-  }
-  CHECK(got == std::vector<std::vector<Share>>{
+  CHECK(run_iterations(core, now, events, 3) == std::vector<std::vector<Share>>{
                    {{1, 0, 16, false}},
                    {{1, 16, 16, false}},
                    // Turn 1's last 8, then 2 whole, then what is left of the chunk for 3.
@@ -138,14 +140,10 @@ TEST_CASE("a stream of new turns does not starve a turn that is still prefilling
   std::int64_t now = 1;
   REQUIRE(core.admit(turn(1, iota_tokens(12)), now) == AdmitStatus::admitted);
   REQUIRE(core.admit(turn(2, iota_tokens(30)), now) == AdmitStatus::admitted);
-  std::vector<std::vector<Share>> got;
-  for (std::uint64_t i = 0; i < 3; ++i) {
-    auto plan = core.plan(++now, events);
-    got.push_back(shares(plan));
-    complete_all(core, plan, ++now, events);
-    // A short new turn arrives after every iteration.
-    REQUIRE(core.admit(turn(10 + i, iota_tokens(6)), now) == AdmitStatus::admitted);
-  }
+  // A short new turn arrives after every iteration.
+  const auto got = run_iterations(core, now, events, 3, [&](int i) {
+    REQUIRE(core.admit(turn(10 + std::uint64_t(i), iota_tokens(6)), now) == AdmitStatus::admitted);
+  });
   CHECK(got == std::vector<std::vector<Share>>{
                    {{1, 0, 12, true}, {2, 0, 4, false}},
                    // Turn 2 arrived before 10: its chunk comes first.
