@@ -7,6 +7,7 @@
 #include "gpu/kernels/cpu/q8_matmul.hpp"
 #include "gpu/kernels/cpu/q8_tiles.hpp"
 #include "gpu/formats/half.hpp"
+#include "tests/gpu/q8_test_data.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -18,35 +19,12 @@
 
 namespace kc = pensieve::kernels::cpu;
 using pensieve::model::DType;
+using pensieve::test::Q8Weight;
+using pensieve::test::q8_reference;
+using pensieve::test::random_rows;
+using pensieve::test::same_bits;
 
 namespace {
-
-// Q8_0 rows with random quants (the full int8 range, -128 included) and
-// scales spread over two orders of magnitude.
-struct Q8Weight {
-  std::vector<std::byte> bytes;
-  kc::WeightView view;
-
-  Q8Weight(std::int64_t rows, std::int64_t cols, std::uint32_t seed) {
-    std::mt19937 rng(seed);
-    const std::size_t row_bytes = pensieve::model::dtype_row_bytes(DType::q8_0, cols);
-    bytes.resize(row_bytes * std::size_t(rows));
-    for (std::size_t b = 0; b < bytes.size() / 34; ++b) {
-      const std::uint16_t d = pensieve::f32_to_f16(0.001f * float(1 + rng() % 100));
-      std::memcpy(&bytes[b * 34], &d, 2);
-      for (std::size_t j = 2; j < 34; ++j) bytes[b * 34 + j] = std::byte(rng() & 0xff);
-    }
-    view = {DType::q8_0, bytes.data(), rows, cols, row_bytes};
-  }
-};
-
-std::vector<float> random_rows(std::int64_t rows, std::int64_t cols, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(std::size_t(rows * cols));
-  for (auto& v : x) v = normal(rng);
-  return x;
-}
 
 std::vector<float> run(const kc::WeightView& w, const std::vector<float>& x, std::int64_t n_tokens,
                        std::size_t threads, kc::Q8Path path = kc::Q8Path::best) {
@@ -55,23 +33,6 @@ std::vector<float> run(const kc::WeightView& w, const std::vector<float>& x, std
   kc::q8_matmul(kc::ConstRowsView(x.data(), n_tokens, w.cols, w.cols), w,
                 kc::RowsView{y.data(), n_tokens, w.rows, w.rows}, pool, scratch, path);
   return y;
-}
-
-// The definition, element by element, on the portable quantiser's output.
-std::vector<float> reference(const kc::WeightView& w, const std::vector<float>& x, std::int64_t n_tokens) {
-  const std::int64_t nb = w.cols / 32;
-  std::vector<std::int8_t> q(std::size_t(w.cols));
-  std::vector<float> d(static_cast<std::size_t>(nb)), y(static_cast<std::size_t>(n_tokens * w.rows));
-  for (std::int64_t t = 0; t < n_tokens; ++t) {
-    kc::quantize_row_q8_portable(x.data() + t * w.cols, w.cols, q.data(), d.data());
-    for (std::int64_t o = 0; o < w.rows; ++o)
-      y[std::size_t(t * w.rows + o)] = kc::q8_dot_reference(q.data(), d.data(), w.row(o), nb);
-  }
-  return y;
-}
-
-bool same_bits(const float* a, const float* b, std::size_t n) {
-  return std::memcmp(a, b, n * sizeof(float)) == 0;
 }
 
 }  // namespace
@@ -113,7 +74,7 @@ TEST_CASE("an int8 Q8_0 matmul equals its scalar reference bit for bit for 1 to 
     for (const std::int64_t out : {1, 7, 61, 133}) {
       Q8Weight w(out, in, std::uint32_t(in + out));
       const auto x = random_rows(70, in, std::uint32_t(in * out));
-      const auto want = reference(w.view, x, 70);
+      const auto want = q8_reference(w.view, x, 70);
       for (const std::int64_t n : {1, 2, 3, 4, 5, 7, 8, 9, 13, 17, 31, 64, 70}) {
         for (const std::size_t threads : {1u, 2u, 3u}) {
           INFO("in " << in << " out " << out << " tokens " << n << " threads " << threads);
@@ -172,7 +133,7 @@ TEST_CASE(
     for (const std::int64_t out : {7, 9, 15, 16, 17, 23, 31, 33, 47}) {
       Q8Weight w(out, in, std::uint32_t(3 * in + out));
       const auto x = random_rows(3, in, std::uint32_t(in + 7 * out));
-      const auto want = reference(w.view, x, 3);
+      const auto want = q8_reference(w.view, x, 3);
       const std::int64_t stride = out + 5;
       for (const std::int64_t n : {1, 3}) {
         for (const std::size_t threads : {1u, 2u, 3u}) {
@@ -279,7 +240,7 @@ TEST_CASE("dequantize_q8_0 selects the F32 matmul on the dequantised weights, bi
   kc::matmul({}, xv, w.view, kc::RowsView{y_new.data(), n, out, out}, pool);
   CHECK(same_bits(y_old.data(), y_f32.data(), y_old.size()));
   // and the default is the int8 path: its reference's bits
-  CHECK(same_bits(y_new.data(), reference(w.view, x, n).data(), y_new.size()));
+  CHECK(same_bits(y_new.data(), q8_reference(w.view, x, n).data(), y_new.size()));
 }
 
 TEST_CASE("matmul_many over Q8_0 weights gives each weight's matmul bits, decode and batched",
@@ -304,7 +265,7 @@ TEST_CASE("matmul_many over Q8_0 weights gives each weight's matmul bits, decode
       kc::matmul({}, xv, ws[i], kc::RowsView{alone[i].data(), n, ws[i].rows, ws[i].rows}, pool, scratch);
       INFO("tokens " << n << " weight " << i);
       CHECK(fused[i] == alone[i]);
-      CHECK(same_bits(fused[i].data(), reference(ws[i], x, n).data(), fused[i].size()));
+      CHECK(same_bits(fused[i].data(), q8_reference(ws[i], x, n).data(), fused[i].size()));
     }
   }
 }

@@ -9,6 +9,7 @@
 #include "gpu/kernels/cpu/q8_token_tiles.hpp"
 #include "gpu/kernels/cpu/quant_activations.hpp"
 #include "gpu/kernels/cpu/quant_matmul.hpp"
+#include "tests/gpu/q8_test_data.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -18,54 +19,12 @@
 
 namespace kc = pensieve::kernels::cpu;
 using pensieve::model::DType;
+using pensieve::test::Q8Weight;
+using pensieve::test::q8_reference;
+using pensieve::test::random_rows;
+using pensieve::test::same_bits;
 
 namespace {
-
-// Q8_0 rows with random quants (the full int8 range, -128 included) and
-// scales spread over two orders of magnitude.
-std::vector<std::byte> q8_weight(std::int64_t rows, std::int64_t cols, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<std::byte> bytes(pensieve::model::dtype_row_bytes(DType::q8_0, cols) *
-                               std::size_t(rows));
-  for (std::size_t b = 0; b < bytes.size() / 34; ++b) {
-    const std::uint16_t d = pensieve::f32_to_f16(0.001f * float(1 + rng() % 100));
-    std::memcpy(&bytes[b * 34], &d, 2);
-    for (std::size_t j = 2; j < 34; ++j) bytes[b * 34 + j] = std::byte(rng() & 0xff);
-  }
-  return bytes;
-}
-
-kc::WeightView view_of(const std::vector<std::byte>& bytes, std::int64_t rows, std::int64_t cols) {
-  return {DType::q8_0, bytes.data(), rows, cols,
-          pensieve::model::dtype_row_bytes(DType::q8_0, cols)};
-}
-
-std::vector<float> random_rows(std::int64_t rows, std::int64_t cols, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(std::size_t(rows * cols));
-  for (auto& v : x) v = normal(rng);
-  return x;
-}
-
-// Each token alone by the definition, on the portable quantiser's output.
-std::vector<float> one_at_a_time(const kc::WeightView& w, const std::vector<float>& x,
-                                 std::int64_t n_tokens) {
-  const std::int64_t nb = w.cols / 32;
-  std::vector<std::int8_t> q(std::size_t(w.cols));
-  std::vector<float> d(static_cast<std::size_t>(nb)),
-      y(static_cast<std::size_t>(n_tokens * w.rows));
-  for (std::int64_t t = 0; t < n_tokens; ++t) {
-    kc::quantize_row_q8_portable(x.data() + t * w.cols, w.cols, q.data(), d.data());
-    for (std::int64_t o = 0; o < w.rows; ++o)
-      y[std::size_t(t * w.rows + o)] = kc::q8_dot_reference(q.data(), d.data(), w.row(o), nb);
-  }
-  return y;
-}
-
-bool same_bits(const float* a, const float* b, std::size_t n) {
-  return std::memcmp(a, b, n * sizeof(float)) == 0;
-}
 
 constexpr std::int64_t token_counts[] = {1, 2, 3, 5, 7, 8, 9, 17, 33};
 
@@ -85,8 +44,8 @@ TEST_CASE(
   for (const std::int64_t nb : {1, 2, 3, 33}) {
     const std::int64_t cols = nb * 32, stride = rows + 3;
     // 16 more rows to prefetch.
-    const auto bytes = q8_weight(2 * rows, cols, std::uint32_t(700 + nb));
-    const kc::WeightView w = view_of(bytes, 2 * rows, cols);
+    const Q8Weight weight(2 * rows, cols, std::uint32_t(700 + nb));
+    const kc::WeightView& w = weight.view;
     const auto x = random_rows(max_tokens, cols, std::uint32_t(701 + nb));
     std::vector<float> storage;
     const kc::Q8Rows q =
@@ -133,8 +92,8 @@ TEST_CASE(
   constexpr int rows = kc::quant_dot_tile_rows, max_tokens = kc::quant_dot_tile_tokens_max;
   for (const std::int64_t nb : {1, 2, 3, 33}) {
     const std::int64_t cols = nb * 32, stride = rows + 3;
-    const auto bytes = q8_weight(2 * rows, cols, std::uint32_t(750 + nb));  // 8 more to prefetch
-    const kc::WeightView w = view_of(bytes, 2 * rows, cols);
+    const Q8Weight weight(2 * rows, cols, std::uint32_t(750 + nb));  // 8 more to prefetch
+    const kc::WeightView& w = weight.view;
     const auto x = random_rows(max_tokens, cols, std::uint32_t(751 + nb));
     std::vector<float> storage;
     const kc::QuantActs acts = kc::quantize_act_rows(
@@ -172,10 +131,10 @@ TEST_CASE(
   for (const std::int64_t nb : {1, 3, 5, 33}) {
     for (const std::int64_t out : {7, 16, 17, 23, 31, 33, 61, 133}) {
       const std::int64_t in = nb * 32, stride = out + 5;
-      const auto bytes = q8_weight(out, in, std::uint32_t(800 + nb * out));
-      const kc::WeightView w = view_of(bytes, out, in);
+      const Q8Weight weight(out, in, std::uint32_t(800 + nb * out));
+      const kc::WeightView& w = weight.view;
       const auto x = random_rows(33, in, std::uint32_t(801 + nb + out));
-      const auto want = one_at_a_time(w, x, 33);
+      const auto want = q8_reference(w, x, 33);
       for (const std::int64_t n : token_counts) {
         const kc::ConstRowsView xv(x.data(), n, in, in);
         for (const kc::Q8Path path :
@@ -216,8 +175,8 @@ TEST_CASE(
 TEST_CASE("matmul and matmul_many over Q8_0 weights give a decode batch its one-at-a-time bits",
           "[kernels][q8]") {
   const std::int64_t in = 768;
-  const auto bq = q8_weight(48, in, 901), bk = q8_weight(19, in, 902), bv = q8_weight(33, in, 903);
-  const kc::WeightView ws[] = {view_of(bq, 48, in), view_of(bk, 19, in), view_of(bv, 33, in)};
+  const Q8Weight bq(48, in, 901), bk(19, in, 902), bv(33, in, 903);
+  const kc::WeightView ws[] = {bq.view, bk.view, bv.view};
   const auto x = random_rows(33, in, 904);
   for (const std::int64_t n : token_counts) {
     const kc::ConstRowsView xv(x.data(), n, in, in);
@@ -233,7 +192,7 @@ TEST_CASE("matmul and matmul_many over Q8_0 weights give a decode batch its one-
       std::vector<float> alone(std::size_t(n * ws[i].rows));
       kc::matmul({}, xv, ws[i], kc::RowsView{alone.data(), n, ws[i].rows, ws[i].rows}, pool,
                  scratch);
-      const auto want = one_at_a_time(ws[i], x, n);
+      const auto want = q8_reference(ws[i], x, n);
       INFO("tokens " << n << " weight " << i);
       CHECK(same_bits(fused[i].data(), want.data(), want.size()));
       CHECK(same_bits(alone.data(), want.data(), want.size()));
