@@ -33,7 +33,7 @@ namespace {
 // L1 is too); F32 at 4 72 vs 31, at 8 58 vs 56, at 12 58 vs 69.
 template <class Loader>
 constexpr std::int64_t decode_max_tokens() {
-  if constexpr (std::is_same_v<Loader, LoadF16> || std::is_same_v<Loader, LoadBF16>) return 32;
+  if constexpr (std::is_same_v<Loader, LoadF16> || std::is_same_v<Loader, LoadBF16>) return 64;
   return 8;
 }
 
@@ -205,18 +205,20 @@ void run_rows_blocked(const ConstRowsView& x, const WeightView& w, const RowsVie
 #if defined(PENSIEVE_DOT_AVX512)
 
 // Small batches of F32/F16/BF16 weights (matmul_batch_tile.hpp): 2 up to
-// this many tokens; beyond, the decode tiles (halves, to 32) or the panel
-// GEMM. BM_MatmulBatch (2048 x 768, one thread, Intel Xeon, 2026-12-02,
-// results/2026-12-02-matmul-batch-micro.json), small-batch tile vs the
-// previous paths in GFLOP/s, weights from DRAM: F16 at 4 tokens 38 vs 35,
-// at 8 58 vs 48, at 16 58 vs 59, at 32 59 vs 68; F32 at 4 24 vs 21, at 8
-// 39 vs 33, at 16 45 vs 41, at 32 49 vs 61. From the L3 the halves' 2 x 8
-// tiles stay ahead from 8 tokens (70 vs 63), where their rows sit in the L1
-// for the later pairs; a decode batch reads its weights from DRAM.
+// this many tokens; beyond, the panel GEMM. BM_MatmulBatch (2048 x 768, one
+// thread, AMD EPYC Zen 5, 2026-12-06, results/2026-12-06-amd-zen5-small-
+// batch-to-64.md), this tile vs the halves' 2 x 8 decode tiles (16, 32
+// tokens) and the panel GEMM (64), GFLOP/s from DRAM: F16 at 16 tokens 198
+// vs 125, at 32 199 vs 140, at 64 209 vs 186; F32 at 32 176 vs 128, at 64
+// 188 vs 172. From the caches only F16 at 64 loses (205 vs 219); a decode
+// batch reads its weights from DRAM. (On the Intel Xeon of 2026-12-02 the
+// decode tiles led from 8 tokens from the L3, measured before the
+// -mtune=generic fix that made this tile 1.4-1.8x faster there.)
 template <class Loader>
 constexpr std::int64_t small_batch_max_tokens() {
-  if constexpr (std::is_same_v<Loader, LoadF16> || std::is_same_v<Loader, LoadBF16>) return 8;
-  if constexpr (std::is_same_v<Loader, LoadF32>) return 16;
+  if constexpr (std::is_same_v<Loader, LoadF16> || std::is_same_v<Loader, LoadBF16> ||
+                std::is_same_v<Loader, LoadF32>)
+    return 64;
   return 0;
 }
 
