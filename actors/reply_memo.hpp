@@ -11,8 +11,8 @@
 //
 // Bounded by bytes: the least recently used reply leaves first once the
 // entries' ids, keys and bookkeeping (entry_bytes) pass `capacity_bytes`
-// (a forgotten reply is encoded from its text again: correct, and only a
-// shorter cache hit).
+// (a forgotten reply is encoded from its text again: a valid prompt, the
+// same with or without a cache, but a shorter cache hit).
 //
 // Why not "for as long as its blocks live" (issue 21): which ids stand for
 // a resent reply decide the model's input, and so the tokens it writes. A
@@ -21,11 +21,12 @@
 // tenants' traffic, the tier sizes), and a server with a cache would answer
 // a resent history differently from a --no-state one, which caches nothing
 // and still remembers (issue 21's first invariant: the same tokens as
-// --no-state). A bound that depends only on the requests keeps both
-// servers' memos, and so their tokens, equal; bytes rather than a count of
-// replies bound the memory whatever the replies' lengths (2026-12-06: the
-// count of 4096 of before kept 4096 replies whether they were 3 tokens or
-// 3,000 long).
+// --no-state; tests/actors/engine_reply_memo_test.cpp: a memo emptied with
+// the cache gave a 121-token prompt where --no-state's was 127). A bound
+// that depends only on the requests keeps both servers' memos, and so their
+// tokens, equal; bytes rather than a count of replies bound the memory
+// whatever the replies' lengths (the count of 4096 used until 2026-12-06
+// kept 4096 replies whether they were 3 tokens or 3,000 long).
 //
 // Owned by the Engine; used by conversation actors on the control thread
 // only.
