@@ -35,9 +35,11 @@ namespace engine_detail {
 // 100 bytes each).
 inline constexpr std::size_t kExpiredIds = 4096;
 
-// Replies whose generated ids a stateless client's resent history maps
-// back to (a few MB of ids and text at most).
-inline constexpr std::size_t kReplyMemoEntries = 4096;
+// The memory of the replies whose generated ids a stateless client's
+// resent history maps back to (ReplyMemo): 64 MiB of ids and text, some
+// 30,000 replies of 256 tokens, the oldest leaving first. Bounded by bytes,
+// not tied to the life of the replies' KV blocks: see reply_memo.hpp.
+inline constexpr std::size_t kReplyMemoBytes = std::size_t(64) << 20;
 
 // A stateless request's cache namespace: its tenant and salt, joined so
 // that no two pairs give the same name.
@@ -82,7 +84,7 @@ struct Engine::Impl {
   std::shared_ptr<rt::IoRing> journal_ring;
   std::shared_ptr<HistoryJournal> journal;
   // Stateless replies' generated ids; used on the control thread.
-  ReplyMemo replies{engine_detail::kReplyMemoEntries};
+  ReplyMemo replies{engine_detail::kReplyMemoBytes};
 
   rt::TaskGroup group;
   rt::ActorRef<GpuWorkerMsg> worker;

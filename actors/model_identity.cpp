@@ -103,6 +103,11 @@ std::uint64_t kv_identity(const JournalModel& model, const kv::KvPoolConfig& poo
   h.pod(pool.n_layers);
   h.pod(pool.n_kv_heads);
   h.pod(pool.head_dim);
+  // Q8_0 KV's blocks grew from 32 to 64 values on 2026-12-06: the width
+  // joins the hash so that a chunk written in 32-value blocks is foreign
+  // (recomputed) rather than misread. Other dtypes hash as before, so their
+  // chunks stay readable.
+  if (pool.dtype == kv::KvDType::q8_0) h.pod(std::int32_t(kv::kQ8KvBlockValues));
   return h.value();
 }
 

@@ -15,7 +15,7 @@ std::string ReplyMemo::key_of(std::string_view ns, std::string_view text) {
 
 void ReplyMemo::remember(const model::Tokenizer& tokenizer, std::string_view ns, std::string_view text,
                          std::span<const std::int32_t> generated) {
-  if (capacity_ == 0 || text.empty()) return;
+  if (text.empty()) return;
   if (!generated.empty() && tokenizer.is_special(generated.back())) generated = generated.first(generated.size() - 1);
   // The text the client saw for these ids (whole characters, U+FFFD for
   // broken ones, as the reply was streamed).
@@ -28,16 +28,19 @@ void ReplyMemo::remember(const model::Tokenizer& tokenizer, std::string_view ns,
   decoded += utf8.flush();
   if (decoded != text) return;  // the text was cut short of its ids
   std::string key = key_of(ns, text);
-  if (auto it = entries_.find(key); it != entries_.end()) {
-    ages_.erase(it->second.age);
-    entries_.erase(it);
-  }
+  const std::size_t cost = entry_bytes(key.size(), generated.size());
+  if (cost > capacity_bytes_) return;  // it would push out everything and still not fit
+  if (auto it = entries_.find(key); it != entries_.end()) erase(it);
   ages_.push_front(key);
   entries_.emplace(std::move(key), Entry{std::vector<std::int32_t>(generated.begin(), generated.end()), ages_.begin()});
-  while (entries_.size() > capacity_) {
-    entries_.erase(ages_.back());
-    ages_.pop_back();
-  }
+  bytes_ += cost;
+  while (bytes_ > capacity_bytes_) erase(entries_.find(ages_.back()));
+}
+
+void ReplyMemo::erase(std::unordered_map<std::string, Entry>::iterator it) {
+  bytes_ -= entry_bytes(it->first.size(), it->second.ids.size());
+  ages_.erase(it->second.age);
+  entries_.erase(it);
 }
 
 const std::vector<std::int32_t>* ReplyMemo::find(std::string_view ns, std::string_view text) {

@@ -9,9 +9,24 @@
 // the KV its earlier turn left cached, and the model sees its own tokens,
 // as a conversation's history keeps them.
 //
-// Bounded: the least recently used reply leaves first once `capacity` are
-// held (a forgotten reply is encoded from its text again: correct, and
-// only a shorter cache hit).
+// Bounded by bytes: the least recently used reply leaves first once the
+// entries' ids, keys and bookkeeping (entry_bytes) pass `capacity_bytes`
+// (a forgotten reply is encoded from its text again: a valid prompt, the
+// same with or without a cache, but a shorter cache hit).
+//
+// Why not "for as long as its blocks live" (issue 21): which ids stand for
+// a resent reply decide the model's input, and so the tokens it writes. A
+// memo that forgot a reply when the cache evicted its KV would make a
+// stateless client's outputs depend on eviction (memory pressure, other
+// tenants' traffic, the tier sizes), and a server with a cache would answer
+// a resent history differently from a --no-state one, which caches nothing
+// and still remembers (issue 21's first invariant: the same tokens as
+// --no-state; tests/actors/engine_reply_memo_test.cpp: a memo emptied with
+// the cache gave a 121-token prompt where --no-state's was 127). A bound
+// that depends only on the requests keeps both servers' memos, and so their
+// tokens, equal; bytes rather than a count of replies bound the memory
+// whatever the replies' lengths (the count of 4096 used until 2026-12-06
+// kept 4096 replies whether they were 3 tokens or 3,000 long).
 //
 // Owned by the Engine; used by conversation actors on the control thread
 // only.
@@ -31,7 +46,7 @@ namespace pensieve::actors {
 
 class ReplyMemo {
  public:
-  explicit ReplyMemo(std::size_t capacity) : capacity_(capacity) {}
+  explicit ReplyMemo(std::size_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
 
   // Remembers `generated` as the ids of `text` in `ns`, when they are the
   // ids of exactly that text (a trailing special token, which the template's
@@ -42,6 +57,14 @@ class ReplyMemo {
   // The remembered ids of `text` in `ns`, or null.
   const std::vector<std::int32_t>* find(std::string_view ns, std::string_view text);
   std::size_t size() const { return entries_.size(); }
+  // What the entries held count against the capacity.
+  std::size_t bytes() const { return bytes_; }
+  // An entry's cost: its key (namespace and text), its ids, and a fixed
+  // allowance for the map node, the age list's node and the vector.
+  static std::size_t entry_bytes(std::size_t key_bytes, std::size_t ids) {
+    return key_bytes + ids * sizeof(std::int32_t) + kEntryOverheadBytes;
+  }
+  static constexpr std::size_t kEntryOverheadBytes = 160;
 
   // `pieces` (the rendering of `messages`) encoded as
   // Tokenizer::encode_pieces does, except that a piece of client text that
@@ -59,7 +82,10 @@ class ReplyMemo {
   };
   static std::string key_of(std::string_view ns, std::string_view text);
 
-  std::size_t capacity_;
+  void erase(std::unordered_map<std::string, Entry>::iterator it);
+
+  std::size_t capacity_bytes_;
+  std::size_t bytes_ = 0;
   std::unordered_map<std::string, Entry> entries_;
   std::list<std::string> ages_;  // keys, most recently used first
 };

@@ -33,7 +33,7 @@ struct Args {
   std::string model = "../shared/models/tiny-llama-f16.gguf";
   std::int64_t kv_device_mb = 1;
   std::int32_t conversations = 120;
-  std::int32_t prompt_words = 80;
+  std::int32_t prompt_words = 74;  // with the number: 124 tokens a conversation, 4 blocks of 32
   std::int32_t max_tokens = 16;
   std::vector<std::string> dtypes = {"f32", "f16", "q8_0"};
   std::optional<std::string> out;
@@ -81,8 +81,14 @@ Result<Measured> measure(const Args& a, kv::KvDType dtype) {
   m.dtype = kv::kv_dtype_name(dtype);
   asio::io_context io;
   for (std::int32_t c = 0; c < a.conversations; ++c) {
-    // Different words per conversation, the same length.
-    std::string text;
+    // Different words per conversation, the same length. The number leads
+    // (four digits: one token each) so that no two conversations share a
+    // first block: since prefix sharing across a namespace's conversations
+    // (issue 21), identical leading blocks would be held once and the pool
+    // would hold more conversations than its blocks (2026-12-06).
+    char number[16];
+    std::snprintf(number, sizeof number, "%04d: ", int(c));
+    std::string text = number;
     for (std::int32_t w = 0; w < a.prompt_words; ++w) text += (w % 7 == c % 7 ? "river " : "stone ");
     auto f = asio::co_spawn(io, one_turn(**engine, "c" + std::to_string(c), text, a.max_tokens), asio::use_future);
     io.restart();

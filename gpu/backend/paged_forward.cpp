@@ -27,10 +27,11 @@ std::size_t block_bytes(const kv::KvPoolConfig& pool) {
 }
 
 // Q8_0 and FP8 KV quantise each token's K and V row (one rank's KV heads) in
-// blocks of 32 values.
+// blocks of 64 and 32 values; a Q8_0 row may end with a block of 32
+// (kv/paged_kv_view.hpp), so both need rows of whole 32-value granules.
 Result<void> check_kv_rows(const kv::KvPoolConfig& pool) {
   const std::int64_t row = std::int64_t(pool.n_kv_heads) * pool.head_dim;
-  if (!kv::kv_dtype_is_blocked(pool.dtype) || row % kv::kQ8KvBlockValues == 0) return {};
+  if (!kv::kv_dtype_is_blocked(pool.dtype) || row % kv::kKvRowGranuleValues == 0) return {};
   return fail(std::string("--kv-dtype ") + kv::kv_dtype_name(pool.dtype) + ": a token's KV row on one rank has " + std::to_string(row) +
               " values (KV heads x head_dim), not a multiple of 32; use --kv-dtype f16");
 }

@@ -11,7 +11,7 @@
 namespace pensieve::kv {
 
 void quantize_kv_row_fp8(const float* x, std::int64_t n, std::byte* out) {
-  constexpr std::int64_t kValues = kQ8KvBlockValues;
+  constexpr std::int64_t kValues = kFp8KvBlockValues;
   assert(n % kValues == 0 && "fp8 KV rows are whole blocks");
   for (std::int64_t b = 0; b < n / kValues; ++b) {
     const float* xb = x + b * kValues;
@@ -28,7 +28,7 @@ void quantize_kv_row_fp8(const float* x, std::int64_t n, std::byte* out) {
 }
 
 void widen_kv_row_fp8(const std::byte* row, std::int64_t first, std::int32_t n, float* dst) {
-  constexpr std::int64_t kValues = kQ8KvBlockValues;
+  constexpr std::int64_t kValues = kFp8KvBlockValues;
   for (std::int64_t i = first, end = first + n; i < end;) {
     const std::byte* blk = row + std::size_t(i / kValues) * kFp8KvBlockBytes;
     const std::int64_t in_block = i % kValues, run = std::min(end - i, kValues - in_block);

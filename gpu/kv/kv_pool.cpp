@@ -54,7 +54,7 @@ KvPool::KvPool(const KvPoolConfig& config, KvPoolMemory memory) : config_(config
       config.n_kv_heads <= 0 || config.head_dim <= 0) {
     throw std::invalid_argument("KvPool: every dimension must be positive");
   }
-  if (kv_dtype_is_blocked(config.dtype) && (std::int64_t(config.n_kv_heads) * config.head_dim) % kQ8KvBlockValues != 0) {
+  if (kv_dtype_is_blocked(config.dtype) && (std::int64_t(config.n_kv_heads) * config.head_dim) % kKvRowGranuleValues != 0) {
     throw std::invalid_argument(std::string("KvPool: ") + kv_dtype_name(config.dtype) +
                                 " KV needs rows of a multiple of 32 values");
   }

@@ -233,7 +233,7 @@ TEST_CASE("a Q8_0 chunk goes device, host, disk, host, device byte for byte", "[
   REQUIRE(rig.device->config().dtype == kv::KvDType::q8_0);
   REQUIRE(rig.host->config().dtype == kv::KvDType::q8_0);
   // Real quantised K/V in device block 2 (slots 8..11), every layer.
-  std::vector<float> k(4 * 32), v(4 * 32);
+  std::vector<float> k(4 * 96), v(4 * 96);
   for (std::size_t i = 0; i < k.size(); ++i) {
     k[i] = float(int(i * 37 % 101) - 50) * 0.031f;
     v[i] = float(int(i * 53 % 89) - 44) * 0.7f;
@@ -245,7 +245,7 @@ TEST_CASE("a Q8_0 chunk goes device, host, disk, host, device byte for byte", "[
   std::vector<std::vector<std::byte>> original;
   for (std::int32_t l = 0; l < 3; ++l) {
     original.push_back(copy_of(*rig.device, l, 2));
-    CHECK(original.back().size() == 2 * 4 * 34);  // K and V of 4 tokens, one 34-byte block each
+    CHECK(original.back().size() == 2 * 4 * (66 + 34));  // K and V of 4 tokens, blocks of 64 and 32 values
   }
   KvTransfers out;
   out.swap_out = {dh(2, 1)};

@@ -21,14 +21,15 @@ namespace pensieve::testing {
 
 namespace asio = boost::asio;
 
-// Q8_0 rows are whole blocks of 32 values: 2 heads of 16 then.
+// Q8_0 rows are whole multiples of 32 values: 2 heads of 48 then, 96 values in
+// a 64-value block and a last block of 32 (66 + 34 bytes).
 inline kv::KvPoolConfig small_pool(std::int32_t blocks, kv::KvDType dtype = kv::KvDType::f32) {
   kv::KvPoolConfig c;
   c.num_blocks = blocks;
   c.block_tokens = 4;
   c.n_layers = 3;
   c.n_kv_heads = 2;
-  c.head_dim = dtype == kv::KvDType::q8_0 ? 16 : 8;
+  c.head_dim = dtype == kv::KvDType::q8_0 ? 48 : 8;
   c.dtype = dtype;
   c.tier = kv::Tier::device;
   c.poison_freed = false;

@@ -332,7 +332,7 @@ TEST_CASE("the fused RoPE + KV write into Q8_0 and FP8 caches reads back within 
   testing::require_cuda_device();
   std::mt19937_64 rng(19);
   for (kv::KvDType t : {kv::KvDType::q8_0, kv::KvDType::fp8}) {
-    const FusedRows f = fused_rows(rng, 48, kernels::RopeStyle::half_split);  // 96 values: 3 blocks across heads
+    const FusedRows f = fused_rows(rng, 48, kernels::RopeStyle::half_split);  // 96 values: Q8_0 64 + 32, FP8 3 x 32, blocks across heads
     const std::int32_t rows = f.rows, q_dim = f.q_dim, kv_dim = f.kv_dim, stride = f.stride;
     const auto& roped = f.roped;
     const auto& slots = f.slots;
@@ -363,8 +363,10 @@ TEST_CASE("the fused RoPE + KV write into Q8_0 and FP8 caches reads back within 
         const std::byte* row = static_cast<const std::byte*>(view.data) + view.row_byte_offset(block, which, in_block);
         const float* want = &roped[std::size_t(r * stride + q_dim + which * kv_dim)];
         for (std::int32_t i = 0; i < kv_dim; ++i) {
+          // i's block: 64 values for Q8_0 (the row's last 32 a block of their own), 32 for FP8.
+          const std::int32_t per = kv::kv_block_values(t), b0 = i / per * per;
           float amax = 0.0f;
-          for (std::int32_t j = i / 32 * 32; j < i / 32 * 32 + 32; ++j) amax = std::max(amax, std::fabs(want[j]));
+          for (std::int32_t j = b0; j < std::min(b0 + per, kv_dim); ++j) amax = std::max(amax, std::fabs(want[j]));
           double allowed = 0, value = 0;
           if (t == kv::KvDType::q8_0) {
             kc::widen_q8_0_portable(row, i, 1, &got[std::size_t(i)]);

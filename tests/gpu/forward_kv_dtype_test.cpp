@@ -55,6 +55,7 @@ struct GoldenModel {
 };
 constexpr GoldenModel tiny_llama{"models/tiny-llama-f16.gguf", "golden/tiny-llama-f16.golden.jsonl"};
 constexpr GoldenModel stories{"models/stories260K.bin", "golden/stories260K.golden.jsonl"};
+constexpr GoldenModel kq_q8_0{"models/kq-q8_0.gguf", "golden/kq-q8_0.golden.jsonl"};
 
 Agreement compare(const GoldenModel& m, kv::KvDType quantised) {
   const std::string model_file = m.model_file, golden_file = m.golden_file;
@@ -101,9 +102,10 @@ void check_agreement(const Agreement& a, std::size_t steps, double logit_diff, s
 
 // The bounds are the measured values (2026-12-02) with some room. These
 // random-weight models have large logits (up to ~85) and heads of 16 and 8
-// dims, so one Q8_0 block of 32 spans 2 and 4 heads and a head with small K
-// values shares its scale with a larger one: a harder case than a real
-// model's 128-dim heads (each its own 4 blocks).
+// dims, so their rows of 32 values are one Q8_0 block (the row's last block
+// holds 32 values: the layout of ggml's block_q8_0) that spans 2 and 4 heads,
+// and a head with small K values shares its scale with a larger one: a
+// harder case than a real model's 128-dim heads (each 2 blocks of 64).
 TEST_CASE("tiny-llama-f16 with Q8_0 KV gives F16 KV's greedy token on >= 115 of 120 steps, logits within 5",
           "[forward][q8_0][golden]") {
   // measured: largest logit difference 3.55, same greedy token on 118 steps
@@ -114,6 +116,15 @@ TEST_CASE("stories260K with Q8_0 KV gives F16 KV's greedy token on >= 300 of 320
           "[forward][q8_0][golden]") {
   // measured: largest logit difference 1.78, same greedy token on 310 steps
   check_agreement(compare(stories, kv::KvDType::q8_0), 320, 2.5, 300);
+}
+
+// kq-q8_0 has 2 KV heads of 64 dims: each 64-value Q8_0 block is one head.
+// Measured 2026-12-06: 64-value blocks, largest logit difference 10.53 and
+// the same greedy token on 113 of 120 steps; the 32-value blocks of before,
+// 9.35 and 117 (F16 vs F32 KV: 5.62; largest |logit| 269, random weights).
+TEST_CASE("kq-q8_0 (heads of 64) with Q8_0 KV gives F16 KV's greedy token on >= 108 of 120 steps, logits within 12",
+          "[forward][q8_0][golden]") {
+  check_agreement(compare(kq_q8_0, kv::KvDType::q8_0), 120, 12.0, 108);
 }
 
 // FP8 E4M3 keeps 3 mantissa bits (a relative step of 1/8) where Q8_0 keeps

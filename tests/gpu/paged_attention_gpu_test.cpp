@@ -195,7 +195,7 @@ TEST_CASE("CUDA reshape_and_cache quantises to the CPU op's Q8_0 and FP8 bytes",
     c.num_blocks = 16;
     c.block_tokens = 8;
     c.n_kv_heads = 2;
-    c.head_dim = 80;  // 160 values: 5 blocks, one across the heads' boundary
+    c.head_dim = 80;  // 160 values: Q8_0 64 + 64 + 32, FP8 5 x 32; blocks across the heads' boundary
     c.dtype = dtype;
     c.poison_freed = false;
     kv::KvPool host(c);
@@ -204,7 +204,7 @@ TEST_CASE("CUDA reshape_and_cache quantises to the CPU op's Q8_0 and FP8 bytes",
     std::vector<float> k(std::size_t(tokens) * 160), v(k.size());
     for (auto& x : k) x = 3.0f * test::nonzero_uniform(rng);
     for (auto& x : v) x = 0.1f * test::nonzero_uniform(rng);
-    for (std::size_t i = 0; i < 32; ++i) k[i] = 0.0f;  // an all-zero block
+    for (std::size_t i = 0; i < 64; ++i) k[i] = 0.0f;  // an all-zero block (two of FP8's)
     std::vector<std::int64_t> slots(tokens);
     for (std::int32_t t = 0; t < tokens; ++t) slots[t] = (t * 37) % (16 * 8);
     slots[5] = -1;

@@ -49,7 +49,7 @@ Result<void> CudaForward::init() {
   if (kv != weights_.dtype && !kv::kv_dtype_is_blocked(kv))
     return fail(std::string("cuda forward: KV dtype ") + kv::kv_dtype_name(kv) +
                 " is neither the compute dtype nor q8_0 / fp8");
-  if (kv::kv_dtype_is_blocked(kv) && c.kv_dim() % kv::kQ8KvBlockValues != 0)
+  if (kv::kv_dtype_is_blocked(kv) && c.kv_dim() % kv::kKvRowGranuleValues != 0)
     return fail(std::string("cuda forward: ") + kv::kv_dtype_name(kv) + " KV needs KV rows of a multiple of 32 values, not " +
                 std::to_string(c.kv_dim()));
   int device = 0;

@@ -1,7 +1,7 @@
 #pragma once
 // Dequantising Q8_0 KV (paged_kv_view.hpp's layout) to F32 for the CPU
 // attention kernels: values [first, first + n) of one token's row, each
-// d * q with d the F16 scale of its block of 32. The vector path and the
+// d * q with d the F16 scale of its block of 64. The vector path and the
 // portable one give the same bits (one F32 product per value); which runs is
 // chosen at run time from what the CPU reports, as the quantised dot
 // products are (quant_dot.cpp), so a portable build still vectorises here.

@@ -130,8 +130,8 @@ __global__ void cache_write_kernel(const float* k, const float* v, std::int64_t 
   }
 }
 
-// The same into a block-quantised cache: one warp per 32-value block of the
-// token's K row then its V row.
+// The same into a block-quantised cache: one warp per block (kv_quant.cuh)
+// of the token's K row then its V row.
 template <class Tag>
 __global__ void cache_write_blocked_kernel(const float* k, const float* v, std::int64_t src_stride,
                                            const std::int64_t* slots, kv::PagedKvView c) {
@@ -139,14 +139,14 @@ __global__ void cache_write_blocked_kernel(const float* k, const float* v, std::
   if (slot < 0) return;
   const auto block = std::int32_t(slot / c.block_tokens);
   const auto in_block = std::int32_t(slot % c.block_tokens);
-  const std::int64_t blocks = c.token_stride() / 32;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const std::int64_t row = c.token_stride(), blocks = dev::kv_row_blocks<Tag>(row);
+  const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
   auto* cache = static_cast<std::uint8_t*>(c.data);
   for (std::int64_t b = warp; b < 2 * blocks; b += warps) {
     const int which = int(b / blocks);
     const float* src = (which == 0 ? k : v) + std::int64_t(blockIdx.x) * src_stride;
-    std::uint8_t* dst = cache + c.row_byte_offset(block, which, in_block) + (b % blocks) * Tag::kBlockBytes;
-    dev::kv_quantize_block(Tag{}, src[(b % blocks) * 32 + lane], dst);
+    dev::kv_quantize_row_block<Tag>(row, b % blocks, [src](std::int64_t i) { return src[i]; },
+                                    cache + c.row_byte_offset(block, which, in_block));
   }
 }
 
@@ -195,36 +195,35 @@ __global__ void qkv_rope_cache_kernel(QkvRopeCacheLaunch p) {
 }
 
 // qkv_rope_cache with a block-quantised cache: Q as above (T: its type); K
-// and V quantised from F32 one warp per 32-value block, each lane computing
-// its value's rotation itself (no staging, no block-wide barrier).
+// and V quantised from F32 one warp per block (kv_quant.cuh), each lane
+// computing its values' rotations itself (no staging, no block-wide barrier).
 template <class T, class Tag>
 __global__ void qkv_rope_cache_blocked_kernel(QkvRopeCacheLaunch p) {
   const std::int64_t t = blockIdx.x;
-  const float* row = p.qkv + t * p.row_stride;
+  const float* row_in = p.qkv + t * p.row_stride;
   const float pos = float(p.positions[t]);
   const int hd = p.head_dim, q_heads = p.n_heads;
   T* q = static_cast<T*>(p.q_out) + t * p.q_stride;
   for (int idx = threadIdx.x; idx < q_heads * hd; idx += blockDim.x) {
-    q[idx] = from_f32<T>(rotated(row + std::int64_t(idx / hd) * hd, idx % hd, p.rope_dims, p.interleaved, pos,
+    q[idx] = from_f32<T>(rotated(row_in + std::int64_t(idx / hd) * hd, idx % hd, p.rope_dims, p.interleaved, pos,
                                  p.inv_freq));
   }
   const std::int64_t slot = p.slots[t];
   if (slot < 0) return;
   const auto block = std::int32_t(slot / p.cache.block_tokens);
   const auto in_block = std::int32_t(slot % p.cache.block_tokens);
-  const int blocks = p.n_kv_heads * hd / 32;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  const float* k_src = row + std::int64_t(q_heads) * hd;
+  const std::int64_t row = std::int64_t(p.n_kv_heads) * hd, blocks = dev::kv_row_blocks<Tag>(row);
+  const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const float* k_src = row_in + std::int64_t(q_heads) * hd;
   const float* v_src = k_src + std::int64_t(p.n_kv_heads) * hd;
   auto* cache = static_cast<std::uint8_t*>(p.cache.data);
-  for (int b = warp; b < 2 * blocks; b += warps) {
-    const int which = b / blocks, i = (b % blocks) * 32 + lane;
-    const float x = which == 0 ? rotated(k_src + std::int64_t(i / hd) * hd, i % hd, p.rope_dims, p.interleaved,
-                                         pos, p.inv_freq)
-                               : v_src[i];
-    std::uint8_t* dst =
-        cache + p.cache.row_byte_offset(block, which, in_block) + std::size_t(b % blocks) * Tag::kBlockBytes;
-    dev::kv_quantize_block(Tag{}, x, dst);
+  for (std::int64_t b = warp; b < 2 * blocks; b += warps) {
+    const int which = int(b / blocks);
+    const auto value = [&](std::int64_t i) {
+      return which == 0 ? rotated(k_src + (i / hd) * hd, int(i % hd), p.rope_dims, p.interleaved, pos, p.inv_freq)
+                        : v_src[i];
+    };
+    dev::kv_quantize_row_block<Tag>(row, b % blocks, value, cache + p.cache.row_byte_offset(block, which, in_block));
   }
 }
 

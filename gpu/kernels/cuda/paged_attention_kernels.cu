@@ -241,23 +241,22 @@ __global__ void reshape_and_cache_kernel(ReshapeAndCacheParams p) {
   }
 }
 
-// reshape_and_cache into a block-quantised cache: one warp per 32-value block
-// of the token's K row then its V row.
+// reshape_and_cache into a block-quantised cache: one warp per block
+// (kv_quant.cuh) of the token's K row then its V row.
 template <class T, class Tag>
 __global__ void reshape_and_cache_blocked_kernel(ReshapeAndCacheParams p) {
   const std::int64_t slot = p.slots[blockIdx.x];
   if (slot < 0) return;
   const kv::PagedKvView& c = p.cache;
   const int block = int(slot / c.block_tokens), in_block = int(slot % c.block_tokens);
-  const std::int64_t row = c.token_stride(), blocks = row / 32;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const std::int64_t row = c.token_stride(), blocks = dev::kv_row_blocks<Tag>(row);
+  const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
   auto* cache = static_cast<std::uint8_t*>(c.data);
   for (std::int64_t b = warp; b < 2 * blocks; b += warps) {
     const int which = int(b / blocks);
-    const std::int64_t i = (b % blocks) * 32 + lane;
     const T* src = static_cast<const T*>(which == 0 ? p.k : p.v) + blockIdx.x * row;
-    std::uint8_t* dst = cache + c.row_byte_offset(block, which, in_block) + (b % blocks) * Tag::kBlockBytes;
-    dev::kv_quantize_block(Tag{}, to_f32(src[i]), dst);
+    dev::kv_quantize_row_block<Tag>(row, b % blocks, [src](std::int64_t i) { return to_f32(src[i]); },
+                                    cache + c.row_byte_offset(block, which, in_block));
   }
 }
 
