@@ -6,16 +6,16 @@
 // plan time with 10^3 conversations cached (profile in
 // bench/results/2026-12-02-pensieve-sim.md).
 //
-// Each entry sits in one group: idle or waiting (attached to a turn), and
-// the token count of its smallest chunk (its last); in a group, ordered by
-// its last-active time. A chunk's retention value is at least the cost of
-// its group's smallest chunk over its entry's idle time (LRU: the
-// last-active time itself), and that floor grows along a group, so a walk
-// over the groups in increasing floor (ColdWalk) can stop once the floor
-// passes the best chunk found: no chunk left can leave before it.
-// Alongside, per entry and per kind, which chunk codes (code_of) its chunks
-// have, so a query skips entries with no chunk it wants and answers at once
-// when no chunk anywhere has one.
+// An entry sits in one group per chunk code (code_of) its chunks have:
+// by idle or waiting (attached to a turn), the code, and the token count of
+// its smallest chunk (its last); in a group, ordered by its last-active
+// time. A chunk's retention value is at least the cost of its group's
+// smallest chunk over its entry's idle time (LRU: the last-active time
+// itself), and that floor grows along a group, so a walk over the groups of
+// the codes a query wants, in increasing floor (ColdWalk), meets only
+// entries holding such a chunk and can stop once the floor passes the best
+// chunk found: no chunk left can leave before it. Alongside, per kind, how
+// many chunks have each code, so a query no chunk answers costs nothing.
 //
 // Pure; owned by KvCacheIndex, used on the scheduler actor's thread.
 #include "actors/cached_chunk.hpp"
@@ -53,8 +53,8 @@ struct ColdSummary {
   std::int64_t last_active_ns = 0;
   std::int32_t min_tokens = 0;  // its group
   bool waiting = false;
-  bool keyed = false;  // in a group (some chunk holds or moves a copy)
   bool dirty = false;  // changed since: refreshed before the next query
+  std::uint64_t walked = 0;  // the last walk that visited it (ColdWalk::stamp)
 };
 
 class ColdOrder {
@@ -76,8 +76,9 @@ class ColdOrder {
   // Takes `e` out, as its summary last saw it.
   void remove(CachedEntry& e);
 
-  // Idle (`waiting` false) or waiting entries' groups, by smallest chunk's tokens.
-  std::span<const Group> groups(bool waiting) const;
+  // Idle (`waiting` false) or waiting entries holding a chunk with code
+  // `code`, by their smallest chunk's tokens (index 0 to block_tokens).
+  std::span<const Group> groups(bool waiting, ChunkCode code) const;
   std::int32_t block_tokens() const { return block_tokens_; }
   // Chunks of idle or waiting entries with code `code`.
   std::int64_t count(bool waiting, ChunkCode code) const { return counts_[waiting ? 1 : 0][code]; }
@@ -85,8 +86,9 @@ class ColdOrder {
   const CachedChunk& sample(ChunkCode code) const { return samples_[code]; }
 
  private:
-  std::size_t group_of(bool waiting, std::int32_t min_tokens) const {
-    return (waiting ? std::size_t(block_tokens_) + 1 : 0) + std::size_t(min_tokens);
+  std::size_t group_of(bool waiting, ChunkCode code, std::int32_t min_tokens) const {
+    const std::size_t per_code = std::size_t(block_tokens_) + 1;
+    return ((waiting ? chunk_codes : 0) + code) * per_code + std::size_t(min_tokens);
   }
 
   std::int32_t block_tokens_;
@@ -95,28 +97,35 @@ class ColdOrder {
   std::vector<CachedChunk> samples_;
 };
 
-// One kind's keyed entries in increasing retention floor at `now_ns`.
+// The entries of one kind holding a chunk of the codes a query wants, in
+// increasing retention floor at `now_ns`.
 class ColdWalk {
  public:
-  ColdWalk(const ColdOrder& order, const EvictionPolicy& policy, std::int64_t now_ns, bool waiting);
-  // The next entry, unless every one left has a floor above `ceiling` (a
-  // chunk's retention value): none of their chunks leaves before it.
-  const ColdOrder::Key* next(double ceiling);
+  // Over the groups of the codes in `want` (never code 0, dropped chunks:
+  // those entries are in no group). `stamp`: a number no earlier walk of
+  // this order used, to visit an entry in several groups once.
+  ColdWalk(const ColdOrder& order, const EvictionPolicy& policy, std::int64_t now_ns, bool waiting,
+           const CodeMask& want, std::uint64_t stamp);
+  // The next entry not visited yet, unless every one left has a floor
+  // above `ceiling` (a chunk's retention value): none of their chunks
+  // leaves before it.
+  CachedEntry* next(double ceiling);
   std::size_t visited() const { return visited_; }
 
  private:
   struct Cursor {
     double floor = 0;
-    std::size_t group = 0;
+    const ColdOrder::Group* group = nullptr;
+    std::int32_t min_tokens = 0;
     ColdOrder::Group::const_iterator at;
-    bool operator>(const Cursor& o) const { return floor != o.floor ? floor > o.floor : group > o.group; }
+    bool operator>(const Cursor& o) const { return floor > o.floor; }
   };
-  void push(std::size_t group, ColdOrder::Group::const_iterator at);
+  void push(Cursor c);
 
-  std::span<const ColdOrder::Group> groups_;
   bool lru_;
   std::int64_t now_ns_;
-  std::vector<double> cheapest_;  // per group: a floor on its chunks' recompute cost
+  std::uint64_t stamp_;
+  std::vector<double> cheapest_;  // per smallest chunk's tokens: a floor on a chunk's recompute cost
   std::priority_queue<Cursor, std::vector<Cursor>, std::greater<>> heap_;
   std::size_t visited_ = 0;
 };

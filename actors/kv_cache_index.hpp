@@ -15,8 +15,8 @@
 // key it reached, so its cost grows with the prompt's length and the paths
 // sharing its longest prefix, never with the number of paths cached.
 //
-// The coldest-chunk queries walk ColdOrder (entries by kind, smallest
-// chunk and last-active time, with the chunk codes each holds), which the
+// The coldest-chunk queries walk ColdOrder (entries by kind, chunk code,
+// smallest chunk and last-active time), which the
 // index keeps in step: an entry changed through find(), insert(),
 // truncate_tokens() or touch() is summarized again before the next query.
 // Whoever edits a chunk or an entry after a query (through a ChunkPick or
@@ -208,6 +208,7 @@ class KvCacheIndex {
   ColdOrder cold_;
   std::vector<ConversationId> changed_;  // entries touched since the last refresh
   std::size_t last_walk_visits_ = 0;
+  std::uint64_t walks_ = 0;  // ColdWalk's stamps
 };
 
 template <class Pred>
@@ -238,14 +239,15 @@ std::optional<ChunkPick> KvCacheIndex::coldest_where(const EvictionPolicy& polic
   const CodeMask want = codes_where(waiting, pred);
   if (!want.any()) return std::nullopt;
   if (want.test(0)) return coldest_scan(policy, now_ns, waiting, entry_pred, pred);
-  ColdWalk walk(cold_, policy, now_ns, waiting);
+  ColdWalk walk(cold_, policy, now_ns, waiting, want, ++walks_);
   std::optional<ChunkPick> best;
   double best_value = std::numeric_limits<double>::infinity();
   const bool lru = policy.kind() == EvictionPolicyKind::lru;
   const std::size_t bt = std::size_t(block_tokens_);
-  while (const ColdOrder::Key* key = walk.next(best_value)) {
-    CachedEntry& e = *key->entry;
-    if (!e.cold.codes.meets(want) || !entry_pred(key->conversation, e)) continue;
+  while (CachedEntry* found = walk.next(best_value)) {
+    CachedEntry& e = *found;
+    const ConversationId conversation = e.cold.conversation;
+    if (!entry_pred(conversation, e)) continue;
     // Chunks [0, full) hold block_tokens each; their floors grow with the
     // index (EvictionPolicy::value_floor), so past the first one above the
     // best value only the short chunks after them may still leave first.
@@ -258,11 +260,11 @@ std::optional<ChunkPick> KvCacheIndex::coldest_where(const EvictionPolicy& polic
         if (i < full) i = full - 1;
         continue;
       }
-      ChunkCandidate c = candidate(key->conversation, e, i);
+      ChunkCandidate c = candidate(conversation, e, i);
       // A higher value never leaves first; an equal one may (ties).
       const double v = policy.retention_value(c, now_ns);
       if (v <= best_value && (!best || policy.leaves_before(c, best->candidate, now_ns))) {
-        best = ChunkPick{&e, key->conversation, i, c};
+        best = ChunkPick{&e, conversation, i, c};
         best_value = v;
       }
       if (lru) break;  // LRU: the entry's later chunks leave after this one
