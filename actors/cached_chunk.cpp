@@ -11,6 +11,22 @@ ChunkView view_of(const CachedChunk& c) {
   return v;
 }
 
+ChunkCode code_of(const CachedChunk& c) {
+  return ChunkCode((c.device ? 1 : 0) | (c.host ? 2 : 0) | (c.disk ? 4 : 0) | (c.evict_device ? 8 : 0) |
+                   (c.spill_failed ? 16 : 0) | (unsigned(c.moving) << 5));
+}
+
+CachedChunk chunk_with_code(ChunkCode code) {
+  CachedChunk c;
+  if (code & 1) c.device = kv::BlockId{0};
+  if (code & 2) c.host = HostSlot{0};
+  if (code & 4) c.disk = DiskSlot{0};
+  c.evict_device = (code & 8) != 0;
+  c.spill_failed = (code & 16) != 0;
+  c.moving = ChunkMove((code >> 5) & 3);
+  return c;
+}
+
 void drop_device_copy(CachedChunk& c, TierPools& pools, std::vector<kv::BlockId>& freed) {
   if (!c.device) return;
   pools.device.release(*c.device, freed);

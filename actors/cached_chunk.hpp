@@ -51,6 +51,17 @@ struct ChunkKey {
   std::uint64_t id = 0;
 };
 
+// A chunk's state as one of chunk_codes small numbers: which copies it
+// has, which move of it is in flight, whether its device copy leaves once
+// copied out and whether its spill failed. Every eviction choice reads only
+// these fields, so the index keeps, per cached entry, which codes its
+// chunks have and skips entries with none a query wants (KvCacheIndex).
+using ChunkCode = std::uint8_t;
+inline constexpr std::size_t chunk_codes = 128;
+ChunkCode code_of(const CachedChunk& c);
+// A chunk whose code is `code` (slot numbers 0), to ask a predicate about it.
+CachedChunk chunk_with_code(ChunkCode code);
+
 enum class ChunkTier : std::uint8_t { device, host, disk, restoring, dropped };
 
 // One cached chunk, for tests and inspection.

@@ -1,6 +1,7 @@
 #include "actors/eviction_policy.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <tuple>
 
 namespace pensieve::actors {
@@ -53,6 +54,23 @@ double EvictionPolicy::retention_value(const ChunkCandidate& c, std::int64_t now
   if (kind_ == EvictionPolicyKind::lru) return double(c.last_active_ns);
   const double idle_ns = double(std::max<std::int64_t>(1, now_ns - c.last_active_ns));
   return cost_.range_cost(c.begin_token, c.end_token) * double(std::max(1, c.sharers)) / idle_ns;
+}
+
+double EvictionPolicy::cost_floor(std::int64_t tokens) const {
+  if (!(cost_.per_token >= 0.0 && cost_.per_token_pair >= 0.0)) return -std::numeric_limits<double>::infinity();
+  // A range's cost grows with its length and with where it starts (every
+  // token attends over more keys), so [0, tokens) is the cheapest.
+  return cost_.range_cost(0, tokens) * (1.0 - 1e-9);
+}
+
+double EvictionPolicy::value_floor(std::int64_t begin_token, std::int64_t end_token, std::int64_t last_active_ns,
+                                   std::int64_t now_ns) const {
+  if (kind_ == EvictionPolicyKind::lru) return double(last_active_ns);
+  if (!(cost_.per_token >= 0.0 && cost_.per_token_pair >= 0.0)) return -std::numeric_limits<double>::infinity();
+  // The same idle time as retention_value(), one sharer, and the cost a
+  // hair lower so no rounding puts the floor above the value.
+  const double idle_ns = double(std::max<std::int64_t>(1, now_ns - last_active_ns));
+  return cost_.range_cost(begin_token, end_token) * (1.0 - 1e-9) / idle_ns;
 }
 
 bool EvictionPolicy::leaves_before(const ChunkCandidate& a, const ChunkCandidate& b, std::int64_t now_ns) const {

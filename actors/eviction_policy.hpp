@@ -72,6 +72,20 @@ class EvictionPolicy {
   // the last-active time. Either way, lower leaves first.
   double retention_value(const ChunkCandidate& c, std::int64_t now_ns) const;
 
+  // At most the recompute cost (CostModel::range_cost) of any range of
+  // `tokens` tokens or more, wherever it starts: a floor on the value of a
+  // chunk that size for ColdOrder's walk, kept a hair below the exact cost
+  // so rounding never puts it above (minus infinity when a coefficient is
+  // negative: then no floor holds).
+  double cost_floor(std::int64_t tokens) const;
+
+  // At most retention_value() of a chunk covering [begin_token, end_token)
+  // last active at `last_active_ns`, whatever its sharers: without asking
+  // who shares it, rules a chunk out. Cost-aware, it grows with begin_token
+  // for ranges of one length (LRU: the value itself).
+  double value_floor(std::int64_t begin_token, std::int64_t end_token, std::int64_t last_active_ns,
+                     std::int64_t now_ns) const;
+
   // True when `a` leaves before `b` (ties: leading chunks first, then the
   // lower conversation id, so the order is total and deterministic).
   bool leaves_before(const ChunkCandidate& a, const ChunkCandidate& b, std::int64_t now_ns) const;

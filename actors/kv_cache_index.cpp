@@ -11,7 +11,9 @@ namespace pensieve::actors {
 
 CachedEntry* KvCacheIndex::find(ConversationId conversation) {
   auto it = entries_.find(conversation);
-  return it == entries_.end() ? nullptr : &it->second;
+  if (it == entries_.end()) return nullptr;
+  touch(it->second);  // the caller may edit it
+  return &it->second;
 }
 
 const CachedEntry* KvCacheIndex::find(ConversationId conversation) const {
@@ -24,6 +26,22 @@ CachedChunk* KvCacheIndex::find(const ChunkKey& key) {
   if (!e || key.index >= e->chunks.size()) return nullptr;
   CachedChunk& c = e->chunks[key.index];
   return c.id == key.id ? &c : nullptr;
+}
+
+void KvCacheIndex::touch(CachedEntry& e) {
+  if (std::exchange(e.cold.dirty, true)) return;
+  changed_.push_back(e.cold.conversation);
+}
+
+void KvCacheIndex::refresh() {
+  for (ConversationId conversation : changed_) {
+    auto it = entries_.find(conversation);
+    if (it == entries_.end() || !it->second.cold.dirty) continue;  // erased since
+    cold_.remove(it->second);
+    cold_.add(it->second);
+    it->second.cold.dirty = false;
+  }
+  changed_.clear();
 }
 
 std::vector<std::uint64_t> KvCacheIndex::chain_of(std::string_view ns, std::span<const std::int32_t> tokens,
@@ -47,7 +65,18 @@ CachedEntry& KvCacheIndex::insert(ConversationId conversation, CachedEntry e) {
     for (std::uint64_t key : e.chain) chain_[key].insert(conversation.value);
   }
   if (e.unnamed) ++unnamed_paths_;
-  return entries_.emplace(conversation, std::move(e)).first->second;
+  e.cold = ColdSummary{};
+  e.cold.conversation = conversation;
+  if (changed_.size() > 2 * entries_.size() + 64) {
+    // Without queries (no tiers) nothing refreshes: the ids of entries
+    // gone since, and repeats, go, so the list stays as long as the index.
+    std::erase_if(changed_, [&](ConversationId c) { return !entries_.contains(c); });
+    std::sort(changed_.begin(), changed_.end());
+    changed_.erase(std::unique(changed_.begin(), changed_.end()), changed_.end());
+  }
+  CachedEntry& in = entries_.emplace(conversation, std::move(e)).first->second;
+  touch(in);
+  return in;
 }
 
 void KvCacheIndex::unlink(ConversationId conversation, CachedEntry& e, std::size_t keep_blocks) {
@@ -60,17 +89,17 @@ void KvCacheIndex::unlink(ConversationId conversation, CachedEntry& e, std::size
   }
 }
 
-KvCacheIndex::Entries::iterator KvCacheIndex::erase(Entries::iterator it) {
+void KvCacheIndex::erase(ConversationId conversation) {
+  auto it = entries_.find(conversation);
+  if (it == entries_.end()) return;
+  cold_.remove(it->second);
   unlink(it->first, it->second, 0);
   if (it->second.unnamed) --unnamed_paths_;
-  return entries_.erase(it);
-}
-
-void KvCacheIndex::erase(ConversationId conversation) {
-  if (auto it = entries_.find(conversation); it != entries_.end()) erase(it);
+  entries_.erase(it);
 }
 
 void KvCacheIndex::truncate_tokens(ConversationId conversation, CachedEntry& e, std::size_t keep) {
+  touch(e);  // its chunks were cut too
   if (keep >= e.tokens.size()) return;
   unlink(conversation, e, keep / std::size_t(block_tokens_));
   e.tokens.resize(keep);

@@ -94,11 +94,10 @@ void KvCacheManager::put(ConversationId conversation, std::span<const std::int32
 
 void KvCacheManager::forget(ConversationId conversation, std::vector<kv::BlockId>& freed) {
   evicted_tokens_.erase(conversation);
-  auto& entries = index_.entries();
-  auto it = entries.find(conversation);
-  if (it == entries.end()) return;
-  for (CachedChunk& c : it->second.chunks) drop_all_copies(c, pools_, freed);
-  index_.erase(it);
+  CachedEntry* e = index_.find(conversation);
+  if (!e) return;
+  for (CachedChunk& c : e->chunks) drop_all_copies(c, pools_, freed);
+  index_.erase(conversation);
 }
 
 std::optional<PrefixMatch> KvCacheManager::counted(std::span<const std::int32_t> want,
@@ -171,19 +170,13 @@ std::int64_t KvCacheManager::pin_cap_blocks() const {
 }
 
 void KvCacheManager::forget_unnamed_where(bool all_dropped_only, std::vector<kv::BlockId>& freed) {
-  auto& entries = index_.entries();
-  for (auto it = entries.begin(); it != entries.end();) {
-    CachedEntry& e = it->second;
+  std::vector<ConversationId> going;
+  for (const auto& [conversation, e] : index_.entries()) {
     const bool gone =
         std::all_of(e.chunks.begin(), e.chunks.end(), [](const CachedChunk& c) { return c.dropped(); });
-    if (!e.unnamed || e.attached || (all_dropped_only && !gone)) {
-      ++it;
-      continue;
-    }
-    for (CachedChunk& c : e.chunks) drop_all_copies(c, pools_, freed);
-    evicted_tokens_.erase(it->first);
-    it = index_.erase(it);
+    if (e.unnamed && !e.attached && (!all_dropped_only || gone)) going.push_back(conversation);
   }
+  for (ConversationId conversation : going) forget(conversation, freed);
 }
 
 std::optional<std::vector<std::int32_t>> KvCacheManager::tokens(ConversationId conversation) const {
@@ -215,6 +208,7 @@ void KvCacheManager::start_swap_out(const ChunkPick& p, HostSlot slot, bool evic
   c.moving = ChunkMove::swap_out;
   c.evict_device = evict;
   moves_.swap_out(p.key(), *c.device, slot, pools_, out);
+  index_.touch(*p.entry);
   ++stats_.swap_out_chunks;
 }
 
@@ -226,6 +220,7 @@ void KvCacheManager::start_spill(const ChunkPick& p, DiskSlot slot, KvTransfers&
   auto tokens = index_.chunk_tokens(*p.entry, p.index);
   c.disk_tokens.assign(tokens.begin(), tokens.end());
   moves_.spill(p.key(), *c.host, slot, c.disk_tokens, pools_, out, label_of(*p.entry, p.index));
+  index_.touch(*p.entry);
   ++stats_.spill_chunks;
 }
 
@@ -236,6 +231,7 @@ void KvCacheManager::start_restore(ConversationId conversation, CachedEntry& e, 
   c.host = slot;
   c.moving = ChunkMove::restore;
   moves_.restore({conversation, index, c.id}, *c.disk, slot, c.disk_tokens, pools_, out);
+  index_.touch(e);
   ++stats_.restore_chunks;
 }
 
@@ -326,6 +322,7 @@ void KvCacheManager::continue_restores(ConversationId conversation, std::int64_t
     if (!read_from_disk(options_.disk_restore, read_meter_, policy_.cost(), options_.cost_in_seconds, k.begin_token,
                         k.end_token)) {
       drop_disk_copy(c, pools_);  // recomputed with the turn's prefill
+      index_.touch(e);
       ++stats_.restores_recomputed;
       continue;
     }
@@ -338,6 +335,7 @@ void KvCacheManager::continue_restores(ConversationId conversation, std::int64_t
     if (!moves_.disk_busy() && !other_ready(conversation)) {
       // No host room will come for it: recomputed instead.
       drop_disk_copy(c, pools_);
+      index_.touch(e);  // after the queries above
       ++stats_.disk_dropped;
       ++stats_.restores_given_up;
     }
@@ -467,6 +465,7 @@ std::optional<HostSlot> KvCacheManager::take_host_slot(std::int64_t now_ns, Host
   while (auto p = coldest(now_ns, clean_host)) {
     if (need == HostNeed::ahead && !colder(*p)) break;
     drop_host_copy(p->chunk(), pools_);
+    index_.touch(*p->entry);
     ++stats_.host_reclaimed;
     if (auto s = take()) return s;
   }
@@ -475,6 +474,7 @@ std::optional<HostSlot> KvCacheManager::take_host_slot(std::int64_t now_ns, Host
              return c.device && c.host_valid() && c.moving == ChunkMove::none;
            })) {
       drop_host_copy(p->chunk(), pools_);
+      index_.touch(*p->entry);
       ++stats_.host_reclaimed;
       if (auto s = take()) return s;
     }
@@ -493,6 +493,7 @@ std::optional<HostSlot> KvCacheManager::take_host_slot(std::int64_t now_ns, Host
     if (colder(*p)) {
       drop_host_copy(p->chunk(), pools_);
       drop_disk_copy(p->chunk(), pools_);
+      index_.touch(*p->entry);  // after take_disk_slot's query
       ++stats_.host_dropped;
       note_dropped(*p->entry);
       return take();
@@ -501,6 +502,7 @@ std::optional<HostSlot> KvCacheManager::take_host_slot(std::int64_t now_ns, Host
   if (need == HostNeed::evict) {
     if (auto q = coldest(now_ns, clean_host, true, spare)) {
       drop_host_copy(q->chunk(), pools_);
+      index_.touch(*q->entry);
       ++stats_.host_reclaimed;
       return take();
     }
@@ -523,6 +525,7 @@ std::optional<DiskSlot> KvCacheManager::take_disk_slot(std::int64_t now_ns, cons
     return std::nullopt;
   }
   drop_disk_copy(p->chunk(), pools_);
+  index_.touch(*p->entry);
   ++stats_.disk_dropped;
   note_dropped(*p->entry);
   return pools_.disk.allocate();
@@ -535,15 +538,16 @@ std::optional<DiskSlot> KvCacheManager::take_disk_slot(std::int64_t now_ns, cons
 // is reclaimable once the spill is reported).
 std::optional<HostSlot> KvCacheManager::take_from_later_turn(TurnId turn, std::int64_t now_ns, KvTransfers& out) {
   const auto later = [turn](ConversationId, const CachedEntry& e) { return e.attached && *e.attached > turn; };
-  if (auto p = index_.coldest_where(policy_, now_ns, later, [](const CachedChunk& c) {
+  if (auto p = index_.coldest_where(policy_, now_ns, true, later, [](const CachedChunk& c) {
         return !c.device && c.host_valid() && c.disk_valid() && c.moving == ChunkMove::none;
       })) {
     drop_host_copy(p->chunk(), pools_);
+    index_.touch(*p->entry);
     ++stats_.host_reclaimed;
     return pools_.host.allocate();
   }
   if (pools_.disk.free_slots() == 0) return std::nullopt;
-  if (auto p = index_.coldest_where(policy_, now_ns, later, [](const CachedChunk& c) {
+  if (auto p = index_.coldest_where(policy_, now_ns, true, later, [](const CachedChunk& c) {
         return !c.device && c.host_valid() && !c.disk && !c.spill_failed && c.moving == ChunkMove::none;
       })) {
     if (auto slot = take_disk_slot(now_ns, nullptr)) start_spill(*p, *slot, out);
@@ -589,7 +593,7 @@ DeviceRoom KvCacheManager::evict_whole_conversation(std::int64_t now_ns, std::ve
     if (!victim || policy_.leaves_before(c, victim->second, now_ns)) victim.emplace(conversation, c);
   }
   if (!victim) return {DeviceRoom::Step::exhausted};
-  CachedEntry& gone = index_.entries().at(victim->first);
+  CachedEntry& gone = *index_.find(victim->first);
   const auto keep_chunks = std::size_t(victim->second.index);
   stats_.device_dropped += gone.chunks.size() - keep_chunks;
   const auto cached = std::int64_t(gone.tokens.size()) - victim->second.begin_token;
@@ -614,6 +618,7 @@ DeviceRoom KvCacheManager::make_device_room(std::int64_t now_ns, KvTransfers& ou
   // A device copy whose host copy is done: reusing it costs nothing.
   if (auto p = device_victim(now_ns, Copy::clean, spare)) {
     drop_device_copy(p->chunk(), pools_, freed);
+    index_.touch(*p->entry);
     ++stats_.device_reclaimed;
     return progress(0);
   }
@@ -624,6 +629,7 @@ DeviceRoom KvCacheManager::make_device_room(std::int64_t now_ns, KvTransfers& ou
   CachedChunk& c = p->chunk();
   if (c.moving == ChunkMove::swap_out) {  // already being copied out ahead of time
     c.evict_device = true;
+    index_.touch(*p->entry);  // after the query for `copying`
     ++stats_.device_evicted_to_host;
     return progress(0);
   }
@@ -635,6 +641,7 @@ DeviceRoom KvCacheManager::make_device_room(std::int64_t now_ns, KvTransfers& ou
   }
   if (copying) {  // no host room for a new copy: one already under way frees its block
     copying->chunk().evict_device = true;
+    index_.touch(*copying->entry);
     ++stats_.device_evicted_to_host;
     return progress(0);
   }
@@ -645,6 +652,7 @@ DeviceRoom KvCacheManager::make_device_room(std::int64_t now_ns, KvTransfers& ou
   if (miss == HostMiss::spilling) return progress(moves_.spills());
   if (moves_.disk_busy()) return {DeviceRoom::Step::wait};
   drop_device_copy(c, pools_, freed);
+  index_.touch(*p->entry);
   ++stats_.device_dropped;
   ++(miss == HostMiss::busy ? stats_.device_dropped_host_busy
                             : miss == HostMiss::coldest ? stats_.device_dropped_coldest : stats_.device_dropped_spilling);
@@ -652,12 +660,9 @@ DeviceRoom KvCacheManager::make_device_room(std::int64_t now_ns, KvTransfers& ou
   return progress(0);
 }
 
-std::int32_t KvCacheManager::pending_device_frees() const {
-  std::int32_t n = 0;
-  for (const auto& [conversation, e] : index_.entries()) {
-    for (const CachedChunk& c : e.chunks) n += c.evict_device ? 1 : 0;
-  }
-  return n;
+std::int32_t KvCacheManager::pending_device_frees() {
+  const auto leaving = [](const CachedChunk& c) { return c.evict_device; };
+  return std::int32_t(index_.count_where(false, leaving) + index_.count_where(true, leaving));
 }
 
 std::int32_t KvCacheManager::reclaimable_device_blocks(std::optional<ConversationId> spare) const {
@@ -677,14 +682,11 @@ std::int32_t KvCacheManager::reclaimable_device_blocks(std::optional<Conversatio
 void KvCacheManager::ahead_of_time(std::int64_t now_ns, KvTransfers& out) {
   if (!tiered()) return;
   index_.expire_pins(now_ns);
-  std::int32_t clean = 0, clean_host = 0;
-  for (const auto& [conversation, e] : index_.entries()) {
-    if (e.attached) continue;
-    for (const CachedChunk& c : e.chunks) {
-      clean += c.device && c.host ? 1 : 0;  // done or on its way
-      clean_host += !c.device && c.host && c.disk ? 1 : 0;
-    }
-  }
+  // Idle conversations' chunks: on the device with a host copy done or on
+  // its way, and on the host with a disk copy.
+  const auto clean = std::int32_t(index_.count_where(false, [](const CachedChunk& c) { return c.device && c.host; }));
+  const auto clean_host =
+      std::int32_t(index_.count_where(false, [](const CachedChunk& c) { return !c.device && c.host && c.disk; }));
   // Host -> disk first: a spilled chunk keeps its host copy until the slot
   // is needed, so the device -> host moves below find clean host slots.
   if (pools_.disk.slots() > 0) {

@@ -226,7 +226,7 @@ class KvCacheManager {
                                          std::optional<ConversationId> spare = std::nullopt);
   std::optional<HostSlot> take_from_later_turn(TurnId turn, std::int64_t now_ns, KvTransfers& out);
   std::optional<DiskSlot> take_disk_slot(std::int64_t now_ns, const ChunkCandidate* leaving_after);
-  std::int32_t pending_device_frees() const;
+  std::int32_t pending_device_frees();
 
   // Moves: the chunk's side; the ledger takes the move's references.
   void start_swap_out(const ChunkPick& p, HostSlot slot, bool evict, KvTransfers& out);

@@ -47,15 +47,14 @@ void KvCacheManager::restore_disk_paths(const RestoredKv& found) {
 }
 
 bool KvCacheManager::adopt_restored(ConversationId path, ConversationId conversation) {
-  auto& entries = index_.entries();
-  auto it = entries.find(path);
-  if (it == entries.end() || !it->second.restored || it->second.attached || index_.find(conversation)) return false;
-  CachedEntry& e = it->second;
+  const CachedEntry* found = std::as_const(index_).find(path);
+  if (!found || !found->restored || found->attached || std::as_const(index_).find(conversation)) return false;
+  const CachedEntry& e = *found;
   if (std::any_of(e.chunks.begin(), e.chunks.end(), [](const CachedChunk& c) { return c.moving != ChunkMove::none; })) {
     return false;  // a move's report names the path's id
   }
   CachedEntry moved = e;  // a copy: erase() unlinks the path's chain keys through the entry's own
-  index_.erase(it);
+  index_.erase(path);
   moved.shared = std::exchange(moved.unnamed, std::nullopt);
   moved.restored = false;
   index_.insert(conversation, std::move(moved));
