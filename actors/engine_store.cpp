@@ -154,6 +154,8 @@ void Engine::Impl::leave_memory_locked(std::map<std::string, Entry>::iterator it
   drop_kv(e.cid);
   --counts.live;
   if (journal && e.journal_uid != 0) {
+    // Its history is in the journal's file: the journal's copy goes too.
+    journal->release_soon(e.journal_uid);
     ++counts.journaled;
     ++counts.unloaded_total;
     return;
@@ -218,6 +220,11 @@ void Engine::Impl::restore_history() {
     ++counts.journaled;
     ++per_tenant[c.tenant];  // restored ones count, even past a lowered limit
   }
+  // Unloaded until their first use: their histories stay in the file only.
+  // Nothing uses the journal yet, so this may run on this thread.
+  std::vector<std::uint64_t> uids;
+  for (const auto& [uid, c] : journal->recovered()) uids.push_back(uid);
+  for (std::uint64_t uid : uids) journal->release(uid);
 }
 
 std::optional<ConversationInfo> Engine::find_conversation(const std::string& tenant, const std::string& id) const {
