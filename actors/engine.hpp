@@ -117,6 +117,12 @@ struct EngineOptions {
   std::int64_t kv_host_mb = kAutoKvHostMb;
   std::string kv_disk_dir;       // the disk tier's folder, with kv_disk_gb > 0
   std::int64_t kv_disk_gb = 0;
+  // At a clean exit (the destructor, or flush_kv_to_disk()), the idle
+  // conversations' KV that lives only on the device or the host is written
+  // to the disk tier for up to this long, so that the next engine on the
+  // folder reads it back (--kv-flush-on-exit-s; the server's default is 5).
+  // 0: off.
+  std::int32_t kv_flush_on_exit_s = 0;
   // Exact sizes instead of the budgets above when > 0 (tests, benchmarks):
   // device and host chunks, disk bytes.
   std::int32_t kv_device_blocks = 0;
@@ -189,6 +195,14 @@ class Engine {
   const EngineOptions& options() const;
   // The eviction policy's recompute costs in use and where they came from.
   const CostModelReport& cost_model() const;
+  // What the disk KV tier's start-up scan found of a previous run and what
+  // became of it, for the start-up log; empty without a disk tier.
+  const std::string& kv_disk_note() const;
+  // Writes the idle conversations' KV that is only on the device or the
+  // host to the disk tier, for up to options().kv_flush_on_exit_s (a
+  // no-op without a disk tier or with 0), once: the destructor then skips
+  // it. Blocks; never call it from a thread of the engine's.
+  KvFlushReport flush_kv_to_disk();
 
   // Conversations, namespaced per tenant. `id`: the client's choice (1-128
   // characters of [A-Za-z0-9._:-]); absent: a fresh random one.
