@@ -163,6 +163,14 @@ struct ConversationCounts {
   std::int64_t expired_total = 0;   // deleted by the limits (no journal)
 };
 
+// What the history journal holds in memory: the histories of the stored
+// conversations that are in memory (an unloaded one's is in its file only).
+struct JournalMemory {
+  std::int64_t held_tokens = 0;
+  std::int64_t held_messages = 0;
+  std::int64_t released = 0;  // conversations whose history is in the file only
+};
+
 template <class T>
 using EngineResult = boost::system::result<T, TurnError>;
 
@@ -218,6 +226,9 @@ class Engine {
   // Frees the conversation's KV; a turn in flight finishes, queued ones fail.
   bool delete_conversation(const std::string& tenant, const std::string& id);
   ConversationCounts conversation_counts() const;
+  // The journal's memory (zero without history_dir), after every unload
+  // and reload asked for before this call.
+  boost::asio::awaitable<JournalMemory> journal_memory();
   // The engine's coroutines alive now (actors, a conversation actor each,
   // pending tells): what a leak check compares with its starting count.
   std::size_t running_tasks() const;

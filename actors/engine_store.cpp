@@ -195,6 +195,16 @@ ConversationCounts Engine::conversation_counts() const {
   return impl_->counts;
 }
 
+asio::awaitable<JournalMemory> Engine::journal_memory() {
+  if (!impl_->journal) co_return JournalMemory{};
+  // On the journal's executor, after the releases posted there before.
+  auto read = [](std::shared_ptr<HistoryJournal> j) -> asio::awaitable<JournalMemory> {
+    co_return JournalMemory{std::int64_t(j->held_tokens()), std::int64_t(j->held_messages()),
+                            std::int64_t(j->released())};
+  };
+  co_return co_await asio::co_spawn(impl_->journal_ring->get_executor(), read(impl_->journal), asio::use_awaitable);
+}
+
 std::size_t Engine::running_tasks() const { return impl_->group.size(); }
 
 std::int32_t Engine::expire_conversations() {
