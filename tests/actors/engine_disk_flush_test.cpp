@@ -127,7 +127,7 @@ TEST_CASE("at a clean exit device-only KV is flushed to disk and the restarted e
   CHECK(t.corrupt_chunks == 0);
 }
 
-TEST_CASE("the destructor flushes too; with the flush off a restart finds nothing and recomputes",
+TEST_CASE("the destructor flushes too, and with the flush off a restart finds nothing and recomputes",
           "[engine][tiers][disk][history][flush]") {
   asio::io_context io;
   const auto straight = straight_turns(io);

@@ -42,7 +42,7 @@ TEST_CASE("a bad KV tier flag is a one-line reason", "[tools][tiers]") {
   CHECK(message({"--decode-reserve", "x"}) == "--decode-reserve: 'x' is not a number in [0, 1]");
 }
 
-TEST_CASE("--kv-disk-restore and --kv-flush-on-exit-s parse; bad values are a one-line reason",
+TEST_CASE("the flags --kv-disk-restore and --kv-flush-on-exit-s parse, and bad values are a one-line reason",
           "[tools][tiers]") {
   using pensieve::actors::DiskRestoreMode;
   auto defaults = parse_options({});
