@@ -474,23 +474,29 @@ struct TurnCountedOut {
 
 // On the control executor, which is also the journal's ring executor (the
 // journal's copy of its histories is read there only).
-void ConversationActor::load_from_journal() {
-  if (!state_.load_from_journal) return;
+std::optional<std::string> ConversationActor::load_from_journal() {
+  if (!state_.load_from_journal) return std::nullopt;
   state_.load_from_journal = false;
-  if (services_->journal == nullptr) return;
-  // Absent: created, and left memory before its create record was written
+  if (services_->journal == nullptr) return std::nullopt;
+  // Null: created, and left memory before its create record was written
   // (it had no turn then: a conversation with a turn running stays).
-  const JournaledConversation* c = services_->journal->find(state_.journal_uid);
-  if (c == nullptr) return;
+  const Result<const JournaledConversation*> loaded = services_->journal->load(state_.journal_uid);
+  if (!loaded) return loaded.error().message;
+  const JournaledConversation* c = *loaded;
+  if (c == nullptr) return std::nullopt;
   state_.messages = c->messages;
   state_.tokens = c->tokens;
   state_.turns = c->turns;
   state_.last_active_unix_s = c->last_active_unix_s;
+  return std::nullopt;
 }
 
 asio::awaitable<void> ConversationActor::operator()(StartTurn m) {
   const TurnCountedOut counted{state_.activity.get()};
-  load_from_journal();
+  if (auto problem = load_from_journal()) {
+    send_error(*m.out, TurnErrorKind::internal, "the conversation's history could not be reloaded: " + *problem);
+    co_return;
+  }
   if (state_.keep_kv && m.share_namespace) state_.share_namespace = std::move(m.share_namespace);
   if (m.prompt_tokens) {
     co_await run_completion(*services_, state_, m.turn, std::move(*m.prompt_tokens), std::move(m.sampling),
@@ -505,7 +511,7 @@ asio::awaitable<void> ConversationActor::operator()(StartTurn m) {
 }
 
 asio::awaitable<void> ConversationActor::operator()(GetSnapshot m) {
-  load_from_journal();
+  (void)load_from_journal();  // a history it cannot reload answers as empty; its turns say why
   m.reply.send(ConversationSnapshot{state_.messages, state_.tokens, state_.turns, state_.last_active_unix_s});
   co_return;
 }

@@ -159,7 +159,9 @@ class ConversationActor {
   }
 
  private:
-  void load_from_journal();
+  // The history of a conversation reloaded from the journal; the error
+  // when the journal cannot give it back.
+  std::optional<std::string> load_from_journal();
 
   const TurnServices* services_;
   ConversationState state_;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <span>
 #include <tuple>
 
 namespace pensieve::actors {
@@ -20,8 +22,32 @@ bool fits_label(const DiskChunk& c, std::size_t block_tokens) {
 
 }  // namespace
 
-RestoredKv restore_paths(std::vector<DiskChunk> chunks, std::int32_t block_tokens) {
+namespace {
+
+// Where the histories key their full blocks: (namespace, chain key of
+// blocks [0, b]) -> (history, b + 1).
+using KnownKeys = std::map<std::pair<std::string, std::uint64_t>, std::pair<std::size_t, std::uint32_t>>;
+
+KnownKeys known_keys(const std::vector<KnownHistory>& histories, std::size_t block_tokens) {
+  KnownKeys known;
+  for (std::size_t h = 0; h < histories.size(); ++h) {
+    const KnownHistory& k = histories[h];
+    const std::span<const std::int32_t> tokens(k.tokens);
+    std::uint64_t key = chain_seed(k.ns);
+    for (std::size_t b = 0; (b + 1) * block_tokens <= tokens.size(); ++b) {
+      key = chain_step(key, tokens.subspan(b * block_tokens, block_tokens));
+      known.try_emplace({k.ns, key}, h, std::uint32_t(b + 1));
+    }
+  }
+  return known;
+}
+
+}  // namespace
+
+RestoredKv restore_paths(std::vector<DiskChunk> chunks, std::int32_t block_tokens,
+                         const std::vector<KnownHistory>& histories) {
   RestoredKv out;
+  const KnownKeys known = known_keys(histories, std::size_t(block_tokens));
   std::sort(chunks.begin(), chunks.end(), [](const DiskChunk& a, const DiskChunk& b) {
     return std::tie(a.label.block_index, a.slot.value) < std::tie(b.label.block_index, b.slot.value);
   });
@@ -30,6 +56,8 @@ RestoredKv restore_paths(std::vector<DiskChunk> chunks, std::int32_t block_token
   std::map<std::pair<std::string, std::uint64_t>, std::size_t> full;
   std::map<std::tuple<std::string, std::uint64_t, std::vector<std::int32_t>>, std::size_t> partial;
   std::vector<std::size_t> parent(n, SIZE_MAX);
+  // An orphan's missing front, from a history: (history, chunks missing).
+  std::vector<std::optional<std::pair<std::size_t, std::uint32_t>>> front(n);
   std::vector<bool> placed(n, false), has_child(n, false);
   // In block order, so a chunk's parent is decided before it.
   for (std::size_t i = 0; i < n; ++i) {
@@ -37,8 +65,14 @@ RestoredKv restore_paths(std::vector<DiskChunk> chunks, std::int32_t block_token
     if (!fits_label(c, std::size_t(block_tokens))) continue;
     if (c.label.block_index > 0) {
       auto p = full.find({c.label.ns, c.label.parent_chain});
-      if (p == full.end() || chunks[p->second].label.block_index + 1 != c.label.block_index) continue;
-      parent[i] = p->second;
+      if (p != full.end() && chunks[p->second].label.block_index + 1 == c.label.block_index) {
+        parent[i] = p->second;
+      } else if (auto k = known.find({c.label.ns, c.label.parent_chain});
+                 k != known.end() && k->second.second == c.label.block_index) {
+        front[i] = k->second;
+      } else {
+        continue;  // an orphan no history explains
+      }
     }
     const bool fresh = c.label.chain != 0
                            ? full.try_emplace({c.label.ns, c.label.chain}, i).second
@@ -59,6 +93,12 @@ RestoredKv restore_paths(std::vector<DiskChunk> chunks, std::int32_t block_token
     for (std::size_t i = leaf; i != SIZE_MAX; i = parent[i]) walk.push_back(i);
     RestoredPath path;
     path.ns = chunks[leaf].label.ns;
+    if (const auto& f = front[walk.back()]) {
+      const std::vector<std::int32_t>& known_tokens = histories[f->first].tokens;
+      path.missing_front = f->second;
+      path.tokens.assign(known_tokens.begin(),
+                         known_tokens.begin() + std::ptrdiff_t(std::size_t(f->second) * std::size_t(block_tokens)));
+    }
     for (auto it = walk.rbegin(); it != walk.rend(); ++it) {
       const DiskChunk& c = chunks[*it];
       path.tokens.insert(path.tokens.end(), c.tokens.begin(), c.tokens.end());

@@ -2,6 +2,22 @@
 
 namespace pensieve::actors {
 
+const char* disk_restore_mode_name(DiskRestoreMode mode) {
+  switch (mode) {
+    case DiskRestoreMode::read: return "always";
+    case DiskRestoreMode::recompute: return "never";
+    case DiskRestoreMode::rule: break;
+  }
+  return "auto";
+}
+
+std::optional<DiskRestoreMode> disk_restore_mode_from_name(std::string_view name) {
+  if (name == "auto") return DiskRestoreMode::rule;
+  if (name == "always") return DiskRestoreMode::read;
+  if (name == "never") return DiskRestoreMode::recompute;
+  return std::nullopt;
+}
+
 void DiskReadMeter::observe(std::int64_t chunks, std::int64_t wall_ns) {
   if (chunks <= 0 || wall_ns <= 0) return;
   const double sample = double(wall_ns) * 1e-9 / double(chunks);

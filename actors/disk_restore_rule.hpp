@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 namespace pensieve::actors {
 
@@ -25,6 +26,11 @@ enum class DiskRestoreMode : std::uint8_t {
   read,       // always read
   recompute,  // never read: recompute from the token history
 };
+
+// The modes as --kv-disk-restore names them: auto (rule), always (read),
+// never (recompute).
+const char* disk_restore_mode_name(DiskRestoreMode mode);
+std::optional<DiskRestoreMode> disk_restore_mode_from_name(std::string_view name);
 
 class DiskReadMeter {
  public:

@@ -45,6 +45,7 @@ void Engine::Impl::shutdown() {
   }
   std::promise<void> done;
   auto stop = [this]() -> asio::awaitable<void> {
+    if (!kv_flushed.exchange(true)) (void)co_await flush_kv();  // reported only when asked for
     if (scheduler) co_await scheduler->stop();
     // Before the worker: its copies read and write the worker's KV pool.
     if (swap) co_await swap.stop(rt::StopMode::drain);
@@ -65,6 +66,32 @@ void Engine::Impl::shutdown() {
   done.get_future().wait();
   control.join();
   worker_thread.join();
+}
+
+asio::awaitable<KvFlushReport> Engine::Impl::flush_kv() {
+  if (!scheduler || !disk_tier || options.kv_flush_on_exit_s <= 0) co_return KvFlushReport{};
+  FlushKvToDisk flush;
+  // On the steady clock, as the scheduler's.
+  flush.deadline_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count() +
+                      std::int64_t(options.kv_flush_on_exit_s) * 1'000'000'000;
+  auto report = co_await scheduler->ref().ask(std::move(flush));
+  co_return report ? *report : KvFlushReport{};
+}
+
+KvFlushReport Engine::flush_kv_to_disk() {
+  if (impl_->kv_flushed.exchange(true)) return KvFlushReport{};
+  std::promise<KvFlushReport> done;
+  auto flush = [this]() -> asio::awaitable<KvFlushReport> { co_return co_await impl_->flush_kv(); };
+  asio::co_spawn(impl_->control.executor(), flush(), [&](std::exception_ptr e, KvFlushReport r) {
+    if (e) {
+      done.set_exception(e);
+    } else {
+      done.set_value(r);
+    }
+  });
+  return done.get_future().get();
 }
 
 std::int64_t default_kv_host_mb() {
@@ -163,6 +190,31 @@ Result<std::int64_t> start_swap_engine(Engine::Impl& m, GpuWorker& gpu, const Ti
   m.swap = rt::spawn_actor<SwapEngineMsg>(m.group, m.control.executor(), std::move(*engine),
                                           {.name = "swap engine", .mailbox_capacity = 64, .tracer = m.options.tracer});
   return disk_slots;
+}
+
+// The start-up log's line on the disk tier: what the scan of the previous
+// run's file found, what the prefix index took of it, and how it comes back.
+std::string disk_scan_note(const EngineOptions& o, std::int64_t disk_slots, const RestoredKv& r) {
+  const kv::DiskScanReport& s = r.scan;
+  const auto front_missing = std::count_if(r.paths.begin(), r.paths.end(),
+                                           [](const RestoredPath& p) { return p.missing_front > 0; });
+  std::string note = "disk KV tier " + o.kv_disk_dir + ": " + std::to_string(disk_slots) + " chunk slots; ";
+  if (s.scanned == 0) {
+    note += "no previous run's chunks";
+  } else {
+    note += "scanned " + std::to_string(s.scanned) + " slots of a previous run: " + std::to_string(s.labelled) +
+            " chunks of this model (" + std::to_string(s.empty) + " empty, " + std::to_string(s.corrupt) +
+            " corrupt, " + std::to_string(s.foreign) + " of another model or layout, " +
+            std::to_string(s.unreadable) + " unreadable); registered " + std::to_string(r.used.size()) +
+            " chunks as " + std::to_string(r.paths.size()) + " cached paths (" + std::to_string(front_missing) +
+            " of them behind a missing front, recomputed from a journaled history), discarded " +
+            std::to_string(r.unused.size()) + " (earlier chunks of their path gone, duplicates)";
+  }
+  note += "; --kv-disk-restore " + std::string(disk_restore_mode_name(o.kv_cache.disk_restore));
+  if (o.kv_flush_on_exit_s > 0) {
+    note += "; idle KV is flushed to it at exit (up to " + std::to_string(o.kv_flush_on_exit_s) + " s)";
+  }
+  return note;
 }
 
 // The recompute costs eviction weighs: given, from a profile, or timed on
@@ -284,7 +336,18 @@ Result<std::unique_ptr<Engine>> Engine::create(model::ModelWeights weights, Engi
   sc.tracer = m.options.tracer;
   sc.on_iteration = m.options.on_iteration;
   sc.mailbox_messages = std::size_t(m.options.scheduler_mailbox_messages);
-  sc.restored_kv = restore_paths(std::move(found.chunks), m.options.kv_block_tokens);
+  // The journal's histories place chunks whose earlier chunks are gone
+  // (their conversations' unsalted namespace: what their turns share under).
+  std::vector<KnownHistory> histories;
+  if (m.journal && !found.chunks.empty()) {
+    for (const auto& [uid, c] : m.journal->recovered()) {
+      histories.push_back({cache_namespace(c.tenant, std::nullopt), c.tokens});
+    }
+  }
+  sc.restored_kv = restore_paths(std::move(found.chunks), m.options.kv_block_tokens, histories);
+  sc.restored_kv.scan = found.report;
+  m.disk_tier = disk_slots > 0;
+  if (m.disk_tier) m.kv_disk_note = disk_scan_note(m.options, disk_slots, sc.restored_kv);
   m.scheduler.emplace(m.group, m.control.executor(), std::move(sc), m.worker);
   m.services = TurnServices{&m.tokenizer, &m.chat, m.scheduler->ref(), m.max_context, m.options.context_overflow};
   m.canceller =
@@ -314,6 +377,7 @@ std::int32_t Engine::max_context() const { return impl_->max_context; }
 std::string Engine::token_text(std::int32_t token) const { return impl_->tokenizer.token_to_piece(token); }
 const EngineOptions& Engine::options() const { return impl_->options; }
 const CostModelReport& Engine::cost_model() const { return impl_->cost_model; }
+const std::string& Engine::kv_disk_note() const { return impl_->kv_disk_note; }
 
 EngineResult<TurnStream> Engine::start(const asio::any_io_executor& executor, TurnRequest request) {
   Impl& m = *impl_;

@@ -117,6 +117,12 @@ struct EngineOptions {
   std::int64_t kv_host_mb = kAutoKvHostMb;
   std::string kv_disk_dir;       // the disk tier's folder, with kv_disk_gb > 0
   std::int64_t kv_disk_gb = 0;
+  // At a clean exit (the destructor, or flush_kv_to_disk()), the idle
+  // conversations' KV that lives only on the device or the host is written
+  // to the disk tier for up to this long, so that the next engine on the
+  // folder reads it back (--kv-flush-on-exit-s; the server's default is 5).
+  // 0: off.
+  std::int32_t kv_flush_on_exit_s = 0;
   // Exact sizes instead of the budgets above when > 0 (tests, benchmarks):
   // device and host chunks, disk bytes.
   std::int32_t kv_device_blocks = 0;
@@ -157,6 +163,14 @@ struct ConversationCounts {
   std::int64_t expired_total = 0;   // deleted by the limits (no journal)
 };
 
+// What the history journal holds in memory: the histories of the stored
+// conversations that are in memory (an unloaded one's is in its file only).
+struct JournalMemory {
+  std::int64_t held_tokens = 0;
+  std::int64_t held_messages = 0;
+  std::int64_t released = 0;  // conversations whose history is in the file only
+};
+
 template <class T>
 using EngineResult = boost::system::result<T, TurnError>;
 
@@ -189,6 +203,14 @@ class Engine {
   const EngineOptions& options() const;
   // The eviction policy's recompute costs in use and where they came from.
   const CostModelReport& cost_model() const;
+  // What the disk KV tier's start-up scan found of a previous run and what
+  // became of it, for the start-up log; empty without a disk tier.
+  const std::string& kv_disk_note() const;
+  // Writes the idle conversations' KV that is only on the device or the
+  // host to the disk tier, for up to options().kv_flush_on_exit_s (a
+  // no-op without a disk tier or with 0), once: the destructor then skips
+  // it. Blocks; never call it from a thread of the engine's.
+  KvFlushReport flush_kv_to_disk();
 
   // Conversations, namespaced per tenant. `id`: the client's choice (1-128
   // characters of [A-Za-z0-9._:-]); absent: a fresh random one.
@@ -204,6 +226,9 @@ class Engine {
   // Frees the conversation's KV; a turn in flight finishes, queued ones fail.
   bool delete_conversation(const std::string& tenant, const std::string& id);
   ConversationCounts conversation_counts() const;
+  // The journal's memory (zero without history_dir), after every unload
+  // and reload asked for before this call.
+  boost::asio::awaitable<JournalMemory> journal_memory();
   // The engine's coroutines alive now (actors, a conversation actor each,
   // pending tells): what a leak check compares with its starting count.
   std::size_t running_tasks() const;

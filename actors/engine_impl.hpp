@@ -70,6 +70,9 @@ struct Engine::Impl {
   model::ChatTemplate chat;
   std::string chat_note;  // why the model's own template is not the one in use
   std::string history_note;  // what the journal's restore set aside, for the start-up log
+  std::string kv_disk_note;  // what the disk tier's start-up scan found, for the start-up log
+  bool disk_tier = false;    // a disk KV tier is configured
+  std::atomic<bool> kv_flushed{false};  // flush_kv_to_disk() ran (the destructor skips it)
   std::string name;
   EngineOptions options;
   CostModelReport cost_model;
@@ -133,6 +136,7 @@ struct Engine::Impl {
   void drop_kv(ConversationId cid);
   boost::asio::awaitable<void> expire_every_second();
   void restore_history();
+  boost::asio::awaitable<KvFlushReport> flush_kv();
   void shutdown();
 };
 

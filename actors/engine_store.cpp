@@ -154,6 +154,8 @@ void Engine::Impl::leave_memory_locked(std::map<std::string, Entry>::iterator it
   drop_kv(e.cid);
   --counts.live;
   if (journal && e.journal_uid != 0) {
+    // Its history is in the journal's file: the journal's copy goes too.
+    journal->release_soon(e.journal_uid);
     ++counts.journaled;
     ++counts.unloaded_total;
     return;
@@ -193,6 +195,16 @@ ConversationCounts Engine::conversation_counts() const {
   return impl_->counts;
 }
 
+asio::awaitable<JournalMemory> Engine::journal_memory() {
+  if (!impl_->journal) co_return JournalMemory{};
+  // On the journal's executor, after the releases posted there before.
+  auto read = [](std::shared_ptr<HistoryJournal> j) -> asio::awaitable<JournalMemory> {
+    co_return JournalMemory{std::int64_t(j->held_tokens()), std::int64_t(j->held_messages()),
+                            std::int64_t(j->released())};
+  };
+  co_return co_await asio::co_spawn(impl_->journal_ring->get_executor(), read(impl_->journal), asio::use_awaitable);
+}
+
 std::size_t Engine::running_tasks() const { return impl_->group.size(); }
 
 std::int32_t Engine::expire_conversations() {
@@ -218,6 +230,11 @@ void Engine::Impl::restore_history() {
     ++counts.journaled;
     ++per_tenant[c.tenant];  // restored ones count, even past a lowered limit
   }
+  // Unloaded until their first use: their histories stay in the file only.
+  // Nothing uses the journal yet, so this may run on this thread.
+  std::vector<std::uint64_t> uids;
+  for (const auto& [uid, c] : journal->recovered()) uids.push_back(uid);
+  for (std::uint64_t uid : uids) journal->release(uid);
 }
 
 std::optional<ConversationInfo> Engine::find_conversation(const std::string& tenant, const std::string& id) const {

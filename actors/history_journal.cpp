@@ -3,6 +3,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <cerrno>
@@ -70,6 +71,25 @@ Result<void> replace_durably(const std::filesystem::path& path, const std::vecto
   return fsync_path(path.parent_path(), O_RDONLY | O_DIRECTORY);
 }
 
+// A whole journal file: the header, the model record, then each
+// conversation's records (its history from `history`); `spans` gets where
+// each conversation's lie.
+template <class History>
+Result<std::vector<std::byte>> encode_with_spans(const ConversationsByUid& live,
+                                                 const std::optional<JournalModel>& model, SpansByUid& spans,
+                                                 History history) {
+  std::vector<std::byte> out = encode_file_header();
+  if (model) encode_record(*model, out);
+  spans.clear();
+  for (const auto& [uid, c] : live) {
+    const std::size_t start = out.size();
+    Result<void> encoded = history(c, out);
+    if (!encoded) return encoded.error();
+    spans[uid].push_back({start, out.size() - start});
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<std::shared_ptr<HistoryJournal>> HistoryJournal::open(std::shared_ptr<rt::IoRing> ring,
@@ -121,29 +141,35 @@ Result<std::shared_ptr<HistoryJournal>> HistoryJournal::open(std::shared_ptr<rt:
   std::uint64_t size = bytes->size();
   if (replay.corruption || replay.torn_tail_bytes > 0 || bytes->empty() ||
       bytes->size() > options.compact_threshold_bytes || record_model) {
-    const auto fresh = encode_journal(replay.conversations, model);
-    if (auto r = replace_durably(path, fresh); !r) return r.error();
-    size = fresh.size();
+    auto fresh = encode_with_spans(replay.conversations, model, replay.spans,
+                                   [](const JournaledConversation& c, std::vector<std::byte>& out) {
+                                     encode_conversation(c, out);
+                                     return Result<void>{};
+                                   });
+    if (!fresh) return fresh.error();
+    if (auto r = replace_durably(path, *fresh); !r) return r.error();
+    size = fresh->size();
     report.rewritten = true;
   }
   auto file = rt::UringFile::open(ring, path.string(), {.writable = true, .direct = rt::DirectIo::never});
   if (!file) return file.error();
   auto journal = std::shared_ptr<HistoryJournal>(new HistoryJournal(
       std::move(ring), std::move(options), path, std::move(*file), std::move(replay.conversations),
-      std::move(model), report));
+      std::move(replay.spans), std::move(model), report));
   journal->file_bytes_ = journal->compacted_bytes_ = size;
   return journal;
 }
 
 HistoryJournal::HistoryJournal(std::shared_ptr<rt::IoRing> ring, HistoryJournalOptions options,
                                std::filesystem::path path, rt::UringFile file, ConversationsByUid live,
-                               std::optional<JournalModel> model, JournalOpenReport report)
+                               SpansByUid spans, std::optional<JournalModel> model, JournalOpenReport report)
     : ring_(std::move(ring)),
       options_(std::move(options)),
       path_(std::move(path)),
       report_(std::move(report)),
       file_(std::move(file)),
       live_(std::move(live)),
+      spans_(std::move(spans)),
       model_(std::move(model)),
       changed_(ring_->get_executor(), asio::steady_timer::time_point::max()) {}
 
@@ -229,24 +255,121 @@ const JournaledConversation* HistoryJournal::find(std::uint64_t uid) const {
   return it == live_.end() ? nullptr : &it->second;
 }
 
+Result<JournaledConversation> HistoryJournal::read_history(std::uint64_t uid) const {
+  auto spans = spans_.find(uid);
+  if (spans == spans_.end()) return fail("history journal: no records of conversation uid " + std::to_string(uid));
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fail("open " + path_.string() + " failed: " + errno_text());
+  std::vector<std::byte> bytes;
+  for (const RecordSpan& span : spans->second) {
+    const std::size_t at = bytes.size();
+    bytes.resize(at + span.bytes);
+    const ssize_t n = ::pread(fd, bytes.data() + at, span.bytes, off_t(span.offset));
+    if (n != ssize_t(span.bytes)) {
+      const std::string why = n < 0 ? errno_text() : "the file ends early";
+      ::close(fd);
+      return fail("read " + path_.string() + " failed: " + why);
+    }
+  }
+  ::close(fd);
+  ConversationsByUid one;
+  if (auto problem = apply_records(one, bytes)) {
+    return fail("history journal " + path_.string() + ": conversation uid " + std::to_string(uid) + ": " + *problem);
+  }
+  auto it = one.find(uid);
+  if (it == one.end()) return fail("history journal: conversation uid " + std::to_string(uid) + " not in its records");
+  return std::move(it->second);
+}
+
+Result<const JournaledConversation*> HistoryJournal::load(std::uint64_t uid) {
+  auto it = live_.find(uid);
+  if (it == live_.end()) return nullptr;
+  if (released_.contains(uid)) {
+    auto full = read_history(uid);
+    if (!full) return full.error();
+    it->second = std::move(*full);
+    released_.erase(uid);
+  }
+  return &it->second;
+}
+
+void HistoryJournal::release(std::uint64_t uid) {
+  auto it = live_.find(uid);
+  if (it == live_.end() || !spans_.contains(uid)) return;  // its create record is not written yet
+  // Swapped with empty ones: clear() would keep the capacity.
+  std::vector<model::ChatMessage>().swap(it->second.messages);
+  std::vector<std::int32_t>().swap(it->second.tokens);
+  released_.insert(uid);
+}
+
+void HistoryJournal::release_soon(std::uint64_t uid) {
+  asio::post(ring_->get_executor(), [self = shared_from_this(), uid] { self->release(uid); });
+}
+
+std::size_t HistoryJournal::held_tokens() const {
+  std::size_t n = 0;
+  for (const auto& [uid, c] : live_) n += c.tokens.size();
+  return n;
+}
+
+std::size_t HistoryJournal::held_messages() const {
+  std::size_t n = 0;
+  for (const auto& [uid, c] : live_) n += c.messages.size();
+  return n;
+}
+
 asio::awaitable<Result<void>> HistoryJournal::write_batch(const std::vector<Pending>& batch) {
   std::vector<std::byte> bytes;
+  std::vector<std::pair<std::uint64_t, RecordSpan>> written;  // offsets in `bytes` until the write lands
   for (const Pending& p : batch) {
     const auto* turn = std::get_if<JournalTurn>(&p.record);
     if (turn != nullptr && !live_.contains(turn->uid)) continue;  // deleted while the turn ran
+    // A turn of a released conversation is checked against its history: held again.
+    if (turn != nullptr && released_.contains(turn->uid)) {
+      if (auto held = load(turn->uid); !held) co_return held.error();
+    }
     if (auto problem = apply_record(live_, p.record)) co_return fail("history journal: " + *problem);
+    const std::size_t start = bytes.size();
     encode_record(p.record, bytes);
+    if (const std::uint64_t uid = record_uid(p.record); uid != 0) {
+      if (std::holds_alternative<JournalRemove>(p.record)) {
+        spans_.erase(uid);
+        released_.erase(uid);
+      } else {
+        written.push_back({uid, RecordSpan{start, bytes.size() - start}});
+      }
+    }
   }
   if (!bytes.empty()) {
     Result<void> w = co_await file_.write_at(file_bytes_, bytes);
     if (!w) co_return w.error();
+    for (auto& [uid, span] : written) {
+      if (!live_.contains(uid)) continue;  // removed by a later record of this batch
+      span.offset += file_bytes_;
+      spans_[uid].push_back(span);
+    }
     file_bytes_ += bytes.size();
   }
   co_return co_await file_.fsync();
 }
 
 asio::awaitable<Result<void>> HistoryJournal::compact() {
-  const std::vector<std::byte> bytes = encode_journal(live_, model_);
+  // Released conversations' histories are read back one at a time, encoded
+  // and let go again.
+  SpansByUid spans;
+  auto encoded = encode_with_spans(live_, model_, spans,
+                                   [this](const JournaledConversation& c, std::vector<std::byte>& out) -> Result<void> {
+                                     if (!released_.contains(c.uid)) {
+                                       encode_conversation(c, out);
+                                       return {};
+                                     }
+                                     auto full = read_history(c.uid);
+                                     if (!full) return full.error();
+                                     encode_conversation(*full, out);
+                                     return {};
+                                   });
+  if (!encoded) co_return encoded.error();
+  const std::vector<std::byte> bytes = std::move(*encoded);
   const std::string tmp = path_.string() + ".tmp";
   auto fresh = rt::UringFile::open(ring_, tmp,
                                    {.writable = true, .create = true, .truncate = true, .direct = rt::DirectIo::never,
@@ -259,6 +382,7 @@ asio::awaitable<Result<void>> HistoryJournal::compact() {
   // rename(2) and the directory's fsync are metadata-only and rare (one per
   // compaction); io_uring's rename would need a new IoRing opcode.
   if (::rename(tmp.c_str(), path_.c_str()) != 0) co_return fail("rename " + tmp + " failed: " + errno_text());
+  spans_ = std::move(spans);  // before any suspension: a load() from now on reads the new file
   auto dir = rt::UringFile::open(ring_, path_.parent_path().string(), {.direct = rt::DirectIo::never});
   if (!dir) co_return dir.error();
   Result<void> d = co_await dir->fsync();

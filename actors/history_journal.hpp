@@ -21,8 +21,14 @@
 // A turn record for a conversation deleted meanwhile is dropped when it is
 // written (its tombstone came first), so replay can be strict.
 //
-// Ownership and threads: owns the file and a copy of every live
-// conversation's history (what compaction writes); shares the IoRing, whose
+// Memory: the journal holds a copy of the history of each conversation
+// in memory (what the next turn's record is checked against and compaction
+// writes), but not of those released (release(): a conversation that left
+// memory, or one replayed at open and not loaded yet): of those it keeps
+// only their names and where their records lie in the file, and load()
+// reads their history back from there.
+//
+// Ownership and threads: owns the file and those copies; shares the IoRing, whose
 // executor (one thread) does all the I/O. append() is thread-safe; sync()
 // and commit() may be awaited from any executor and resume on it. open()
 // does its I/O with plain syscalls: it runs once, before the engine starts.
@@ -39,6 +45,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -84,9 +91,25 @@ class HistoryJournal : public std::enable_shared_from_this<HistoryJournal> {
   const ConversationsByUid& recovered() const { return live_; }
   const std::filesystem::path& path() const { return path_; }
   // A live conversation as written to the file (every committed turn in
-  // it); null: unknown, or its create record not written yet. On the
-  // ring's executor.
+  // it); null: unknown, or its create record not written yet. A released
+  // one's history is empty here (load() reads it). On the ring's executor.
   const JournaledConversation* find(std::uint64_t uid) const;
+  // The same with its whole history, read back from the file if it was
+  // released (it is held again from then on); an Error when the file
+  // cannot be read or its records do not replay. On the ring's executor:
+  // plain reads of the conversation's records (once per reload; the
+  // ring's other I/O waits for them).
+  Result<const JournaledConversation*> load(std::uint64_t uid);
+  // Frees the copy of `uid`'s history (its records stay in the file): it
+  // left memory. On the ring's executor, or before anything is appended.
+  void release(std::uint64_t uid);
+  // release() from any thread (posted to the ring's executor; it runs
+  // after the records already written).
+  void release_soon(std::uint64_t uid);
+  // What the copies hold (tests, metrics), on the ring's executor.
+  std::size_t held_tokens() const;
+  std::size_t held_messages() const;
+  std::size_t released() const { return released_.size(); }
 
   // Queues `record`; returns its sequence number. Nothing is durable yet.
   std::uint64_t append(JournalRecord record);
@@ -115,8 +138,10 @@ class HistoryJournal : public std::enable_shared_from_this<HistoryJournal> {
   };
 
   HistoryJournal(std::shared_ptr<rt::IoRing> ring, HistoryJournalOptions options, std::filesystem::path path,
-                 rt::UringFile file, ConversationsByUid live, std::optional<JournalModel> model,
+                 rt::UringFile file, ConversationsByUid live, SpansByUid spans, std::optional<JournalModel> model,
                  JournalOpenReport report);
+  // `uid`'s history replayed from its records in the file.
+  Result<JournaledConversation> read_history(std::uint64_t uid) const;
   // On the ring's executor.
   boost::asio::awaitable<Result<void>> wait_durable(std::shared_ptr<HistoryJournal> keep_alive, std::uint64_t seq);
   boost::asio::awaitable<void> flush_all();
@@ -134,7 +159,9 @@ class HistoryJournal : public std::enable_shared_from_this<HistoryJournal> {
 
   // On the ring's executor.
   rt::UringFile file_;
-  ConversationsByUid live_;  // as written to the file
+  ConversationsByUid live_;  // as written to the file (released ones without their history)
+  SpansByUid spans_;         // where each live conversation's records lie in the file
+  std::set<std::uint64_t> released_;
   std::optional<JournalModel> model_;  // the file's model record, rewritten by compaction
   std::uint64_t file_bytes_ = 0;
   std::uint64_t compacted_bytes_ = 0;

@@ -258,6 +258,39 @@ std::optional<std::string> apply_record(ConversationsByUid& conversations, const
   return std::nullopt;  // a model record names the model; it changes no conversation
 }
 
+std::uint64_t record_uid(const JournalRecord& record) {
+  return std::visit(
+      [](const auto& r) -> std::uint64_t {
+        if constexpr (requires { r.uid; }) {
+          return r.uid;
+        } else {
+          return 0;
+        }
+      },
+      record);
+}
+
+std::optional<std::string> apply_records(ConversationsByUid& conversations, std::span<const std::byte> bytes) {
+  std::size_t at = 0;
+  while (at < bytes.size()) {
+    const auto rest = bytes.subspan(at);
+    std::uint32_t length = 0;
+    std::uint32_t crc = 0;
+    if (rest.size() < journal_record_header_bytes) return "a record cut short at byte " + std::to_string(at);
+    std::memcpy(&length, rest.data(), 4);
+    std::memcpy(&crc, rest.data() + 4, 4);
+    if (length == 0 || rest.size() - journal_record_header_bytes < length ||
+        crc_of(rest.data() + journal_record_header_bytes, length) != crc) {
+      return "a damaged record at byte " + std::to_string(at);
+    }
+    auto record = decode_payload(rest.subspan(journal_record_header_bytes, length));
+    if (!record) return "a record that does not decode at byte " + std::to_string(at);
+    if (auto problem = apply_record(conversations, *record)) return problem;
+    at += journal_record_header_bytes + length;
+  }
+  return std::nullopt;
+}
+
 ReplayOutcome replay_journal(std::span<const std::byte> file) {
   ReplayOutcome out;
   if (file.empty()) return out;
@@ -307,6 +340,13 @@ ReplayOutcome replay_journal(std::span<const std::byte> file) {
     if (auto problem = apply_record(out.conversations, *record)) {
       out.corruption = *problem;
       return out;
+    }
+    if (const std::uint64_t uid = record_uid(*record); uid != 0) {
+      if (std::holds_alternative<JournalRemove>(*record)) {
+        out.spans.erase(uid);
+      } else {
+        out.spans[uid].push_back({at, journal_record_header_bytes + length});
+      }
     }
     ++out.records;
     at += journal_record_header_bytes + length;

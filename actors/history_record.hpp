@@ -121,8 +121,24 @@ void encode_conversation(const JournaledConversation& conversation, std::vector<
 // Applies `record` to `conversations`; an error message when it does not fit.
 std::optional<std::string> apply_record(ConversationsByUid& conversations, const JournalRecord& record);
 
+// Where a conversation's records lie in a journal file: byte ranges, each
+// holding one or more whole framed records, in order.
+struct RecordSpan {
+  std::uint64_t offset = 0;
+  std::uint64_t bytes = 0;
+};
+using SpansByUid = std::map<std::uint64_t, std::vector<RecordSpan>>;
+
+// The conversation `record` is about (0: a model record).
+std::uint64_t record_uid(const JournalRecord& record);
+// Applies the framed records in `bytes` (the contents of some of a
+// file's spans, in order) to `conversations`; an error message when one is
+// damaged or does not fit.
+std::optional<std::string> apply_records(ConversationsByUid& conversations, std::span<const std::byte> bytes);
+
 struct ReplayOutcome {
   ConversationsByUid conversations;
+  SpansByUid spans;  // each replayed conversation's records in the file
   std::size_t records = 0;
   std::size_t valid_bytes = 0;       // the prefix that replayed (file header included)
   std::size_t torn_tail_bytes = 0;   // ignored after it (torn tail), 0 when none

@@ -72,6 +72,14 @@ struct AttachedKv {
   std::int64_t recompute_tokens = 0;  // cached once but dropped: fed again
 };
 
+// One step of a flush to disk (KvCacheManager::flush_to_disk).
+struct KvFlushStep {
+  std::int32_t started = 0;    // moves this step asked for (swap-outs and spills)
+  std::int32_t waiting = 0;    // chunks whose move is under way, or that wait for a host slot
+  std::int64_t left = 0;       // chunks that will not get a disk copy (no disk room, or a dropped chunk before them)
+  bool done() const { return started == 0 && waiting == 0; }
+};
+
 class KvCacheManager {
  public:
   KvCacheManager(KvCacheSizes sizes, KvCacheOptions options);
@@ -195,6 +203,13 @@ class KvCacheManager {
   // Ahead-of-time moves: device -> host below the watermark, host -> disk
   // below the same share of free host slots.
   void ahead_of_time(std::int64_t now_ns, KvTransfers& out);
+  // At a clean exit (kv_cache_flush.cpp): one step towards a disk copy of
+  // every idle path's chunks, so that a restart finds them. Conversations
+  // most recently active first, each from its first chunk on (a restart
+  // places only a path whose leading chunks are on disk); a device chunk
+  // goes through a host slot (a free one, or a clean host copy given up).
+  // Call again once the moves it asked for are reported, until done().
+  KvFlushStep flush_to_disk(std::int64_t now_ns, KvTransfers& out);
   void transfers_done(const TransfersDone& done, std::vector<kv::BlockId>& freed);
 
   TierStats stats() const;

@@ -8,6 +8,13 @@
 namespace pensieve::actors {
 
 void KvCacheManager::restore_disk_paths(const RestoredKv& found) {
+  stats_.disk_scan_slots = found.scan.scanned;
+  stats_.disk_scan_labelled = found.scan.labelled;
+  stats_.disk_scan_empty = found.scan.empty;
+  stats_.disk_scan_corrupt = found.scan.corrupt;
+  stats_.disk_scan_foreign = found.scan.foreign;
+  stats_.disk_scan_unreadable = found.scan.unreadable;
+  stats_.found_disk_discarded = found.unused.size();
   if (!tiered() || pools_.disk.slots() == 0 || found.paths.empty()) return;
   std::vector<DiskSlot> used;
   for (DiskSlot s : found.used) {
@@ -22,6 +29,13 @@ void KvCacheManager::restore_disk_paths(const RestoredKv& found) {
     e.unnamed = path.ns;
     e.restored = true;
     e.last_active_ns = 0;  // as cold as can be until a turn uses it
+    // A missing front (an orphan placed by a history): chunks on no tier,
+    // recomputed when a turn uses the path.
+    for (std::size_t i = 0; i < path.missing_front; ++i) {
+      CachedChunk c;
+      c.id = index_.next_chunk_id();
+      e.chunks.push_back(std::move(c));
+    }
     for (std::size_t i = 0; i < path.slots.size(); ++i) {
       const DiskSlot s = path.slots[i];
       if (std::int32_t(s.value) >= pools_.disk.slots()) break;  // beyond this budget: the rest is recomputed
@@ -36,10 +50,11 @@ void KvCacheManager::restore_disk_paths(const RestoredKv& found) {
       c.disk_tokens = path.chunk_tokens[i];
       e.chunks.push_back(std::move(c));
     }
-    if (e.chunks.empty()) continue;
+    if (e.chunks.size() == path.missing_front) continue;
     e.tokens.resize(std::min(e.tokens.size(), e.chunks.size() * std::size_t(sizes_.block_tokens)));
     index_.insert(ConversationId{next++}, std::move(e));
     ++stats_.found_disk_paths;
+    if (path.missing_front > 0) ++stats_.found_disk_front_missing;
   }
   for (DiskSlot s : used) {
     if (!taken[s.value]) pools_.disk.release(s);  // claimed, but only past a slot this budget lacks

@@ -31,6 +31,20 @@ struct TierStats {
   std::uint64_t corrupt_chunks = 0;         // restored but failed verification: dropped
   std::uint64_t found_disk_paths = 0;       // put back from a previous run's disk tier at start-up
   std::uint64_t found_disk_chunks = 0;       // their distinct chunks
+  // Labelled chunks of this model no path could hold: a chunk whose earlier
+  // chunks are gone (an orphan), a duplicate, a label that does not fit.
+  std::uint64_t found_disk_discarded = 0;
+  // Found paths whose first chunks were gone, placed behind that missing
+  // front by a journaled history's tokens (the front is recomputed).
+  std::uint64_t found_disk_front_missing = 0;
+  // The start-up scan of the previous run's file (kv::DiskScanReport):
+  // slots read, and what they held.
+  std::uint64_t disk_scan_slots = 0;
+  std::uint64_t disk_scan_labelled = 0;   // this model's labelled chunks
+  std::uint64_t disk_scan_empty = 0;
+  std::uint64_t disk_scan_corrupt = 0;
+  std::uint64_t disk_scan_foreign = 0;    // another model or KV layout
+  std::uint64_t disk_scan_unreadable = 0;
   std::uint64_t restores_recomputed = 0;    // on disk, but recomputed: reading was slower (or --kv-disk-restore)
   double disk_read_s_per_chunk = 0.0;       // measured (0: not yet)
   std::uint64_t spill_failures = 0;

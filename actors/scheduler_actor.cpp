@@ -64,6 +64,15 @@ struct Scheduler::State {
     wake.cancel();
   }
   asio::awaitable<void> loop();
+  // Answers a flush once its last plan's step is done or its time is up.
+  void check_flush();
+
+  struct PendingFlush {
+    std::int64_t deadline_ns = 0;
+    std::int64_t started_ns = 0;
+    std::uint64_t spills_before = 0;
+    rt::Reply<KvFlushReport> reply;
+  };
 
   SchedulerCore core;
   SchedulerConfig config;
@@ -79,7 +88,23 @@ struct Scheduler::State {
   bool woken = false;
   bool stopping = false;
   bool loop_ended = false;
+  std::optional<PendingFlush> flush;
 };
+
+void Scheduler::State::check_flush() {
+  if (!flush || !core.kv_flush()) return;
+  const KvFlushStep& step = *core.kv_flush();
+  const std::int64_t now = now_ns();
+  if (!step.done() && now < flush->deadline_ns) return;
+  KvFlushReport r;
+  r.chunks_written = std::int64_t(core.stats().tiers.spill_chunks - flush->spills_before);
+  r.chunks_left = step.left;
+  r.waiting = step.waiting + step.started;
+  r.timed_out = !step.done();
+  r.seconds = double(now - flush->started_ns) * 1e-9;
+  flush->reply.send(r);
+  flush.reset();
+}
 
 void Scheduler::State::cancel(TurnId turn) {
   if (routes.contains(turn)) {
@@ -135,6 +160,7 @@ asio::awaitable<void> Scheduler::State::loop() {
     ++loop_passes;
     woken = false;
     IterationPlan plan = core.plan(now_ns(), events);
+    check_flush();
     dispatch(events);
     // Every plan's tier moves go out, also a plan with nothing to run.
     std::vector<rt::Event> layer_ready;
@@ -159,7 +185,9 @@ asio::awaitable<void> Scheduler::State::loop() {
       // Nothing runnable: sleep until a message arrives (what frees blocked
       // work, a cancel or finished transfers, is a message too).
       if (woken) continue;
-      wake.expires_at(asio::steady_timer::time_point::max());
+      // A flush in progress is answered at its deadline at the latest.
+      wake.expires_at(flush ? asio::steady_timer::time_point(std::chrono::nanoseconds(flush->deadline_ns))
+                            : asio::steady_timer::time_point::max());
       co_await wake.async_wait(asio::as_tuple(asio::use_awaitable));
       continue;
     }
@@ -209,6 +237,12 @@ asio::awaitable<void> Scheduler::State::loop() {
     (void)route.events->try_send(boost::system::error_code{}, std::move(failed));
   }
   routes.clear();
+  if (flush) {
+    KvFlushReport cut;
+    cut.timed_out = true;
+    flush->reply.send(cut);
+    flush.reset();
+  }
   loop_ended = true;
   loop_done.cancel();
 }
@@ -249,6 +283,16 @@ struct SchedulerHandler {
     m.reply.send(stats);
   }
   void operator()(GetConversationChunks m) { m.reply.send(state->core.cached_chunks(m.conversation)); }
+  void operator()(FlushKvToDisk m) {
+    if (state->stopping || state->flush) {
+      m.reply.send(KvFlushReport{});  // one at a time; none once stopping
+      return;
+    }
+    state->flush = Scheduler::State::PendingFlush{m.deadline_ns, now_ns(), state->core.stats().tiers.spill_chunks,
+                                                  std::move(m.reply)};
+    state->core.start_kv_flush();
+    state->notify();
+  }
   void operator()(TransfersFinished m) {
     state->core.transfers_done(m.done);
     state->notify();  // a turn waiting for its restores may run now

@@ -447,7 +447,11 @@ IterationPlan SchedulerCore::plan(std::int64_t now_ns, std::vector<TurnUpdate>& 
     }
   }
   admit_waiting(prefill_budget, now_ns, plan, events);
-  kv_.ahead_of_time(now_ns, plan.transfers);
+  if (kv_flush_) {
+    kv_flush_ = kv_.flush_to_disk(now_ns, plan.transfers);
+  } else {
+    kv_.ahead_of_time(now_ns, plan.transfers);
+  }
   if (!plan.empty()) ++next_iteration_;
   plan.freed_blocks = std::exchange(freed_since_plan_, {});
   plan.released_samplers = std::exchange(released_since_plan_, {});

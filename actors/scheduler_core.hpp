@@ -150,6 +150,11 @@ class SchedulerCore {
   // At start-up, before any turn: a previous run's disk chunks become
   // restored paths (KvCacheManager::restore_disk_paths).
   void restore_disk_paths(const RestoredKv& found) { kv_.restore_disk_paths(found); }
+  // A clean exit: from the next plan on, each plan's tier moves flush the
+  // idle KV to disk (KvCacheManager::flush_to_disk) instead of the
+  // ahead-of-time moves; kv_flush() is the last plan's step.
+  void start_kv_flush() { kv_flush_.emplace(); }
+  const std::optional<KvFlushStep>& kv_flush() const { return kv_flush_; }
 
   // Queues a turn (FCFS). Refuses it when max_admitted turns are in the
   // system, or when it could never fit the KV pool alone.
@@ -272,6 +277,7 @@ class SchedulerCore {
   std::uint64_t next_arrival_ = 0;
   std::uint64_t next_iteration_ = 0;
   SchedulerStats stats_;
+  std::optional<KvFlushStep> kv_flush_;  // set: flushing to disk (start_kv_flush)
 };
 
 }  // namespace pensieve::actors

@@ -60,6 +60,23 @@ struct GetConversationChunks {
   rt::Reply<std::vector<ChunkView>> reply;
 };
 
+// What a flush of the idle KV to disk did (FlushKvToDisk).
+struct KvFlushReport {
+  std::int64_t chunks_written = 0;  // spills it started (every one reported, unless timed_out)
+  std::int64_t chunks_left = 0;     // idle chunks it could not give a disk copy (disk full, a dropped front)
+  std::int64_t waiting = 0;         // chunks still on their way when the time ran out
+  bool timed_out = false;
+  double seconds = 0.0;
+};
+
+// At a clean exit: flushes the idle conversations' KV to the disk tier
+// (KvCacheManager::flush_to_disk), answering once every chunk that can
+// have a disk copy has one, or at `deadline_ns` (steady clock).
+struct FlushKvToDisk {
+  std::int64_t deadline_ns = 0;
+  rt::Reply<KvFlushReport> reply;
+};
+
 // From the swap engine: tier moves of earlier iterations that have finished.
 struct TransfersFinished {
   TransfersDone done;
@@ -67,6 +84,6 @@ struct TransfersFinished {
 
 using SchedulerMsg =
     std::variant<AdmitTurn, CancelTurn, DropConversation, ClearUnnamedPaths, UnpinPrefixes, GetSchedulerStats,
-                 GetConversationChunks, TransfersFinished>;
+                 GetConversationChunks, TransfersFinished, FlushKvToDisk>;
 
 }  // namespace pensieve::actors

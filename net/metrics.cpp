@@ -21,6 +21,44 @@ void gauge(std::string& out, std::string_view name, std::string_view help, std::
   out += std::string(name) + std::string(labels) + " " + number(v) + "\n";
 }
 
+// The disk KV tier's start-up scan and restore rule (none without a disk tier).
+std::string disk_tier_metrics(const EngineGauges& e) {
+  std::string out;
+  if (e.disk_restore_mode.empty()) return out;
+  out += "# HELP pensieve_kv_disk_scan_slots Disk KV tier slots the start-up scan read, by what they held.\n"
+         "# TYPE pensieve_kv_disk_scan_slots gauge\n";
+  const std::pair<const char*, std::int64_t> scan[] = {{"chunk", e.disk_scan_labelled},
+                                                       {"empty", e.disk_scan_empty},
+                                                       {"corrupt", e.disk_scan_corrupt},
+                                                       {"foreign", e.disk_scan_foreign},
+                                                       {"unreadable", e.disk_scan_unreadable}};
+  for (const auto& [result, n] : scan) {
+    out += "pensieve_kv_disk_scan_slots{result=\"" + std::string(result) + "\"} " + std::to_string(n) + "\n";
+  }
+  out += "# HELP pensieve_kv_disk_found_chunks The scan's chunks of this model: registered in the prefix index, or "
+         "discarded (earlier chunks of their path gone, duplicates).\n"
+         "# TYPE pensieve_kv_disk_found_chunks gauge\n";
+  out += "pensieve_kv_disk_found_chunks{state=\"registered\"} " + std::to_string(e.disk_found_chunks) + "\n";
+  out += "pensieve_kv_disk_found_chunks{state=\"discarded\"} " + std::to_string(e.disk_found_discarded) + "\n";
+  gauge(out, "pensieve_kv_disk_found_paths", "Cached paths the start-up scan's chunks were registered as.", "gauge",
+        double(e.disk_found_paths));
+  gauge(out, "pensieve_kv_disk_found_front_missing_paths",
+        "Of those, paths whose first chunks were gone, placed by a journaled history (their front is recomputed).",
+        "gauge", double(e.disk_found_front_missing));
+  out += "# HELP pensieve_kv_disk_restores_total Chunks found only on disk when a turn needed them: read back, or "
+         "recomputed (the restore rule, --kv-disk-restore).\n"
+         "# TYPE pensieve_kv_disk_restores_total counter\n";
+  out += "pensieve_kv_disk_restores_total{choice=\"read\"} " + std::to_string(e.disk_restores_read) + "\n";
+  out += "pensieve_kv_disk_restores_total{choice=\"recompute\"} " + std::to_string(e.disk_restores_recomputed) +
+         "\n";
+  gauge(out, "pensieve_kv_disk_read_seconds_per_chunk",
+        "Measured time to read one chunk back from disk (moving average; 0: none read yet).", "gauge",
+        e.disk_read_seconds_per_chunk);
+  gauge(out, "pensieve_kv_disk_restore_mode", "The restore rule in force (--kv-disk-restore).", "gauge", 1.0,
+        "{mode=\"" + e.disk_restore_mode + "\"}");
+  return out;
+}
+
 }  // namespace
 
 Histogram::Histogram(std::vector<double> upper_bounds)
@@ -239,6 +277,7 @@ std::string ServerMetrics::render(const EngineGauges& e) const {
         e.cost_per_token_pair_s);
   gauge(out, "pensieve_kv_corrupt_chunks_total", "Chunks read back from disk that failed verification.", "counter",
         double(e.corrupt_chunks));
+  out += disk_tier_metrics(e);
   out += "# HELP pensieve_kv_evictions_total KV chunks leaving a tier, by tier and reason.\n"
          "# TYPE pensieve_kv_evictions_total counter\n";
   for (const auto& [labels, count] : e.evictions) {

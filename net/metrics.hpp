@@ -45,6 +45,17 @@ struct EngineGauges {
   std::int64_t swap_in_bytes = 0, swap_out_bytes = 0, spill_bytes = 0, restore_bytes = 0;
   double swap_in_seconds = 0, swap_out_seconds = 0, spill_seconds = 0, restore_seconds = 0;
   std::int64_t corrupt_chunks = 0;
+  // The disk tier at start-up: the scan of the previous run's file (slots
+  // read, by what they held), the chunks the prefix index took (as paths)
+  // or discarded; then the restore rule's choices for chunks found only on
+  // disk (read or recompute), the measured read time per chunk (0: none
+  // yet) and the rule in force ("auto", "always", "never"; empty: no disk tier).
+  std::int64_t disk_scan_slots = 0, disk_scan_labelled = 0, disk_scan_empty = 0, disk_scan_corrupt = 0;
+  std::int64_t disk_scan_foreign = 0, disk_scan_unreadable = 0;
+  std::int64_t disk_found_paths = 0, disk_found_chunks = 0, disk_found_discarded = 0, disk_found_front_missing = 0;
+  std::int64_t disk_restores_read = 0, disk_restores_recomputed = 0;
+  double disk_read_seconds_per_chunk = 0;
+  std::string disk_restore_mode;
   // The conversation store (--max-conversations, --conversation-idle-s):
   // in memory, unloaded to the journal; times one was unloaded, reloaded,
   // deleted by the limits.

@@ -141,4 +141,12 @@ struct ScannedChunk {
 ChunkResult<ScannedChunk> scan_chunk_header(std::span<const std::byte> block, const ChunkExpectation& expected,
                                             const std::string& name);
 
+// What DiskTierFile::open() found in a persistent store's previous file,
+// slot by slot.
+struct DiskScanReport {
+  std::uint32_t scanned = 0;  // slots whose header was read
+  std::uint32_t labelled = 0;  // kept: DiskTierFile::scanned()
+  std::uint32_t empty = 0, corrupt = 0, foreign = 0, unreadable = 0;
+};
+
 }  // namespace pensieve::kv

@@ -79,6 +79,9 @@ Result<std::unique_ptr<DiskTierFile>> DiskTierFile::open(std::shared_ptr<rt::IoR
   std::error_code ec;
   std::filesystem::create_directories(config.dir, ec);
   if (ec) return fail("create --kv-disk-dir " + config.dir.string() + " failed: " + ec.message());
+  // Before anything in the folder is touched: another server may be using it.
+  auto lock = DirLock::acquire(config.dir, "--kv-disk-dir");
+  if (!lock) return lock.error();
   std::filesystem::path path = config.dir / file_name;
   if (!config.persistent) {
     // Nothing of a previous run is wanted: start from an empty file.
@@ -91,15 +94,16 @@ Result<std::unique_ptr<DiskTierFile>> DiskTierFile::open(std::shared_ptr<rt::IoR
                                   {.writable = true, .create = false, .truncate = false, .direct = config.direct});
   if (!file) return file.error();
   const std::uint64_t run_id = std::random_device{}() | (std::uint64_t(std::random_device{}()) << 32);
-  std::unique_ptr<DiskTierFile> store(new DiskTierFile(std::move(config), std::move(*file), std::move(path),
+  std::unique_ptr<DiskTierFile> store(new DiskTierFile(std::move(*lock), std::move(config), std::move(*file), std::move(path),
                                                        std::uint32_t(slots), slot_bytes, run_id));
   if (store->config_.persistent) store->scan(std::uint32_t(std::min<std::uint64_t>(*before / slot_bytes, slots)));
   return store;
 }
 
-DiskTierFile::DiskTierFile(DiskTierFileConfig config, rt::UringFile file, std::filesystem::path path,
+DiskTierFile::DiskTierFile(DirLock lock, DiskTierFileConfig config, rt::UringFile file, std::filesystem::path path,
                                std::uint32_t slot_count, std::uint64_t slot_bytes, std::uint64_t run_id)
-    : config_(std::move(config)),
+    : lock_(std::move(lock)),
+      config_(std::move(config)),
       file_(std::move(file)),
       path_(std::move(path)),
       slot_count_(slot_count),

@@ -23,6 +23,10 @@
 // another model or for other tokens is told apart from an I/O error; every
 // such chunk must be recomputed, never used.
 //
+// One store per folder: open() takes an exclusive lock on the folder
+// (kv::DirLock), held until the store is destroyed; a second store on the
+// folder, in this process or another, fails naming the holder's pid.
+//
 // Persistent (config.persistent): open() keeps the previous run's file and
 // scans its slot headers (one 4 KiB read per slot, payloads unread: a
 // payload is checked when it is read), so a slot whose header is intact,
@@ -37,6 +41,7 @@
 // The spans passed in must stay alive until the awaited call returns.
 #include "gpu/kv/block_id.hpp"
 #include "gpu/kv/chunk_header.hpp"
+#include "gpu/kv/dir_lock.hpp"
 #include "gpu/kv/kv_pool.hpp"
 #include "gpu/kv/tier_slots.hpp"
 #include "runtime/aligned_buffer.hpp"
@@ -67,12 +72,6 @@ struct DiskTierFileConfig {
   bool persistent = false;     // keep and scan the previous run's file (above)
 };
 
-// What open() found in a persistent store's previous file, slot by slot.
-struct DiskScanReport {
-  std::uint32_t scanned = 0;  // slots whose header was read
-  std::uint32_t labelled = 0;  // kept: scanned()
-  std::uint32_t empty = 0, corrupt = 0, foreign = 0, unreadable = 0;
-};
 
 // The chunk geometry of a host pool: n_layers and one block's bytes per layer.
 DiskTierFileConfig disk_layout_of(const KvPoolConfig& pool);
@@ -139,13 +138,14 @@ class DiskTierFile {
     std::uint64_t generation = 0;  // 0: none
   };
   void scan(std::uint32_t old_slots);
-  DiskTierFile(DiskTierFileConfig config, rt::UringFile file, std::filesystem::path path,
+  DiskTierFile(DirLock lock, DiskTierFileConfig config, rt::UringFile file, std::filesystem::path path,
                  std::uint32_t slot_count, std::uint64_t slot_bytes, std::uint64_t run_id);
   ChunkResult<void> check_request(DiskSlot slot, std::size_t n_layers, std::size_t each_bytes, bool reading) const;
   ChunkExpectation expectation(DiskSlot slot) const;
   rt::AlignedBuffer take_staging();
   void give_back(rt::AlignedBuffer buffer);
 
+  DirLock lock_;  // first: held until the file is closed (and, not persistent, removed)
   DiskTierFileConfig config_;
   rt::UringFile file_;
   std::filesystem::path path_;

@@ -117,6 +117,9 @@ TEST_CASE("past --max-conversations an idle conversation is unloaded to the jour
   CHECK(counts.unloaded_total == 1);
   CHECK(e->find_conversation("t", "c0").has_value());  // still stored, still listed
   CHECK(e->list_conversations("t").size() == 3);
+  // Its history left the journal's memory too (c1 and c2 have none yet).
+  CHECK(run(io, e->journal_memory()).held_tokens == 0);
+  CHECK(run(io, e->journal_memory()).held_messages == 0);
 
   CHECK(run(io, turn(*e, "c0", story_turns()[1])) == straight[1]);  // back from the journal; c1 leaves
   counts = e->conversation_counts();
@@ -125,8 +128,10 @@ TEST_CASE("past --max-conversations an idle conversation is unloaded to the jour
   CHECK(counts.reloaded_total == 1);
   CHECK(counts.unloaded_total == 2);
   REQUIRE(e->create_conversation("t", "c3").has_value());  // c2 leaves (c0 was used since)
+  CHECK(run(io, e->journal_memory()).held_tokens > 0);  // c0's, in memory again since its turn
   REQUIRE(e->create_conversation("t", "c4").has_value());  // c0 leaves again
   CHECK(e->conversation_counts().journaled == 3);
+  CHECK(run(io, e->journal_memory()).held_tokens == 0);
   CHECK(run(io, turn(*e, "c0", story_turns()[2])) == straight[2]);
   const auto end = run(io, require_snapshot(*e, "c0"));
   CHECK(end.tokens == straight_end.tokens);

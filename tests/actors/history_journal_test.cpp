@@ -552,3 +552,71 @@ TEST_CASE("a journal written before model records loads for any model and gets t
   CHECK(now.conversations.at(0x77).messages.size() == 2);
   CHECK_FALSE(open_for(h, dir.path(), model_named("b", 0x12)).has_value());
 }
+
+TEST_CASE("a released history leaves the journal's memory and loads back from its file, across compactions",
+          "[journal][release]") {
+  pensieve::testing::TempDir dir("journal");
+  Harness h;
+  ConversationsByUid model;
+  auto j = h.open(dir.path(), 1024);  // compacts once the file passes 1 KiB (and twice its last size)
+  REQUIRE(j.has_value());
+  h.run(write_history(**j, model, 4, 3));
+  std::size_t all_tokens = 0, all_messages = 0;
+  for (const auto& [uid, c] : model) {
+    all_tokens += c.tokens.size();
+    all_messages += c.messages.size();
+  }
+  REQUIRE(all_tokens > 0);
+  CHECK((*j)->held_tokens() == all_tokens);
+  CHECK((*j)->held_messages() == all_messages);
+  // Three of the four leave memory: the journal keeps only the fourth's history.
+  const std::uint64_t kept = 0xabc003;
+  for (std::uint64_t uid = 0xabc000; uid < kept; ++uid) (*j)->release(uid);
+  CHECK((*j)->released() == 3);
+  CHECK((*j)->held_tokens() == model.at(kept).tokens.size());
+  CHECK((*j)->held_messages() == model.at(kept).messages.size());
+  CHECK((*j)->find(0xabc000)->id == "conv0");  // its name stays
+  CHECK((*j)->find(0xabc000)->tokens.empty());
+  // Compactions while three are released: each is read back, written and let go again.
+  const std::size_t compactions = (*j)->compactions();
+  h.run([&]() -> asio::awaitable<void> {
+    for (int t = 0; t < 24; ++t) {
+      const JournalRecord turn = turn_of(kept, model.at(kept), "more " + std::to_string(t), 40 + t);
+      co_await commit(**j, model, turn);
+    }
+  }());
+  CHECK((*j)->compactions() > compactions);
+  CHECK((*j)->released() == 3);
+  CHECK((*j)->held_tokens() == model.at(kept).tokens.size());
+  // A released one loads back whole (and is held again), and takes a turn.
+  auto loaded = (*j)->load(0xabc001);
+  REQUIRE(loaded.has_value());
+  REQUIRE(*loaded != nullptr);
+  CHECK((*loaded)->tokens == model.at(0xabc001).tokens);
+  CHECK((*loaded)->turns == model.at(0xabc001).turns);
+  CHECK((*j)->released() == 2);
+  h.run([&]() -> asio::awaitable<void> {
+    const JournalRecord turn = turn_of(0xabc001, model.at(0xabc001), "back again", 77);
+    co_await commit(**j, model, turn);
+    // A turn of a released one (its reload raced its release) is checked against its history read back.
+    const JournalRecord late = turn_of(0xabc002, model.at(0xabc002), "late", 78);
+    co_await commit(**j, model, late);
+  }());
+  CHECK((*j)->released() == 1);
+  j->reset();
+  auto again = h.open(dir.path(), 1024);  // past the threshold: rewritten at open
+  REQUIRE(again.has_value());
+  CHECK((*again)->open_report().rewritten);
+  check_same((*again)->recovered(), model);
+  // Released at once after reopening (as the engine does), each loads back exactly.
+  for (const auto& [uid, c] : model) (*again)->release(uid);
+  CHECK((*again)->held_tokens() == 0);
+  CHECK((*again)->held_messages() == 0);
+  for (const auto& [uid, c] : model) {
+    auto back = (*again)->load(uid);
+    REQUIRE(back.has_value());
+    REQUIRE(*back != nullptr);
+    CHECK((*back)->tokens == c.tokens);
+    CHECK((*back)->messages.size() == c.messages.size());
+  }
+}

@@ -150,3 +150,48 @@ TEST_CASE("chunks are recomputed instead of read when the measured read is slowe
   CHECK(kv.stats().restores_recomputed == 3);
   CHECK(kv.stats().free_disk_slots == 8);
 }
+
+TEST_CASE("a disk path whose first chunk is lost is placed when a history knows its tokens",
+          "[kv_cache][disk]") {
+  auto found = chunks_of("t", {1, 2, 3, 4, 5, 6}, 2);  // slots 2, 3, 4
+  found.erase(found.begin());                            // slot 2's chunk is lost
+  const RestoredKv alone = restore_paths(found, bt);
+  CHECK(alone.paths.empty());
+  CHECK(alone.unused == std::vector<DiskSlot>{DiskSlot{3}, DiskSlot{4}});
+  // Another namespace's history, or one that differs in the lost chunk, does not place it.
+  CHECK(restore_paths(found, bt, {{"u", {1, 2, 3, 4, 5, 6}}}).paths.empty());
+  CHECK(restore_paths(found, bt, {{"t", {1, 9, 3, 4, 5, 6}}}).paths.empty());
+  RestoredKv placed = restore_paths(found, bt, {{"t", {1, 2, 3, 4, 5, 6, 7}}});
+  REQUIRE(placed.paths.size() == 1);
+  const RestoredPath& p = placed.paths[0];
+  CHECK(p.missing_front == 1);
+  CHECK(p.tokens == std::vector<std::int32_t>{1, 2, 3, 4, 5, 6});
+  CHECK(p.slots == std::vector<DiskSlot>{DiskSlot{3}, DiskSlot{4}});
+  CHECK(placed.unused.empty());
+
+  KvCacheManager kv({.num_blocks = 8, .block_tokens = bt, .host_slots = 4, .disk_slots = 8}, {});
+  kv.restore_disk_paths(placed);
+  CHECK(kv.stats().found_disk_front_missing == 1);
+  CHECK(kv.stats().found_disk_chunks == 2);
+  const auto chunks = kv.chunks(first_path);
+  REQUIRE(chunks.size() == 3);
+  CHECK(chunks[0].tier == ChunkTier::dropped);
+  CHECK(chunks[1].tier == ChunkTier::disk);
+  // A conversation takes it over: its front is a hole to recompute, the rest comes from disk.
+  const ConversationId c{7};
+  REQUIRE(kv.adopt_restored(first_path, c));
+  KvTransfers out;
+  std::vector<kv::BlockId> freed;
+  const std::vector<std::int32_t> want{1, 2, 3, 4, 5, 6, 7, 8};
+  REQUIRE(kv.attach(c, TurnId{1}, want, 10, out, freed));
+  REQUIRE(out.restore.size() == 2);
+  CHECK(out.restore[0].disk == DiskSlot{3});
+  TransfersDone done;
+  done.restored = out.restore;
+  kv.transfers_done(done, freed);
+  const AttachedKv got = kv.materialize(c, freed);
+  CHECK(got.computed == 6);
+  CHECK(got.holes == std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 2}});
+  CHECK(got.hit_tokens == 4);
+  CHECK(got.recompute_tokens == 2);
+}

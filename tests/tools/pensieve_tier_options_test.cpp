@@ -41,3 +41,34 @@ TEST_CASE("a bad KV tier flag is a one-line reason", "[tools][tiers]") {
   CHECK(message({"--swap-gather", "on"}) == "--swap-gather: 'on' is not auto or off");
   CHECK(message({"--decode-reserve", "x"}) == "--decode-reserve: 'x' is not a number in [0, 1]");
 }
+
+TEST_CASE("the flags --kv-disk-restore and --kv-flush-on-exit-s parse, and bad values are a one-line reason",
+          "[tools][tiers]") {
+  using pensieve::actors::DiskRestoreMode;
+  auto defaults = parse_options({});
+  REQUIRE(defaults.has_value());
+  CHECK(defaults->kv_cache.disk_restore == DiskRestoreMode::rule);
+  CHECK(defaults->kv_flush_on_exit_s == 5);
+  auto mode = [](const std::string& v) {
+    auto o = parse_options({"--kv-disk-restore", v});
+    REQUIRE(o.has_value());
+    return o->kv_cache.disk_restore;
+  };
+  CHECK(mode("auto") == DiskRestoreMode::rule);
+  CHECK(mode("always") == DiskRestoreMode::read);
+  CHECK(mode("never") == DiskRestoreMode::recompute);
+  auto off = parse_options({"--kv-flush-on-exit-s=0"});
+  REQUIRE(off.has_value());
+  CHECK(off->kv_flush_on_exit_s == 0);
+  auto message = [](std::vector<std::string> args) {
+    auto o = parse_options(args);
+    REQUIRE_FALSE(o.has_value());
+    return o.error().message;
+  };
+  CHECK(message({"--kv-disk-restore", "sometimes"}) == "--kv-disk-restore: 'sometimes' is not auto, always or never");
+  CHECK(message({"--kv-flush-on-exit-s", "-1"}) == "--kv-flush-on-exit-s: -1 is out of range [0, 3600]");
+  CHECK(message({"--kv-flush-on-exit-s", "soon"}) == "--kv-flush-on-exit-s: 'soon' is not an integer");
+  const std::string help = pensieve::server::usage();
+  CHECK(help.find("--kv-disk-restore M") != std::string::npos);
+  CHECK(help.find("--kv-flush-on-exit-s N") != std::string::npos);
+}

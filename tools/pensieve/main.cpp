@@ -110,6 +110,7 @@ int serve(const server::Options& o) {
   engine_options.kv_host_mb = o.kv_host_mb;
   engine_options.kv_disk_dir = o.kv_disk_dir.value_or("");
   engine_options.kv_disk_gb = o.kv_disk_gb;
+  engine_options.kv_flush_on_exit_s = o.kv_flush_on_exit_s;
   engine_options.kv_dtype = o.kv_dtype;
   engine_options.gather_copies = o.gather_copies;
   engine_options.swap_gather_kernel = o.swap_gather_kernel;
@@ -207,6 +208,7 @@ int serve(const server::Options& o) {
   }
   std::fprintf(stderr, "pensieve: chat template: %s\n", (*engine)->chat_template_description().c_str());
   std::fprintf(stderr, "pensieve: eviction cost model: %s\n", actors::describe((*engine)->cost_model()).c_str());
+  if (!(*engine)->kv_disk_note().empty()) std::fprintf(stderr, "pensieve: %s\n", (*engine)->kv_disk_note().c_str());
   if (!(*engine)->history_note().empty()) {
     std::fprintf(stderr, "pensieve: --history-reset-on-model-change: %s\n", (*engine)->history_note().c_str());
   }
@@ -243,6 +245,12 @@ int serve(const server::Options& o) {
   });
   io.run();
   http.join();  // before the engine goes: its threads run the connections
+  if (!(*engine)->kv_disk_note().empty() && o.kv_flush_on_exit_s > 0) {
+    const actors::KvFlushReport f = (*engine)->flush_kv_to_disk();
+    std::fprintf(stderr, "pensieve: flushed %lld KV chunks to the disk tier in %.2f s%s (%lld left without a disk copy)\n",
+                 static_cast<long long>(f.chunks_written), f.seconds,
+                 f.timed_out ? ", stopped by --kv-flush-on-exit-s" : "", static_cast<long long>(f.chunks_left + f.waiting));
+  }
   if (trace_flusher) {
     tracer.disable();
     auto written = trace_flusher->stop();

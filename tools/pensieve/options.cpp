@@ -31,6 +31,13 @@ conversation's KV cache between turns.
   --kv-disk-dir DIR      folder for the disk KV tier (with --kv-disk-gb)
   --kv-disk-gb N         disk KV tier budget (default 0: no disk tier; needs the host tier, so
                          --backend cpu, --tp 1 and --kv-host-mb > 0)
+  --kv-disk-restore M    KV found only on the disk tier (a previous run's, or spilled): auto (read
+                         it unless the measured disk read is slower than recomputing it, default),
+                         always (read it) or never (recompute it)
+  --kv-flush-on-exit-s N at SIGINT/SIGTERM, write the idle conversations' KV that is only on the
+                         device or host to the disk tier for up to N seconds, most recently active
+                         conversations first, each from its first chunk, so a restart reads it
+                         back (default 5; 0: off)
   --kv-dtype T           KV cache dtype: f16 (default, as llama.cpp), bf16, f32, q8_0 (ggml's
                          Q8_0 blocks: 1.88x the tokens of f16 in the same memory) or fp8 (E4M3
                          codes with an F32 scale per 32 values: 1.78x); both backends
@@ -189,6 +196,15 @@ std::map<std::string, Setter> value_flags() {
       {"--pin-cap-share", [](Options& o, const std::string& v) { return parse_share("--pin-cap-share", v, o.kv_cache.pin_cap_share); }},
       {"--decode-reserve", [](Options& o, const std::string& v) { return parse_share("--decode-reserve", v, o.scheduler.decode_reserve); }},
       {"--kv-disk-gb", [](Options& o, const std::string& v) { return parse_int("--kv-disk-gb", v, o.kv_disk_gb, 0, 1 << 20); }},
+      {"--kv-disk-restore", [](Options& o, const std::string& v) -> Result<void> {
+         const auto mode = actors::disk_restore_mode_from_name(v);
+         if (!mode) return fail("--kv-disk-restore: '" + v + "' is not auto, always or never");
+         o.kv_cache.disk_restore = *mode;
+         return {};
+       }},
+      {"--kv-flush-on-exit-s", [](Options& o, const std::string& v) {
+         return parse_int("--kv-flush-on-exit-s", v, o.kv_flush_on_exit_s, 0, 3600);
+       }},
       {"--max-batch-tokens", [](Options& o, const std::string& v) { return parse_int("--max-batch-tokens", v, o.scheduler.max_batch_tokens, 1, 1 << 20); }},
       {"--max-prefill-tokens", [](Options& o, const std::string& v) { return parse_int("--max-prefill-tokens", v, o.scheduler.max_prefill_tokens, 0, 1 << 20); }},
       {"--threads", [](Options& o, const std::string& v) { return parse_int("--threads", v, o.threads, 1, 1024); }},

@@ -27,11 +27,12 @@ struct Options {
   std::int64_t kv_host_mb = -1;  // -1: automatic (actors::default_kv_host_mb()); 0: no host tier
   std::optional<std::string> kv_disk_dir;
   std::int64_t kv_disk_gb = 0;
+  std::int32_t kv_flush_on_exit_s = 5;  // --kv-flush-on-exit-s: idle KV written to the disk tier at exit; 0: off
   kv::KvDType kv_dtype = kv::KvDType::f16;  // --kv-dtype
   // --no-state (keep_kv), --max-batch-tokens, --max-prefill-tokens (-1 until
   // parsed: the backend's default), --decode-reserve.
   actors::SchedulerOptions scheduler{.max_prefill_tokens = -1};
-  // --eviction-policy, --swap-out-watermark.
+  // --eviction-policy, --swap-out-watermark, --kv-disk-restore.
   actors::KvCacheOptions kv_cache;
   // --cost-model: "measure" (timed prefills at start-up), "default", or a
   // profile file's path.
