@@ -23,7 +23,7 @@ KvFlushStep KvCacheManager::flush_to_disk(std::int64_t now_ns, KvTransfers& out)
   };
   bool disk_full = false;
   for (const auto& [active_ns, conversation] : order) {
-    CachedEntry& e = index_.entries().at(conversation);
+    CachedEntry& e = *index_.find(conversation);  // start_spill / start_swap_out touch it
     for (std::size_t i = 0; i < e.chunks.size(); ++i) {
       CachedChunk& c = e.chunks[i];
       if (c.disk_valid()) continue;
@@ -55,6 +55,7 @@ KvFlushStep KvCacheManager::flush_to_disk(std::int64_t now_ns, KvTransfers& out)
       if (!host) {
         if (auto p = coldest(now_ns, clean_host)) {
           drop_host_copy(p->chunk(), pools_);
+          index_.touch(*p->entry);
           ++stats_.host_reclaimed;
           host = pools_.host.allocate();
         }
