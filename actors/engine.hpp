@@ -108,7 +108,8 @@ struct EngineOptions {
   std::int32_t tp = 1;
   // The KV cache's dtype (--kv-dtype): F16 by default, as llama.cpp's;
   // f32 keeps the paged pass bit-exact with the contiguous F32 pass; q8_0
-  // (CPU backend) holds 1.88x the tokens of F16 in the same memory.
+  // (an F16 scale per 64 values) holds 1.94x the tokens of F16 in the same
+  // memory.
   kv::KvDType kv_dtype = kv::KvDType::f16;
   // KV tiers (the swap engine). kv_host_mb: the host tier's budget; 0:
   // device only (an idle conversation's KV is dropped whole when room is

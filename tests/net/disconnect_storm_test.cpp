@@ -34,6 +34,15 @@ using asio::ip::tcp;
 namespace {
 
 constexpr std::int64_t kRssMarginBytes = std::int64_t{16} << 20;
+// ASan keeps freed memory in its quarantine (256 MiB by default); its and
+// TSan's shadow grow with every page touched, so RSS says nothing of a leak:
+// LeakSanitizer and the test's counts of blocks, tasks and connections are
+// the checks under it.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kRssMeaningful = false;
+#else
+constexpr bool kRssMeaningful = true;
+#endif
 constexpr int kClients = 32;
 constexpr int kConversations = 40;  // a quarter of the requests are turns of these
 constexpr int kMaxTokens = 48;
@@ -202,5 +211,9 @@ TEST_CASE("a storm of streaming requests cut at random points leaves nothing beh
               "error statuses), resident %+.1f MiB\n",
               count, seconds, kCutNames[0], tally.cuts[0], kCutNames[1], tally.cuts[1], kCutNames[2], tally.cuts[2],
               kCutNames[3], tally.cuts[3], tally.finished_first, tally.not_ok, double(rss_after - rss_before) / (1 << 20));
-  CHECK(rss_after - rss_before <= kRssMarginBytes);
+  if (kRssMeaningful) {
+    CHECK(rss_after - rss_before <= kRssMarginBytes);
+  } else {
+    WARN("resident memory not checked under a sanitizer (shadow and quarantine)");
+  }
 }

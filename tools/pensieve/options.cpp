@@ -38,8 +38,8 @@ conversation's KV cache between turns.
                          device or host to the disk tier for up to N seconds, most recently active
                          conversations first, each from its first chunk, so a restart reads it
                          back (default 5; 0: off)
-  --kv-dtype T           KV cache dtype: f16 (default, as llama.cpp), bf16, f32, q8_0 (ggml's
-                         Q8_0 blocks: 1.88x the tokens of f16 in the same memory) or fp8 (E4M3
+  --kv-dtype T           KV cache dtype: f16 (default, as llama.cpp), bf16, f32, q8_0 (an F16
+                         scale per 64 int8 values: 1.94x the tokens of f16) or fp8 (E4M3
                          codes with an F32 scale per 32 values: 1.78x); both backends
   --eviction-policy P    which cached KV chunks leave a tier first: cost (recompute cost over
                          idle time, default) or lru
