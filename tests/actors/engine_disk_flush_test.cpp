@@ -2,8 +2,7 @@
 // the host) is written to disk before the engine goes, so that the next
 // engine on the same folders reads the conversation's KV back instead of
 // recomputing it, with the tokens of an engine that recomputes everything.
-#include "tests/actors/engine_fixture.hpp"
-#include "tests/tiny_model.hpp"
+#include "tests/actors/disk_restart_support.hpp"
 
 #include <fstream>
 
@@ -28,18 +27,6 @@ actors::EngineOptions device_only_options(const TempDir& dir, std::int32_t flush
   o.history_dir = (dir / "history").string();
   o.kv_flush_on_exit_s = flush_s;
   return o;
-}
-
-std::vector<std::vector<std::int32_t>> straight_turns(asio::io_context& io) {
-  actors::EngineOptions o;
-  o.n_threads = 2;
-  o.kv_block_tokens = 16;
-  o.kv_cache_mb = 64;
-  auto e = make_stories_engine(o);
-  REQUIRE(e->create_conversation("t", "c0").has_value());
-  std::vector<std::vector<std::int32_t>> out;
-  for (const auto& text : story_turns()) out.push_back(run(io, greedy_turn_tokens(*e, "c0", text)));
-  return out;
 }
 
 struct FirstRun {
@@ -69,28 +56,11 @@ FirstRun first_engine(asio::io_context& io, const actors::EngineOptions& o,
   return r;
 }
 
-struct Restarted {
-  std::vector<std::int32_t> tokens;
-  actors::TurnDone done;
-  actors::SchedulerStats stats;
-};
-
 // The restarted engine's host tier holds every chunk of c0 at once (a
 // restore lands in a host slot and stays there until its turn runs).
-Restarted last_turn(asio::io_context& io, actors::EngineOptions o) {
+Restarted last_turn_all_on_host(asio::io_context& io, actors::EngineOptions o) {
   o.kv_host_blocks = 16;
-  auto e = make_stories_engine(o);
-  Restarted r;
-  actors::TurnSink sink = [&](const actors::TurnDelta& d) -> asio::awaitable<bool> {
-    for (const auto& t : d.tokens) r.tokens.push_back(t.token);
-    co_return true;
-  };
-  std::vector<model::ChatMessage> messages{{"user", story_turns()[2]}};
-  auto done = run(io, send_turn(*e, "t", "c0", std::move(messages), greedy(16), sink));
-  REQUIRE(done.has_value());
-  r.done = *done;
-  r.stats = run(io, e->stats());
-  return r;
+  return last_turn(io, o);
 }
 
 }  // namespace
@@ -110,7 +80,7 @@ TEST_CASE("at a clean exit device-only KV is flushed to disk and the restarted e
   CHECK(first.flush.waiting == 0);
   CHECK_FALSE(first.flush.timed_out);
 
-  const Restarted r = last_turn(io, o);
+  const Restarted r = last_turn_all_on_host(io, o);
   const actors::TierStats& t = r.stats.tiers;
   INFO("found chunks " << t.found_disk_chunks << " disk hits " << t.hit_tokens_disk << " cached "
                        << r.done.cached_tokens << " of " << r.done.prompt_tokens);
@@ -135,7 +105,7 @@ TEST_CASE("the destructor flushes too, and with the flush off a restart finds no
     TempDir dir("engine-disk-flush");
     const actors::EngineOptions o = device_only_options(dir, flush_s);
     const FirstRun first = first_engine(io, o, straight, false);
-    const Restarted r = last_turn(io, o);
+    const Restarted r = last_turn_all_on_host(io, o);
     const actors::TierStats& t = r.stats.tiers;
     INFO("flush " << flush_s << " s: found chunks " << t.found_disk_chunks << " disk hits " << t.hit_tokens_disk);
     CHECK(r.tokens == straight[2]);
@@ -160,7 +130,7 @@ TEST_CASE("with --kv-disk-restore never a restart recomputes what the scan regis
   actors::EngineOptions o = device_only_options(dir, 30);
   const FirstRun first = first_engine(io, o, straight, false);
   o.kv_cache.disk_restore = actors::DiskRestoreMode::recompute;
-  const Restarted r = last_turn(io, o);
+  const Restarted r = last_turn_all_on_host(io, o);
   const actors::TierStats& t = r.stats.tiers;
   CHECK(r.tokens == straight[2]);
   CHECK(t.found_disk_chunks == std::uint64_t(first.device_chunks));
@@ -186,7 +156,7 @@ TEST_CASE("a restarted path whose first chunk was lost recomputes that front and
     const std::vector<char> zeros(4096, 0);
     f.write(zeros.data(), std::streamsize(zeros.size()));
   }
-  const Restarted r = last_turn(io, o);
+  const Restarted r = last_turn_all_on_host(io, o);
   const actors::TierStats& t = r.stats.tiers;
   INFO("found chunks " << t.found_disk_chunks << " disk hits " << t.hit_tokens_disk << " recomputed "
                        << t.recomputed_tokens << " cached " << r.done.cached_tokens);

@@ -4,8 +4,7 @@
 // that KV from disk instead of recomputing it, with the tokens of an
 // engine that recomputes everything. A chunk file damaged between the two
 // is caught when read and recomputed, never served.
-#include "tests/actors/engine_fixture.hpp"
-#include "tests/tiny_model.hpp"
+#include "tests/actors/disk_restart_support.hpp"
 
 #include "gpu/kv/chunk_header.hpp"
 
@@ -32,15 +31,6 @@ actors::EngineOptions disk_options(const TempDir& dir) {
   return o;
 }
 
-// Every conversation's KV stays on the device; nothing survives it.
-actors::EngineOptions recompute_options() {
-  actors::EngineOptions o;
-  o.n_threads = 2;
-  o.kv_block_tokens = 16;
-  o.kv_cache_mb = 64;
-  return o;
-}
-
 const std::vector<std::string> other_turns{"A dog ran into the park to play.", "Who did the dog meet there?"};
 
 // Turns 0 and 1 of "c0", then three other conversations' turns, which push
@@ -57,36 +47,6 @@ void first_engine(asio::io_context& io, const actors::EngineOptions& o,
   const auto stats = run(io, e->stats());
   INFO("spilled " << stats.tiers.spill_chunks);
   REQUIRE(stats.tiers.spill_chunks > 0);
-}
-
-// The last turn of c0 in a fresh engine on `o`'s folders.
-struct Restarted {
-  std::vector<std::int32_t> tokens;
-  actors::TurnDone done;
-  actors::SchedulerStats stats;
-};
-
-Restarted last_turn(asio::io_context& io, const actors::EngineOptions& o) {
-  auto e = make_stories_engine(o);
-  Restarted r;
-  actors::TurnSink sink = [&](const actors::TurnDelta& d) -> asio::awaitable<bool> {
-    for (const auto& t : d.tokens) r.tokens.push_back(t.token);
-    co_return true;
-  };
-  std::vector<model::ChatMessage> messages{{"user", story_turns()[2]}};
-  auto done = run(io, send_turn(*e, "t", "c0", std::move(messages), greedy(16), sink));
-  REQUIRE(done.has_value());
-  r.done = *done;
-  r.stats = run(io, e->stats());
-  return r;
-}
-
-std::vector<std::vector<std::int32_t>> straight_turns(asio::io_context& io) {
-  auto e = make_stories_engine(recompute_options());
-  REQUIRE(e->create_conversation("t", "c0").has_value());
-  std::vector<std::vector<std::int32_t>> out;
-  for (const auto& text : story_turns()) out.push_back(run(io, greedy_turn_tokens(*e, "c0", text)));
-  return out;
 }
 
 }  // namespace
