@@ -6,6 +6,7 @@
 #include "gpu/kv/chunk_checksum.hpp"
 
 #include "../temp_dir.hpp"
+#include "tests/gpu/io_ring_runner.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -24,6 +25,7 @@
 namespace asio = boost::asio;
 using namespace pensieve;
 using namespace pensieve::kv;
+using pensieve::testing::run_with_ring;
 
 namespace {
 
@@ -50,26 +52,6 @@ bool same_block(const KvPool& a, BlockId ba, const KvPool& b, BlockId bb) {
 }
 
 std::vector<std::int32_t> tokens_of(std::int32_t first) { return {first, first + 1, first + 2, first + 3}; }
-
-// Runs `body(ring)` as a coroutine on a fresh io_context until it finishes.
-template <class Body>
-void run_with_ring(Body body) {
-  asio::io_context io;
-  auto ring = rt::IoRing::create(io.get_executor(), 64);
-  if (!ring) FAIL("io_uring: " << ring.error().message);
-  bool finished = false;
-  asio::co_spawn(
-      io,
-      [&]() -> asio::awaitable<void> {
-        co_await body(*ring);
-        finished = true;
-      },
-      [](std::exception_ptr e) {
-        if (e) std::rethrow_exception(e);
-      });
-  io.run();
-  REQUIRE(finished);
-}
 
 std::unique_ptr<DiskTierFile> open_store(std::shared_ptr<rt::IoRing> ring, const std::filesystem::path& dir,
                                            std::uint32_t slots, rt::DirectIo direct = rt::DirectIo::prefer) {

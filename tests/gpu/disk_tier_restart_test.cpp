@@ -6,6 +6,7 @@
 #include "gpu/kv/disk_tier_file.hpp"
 
 #include "../temp_dir.hpp"
+#include "tests/gpu/io_ring_runner.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -23,6 +24,7 @@
 namespace asio = boost::asio;
 using namespace pensieve;
 using namespace pensieve::kv;
+using pensieve::testing::run_with_ring;
 
 namespace {
 
@@ -31,25 +33,6 @@ constexpr std::uint64_t model_a = 0xa0a0, model_b = 0xb0b0;
 KvPoolConfig pool_config(std::int32_t blocks, std::int32_t heads = 2) {
   return KvPoolConfig{.num_blocks = blocks, .block_tokens = 4, .n_layers = 3, .n_kv_heads = heads, .head_dim = 40,
                       .dtype = KvDType::f16, .tier = Tier::host, .poison_freed = false};
-}
-
-template <class Body>
-void run_with_ring(Body body) {
-  asio::io_context io;
-  auto ring = rt::IoRing::create(io.get_executor(), 64);
-  if (!ring) FAIL("io_uring: " << ring.error().message);
-  bool finished = false;
-  asio::co_spawn(
-      io,
-      [&]() -> asio::awaitable<void> {
-        co_await body(*ring);
-        finished = true;
-      },
-      [](std::exception_ptr e) {
-        if (e) std::rethrow_exception(e);
-      });
-  io.run();
-  REQUIRE(finished);
 }
 
 std::unique_ptr<DiskTierFile> open_store(std::shared_ptr<rt::IoRing> ring, const std::filesystem::path& dir,
