@@ -48,17 +48,18 @@ std::vector<std::int32_t> greedy_oracle(const std::vector<std::int32_t>& prefix,
 }
 
 asio::awaitable<actors::TurnResult> turn(actors::Engine& e, const std::string& id, std::string text,
-                                         std::int32_t max_tokens, int stop_after_deltas = -1,
+                                         model::SamplingParams sampling, int stop_after_tokens = -1,
                                          std::vector<std::int32_t>* tokens = nullptr) {
-  int deltas = 0;
+  int seen = 0;
   actors::TurnSink sink = [&](const actors::TurnDelta& d) -> asio::awaitable<bool> {
     if (tokens) {
       for (const auto& t : d.tokens) tokens->push_back(t.token);
     }
-    co_return stop_after_deltas < 0 || ++deltas < stop_after_deltas;
+    seen += int(d.tokens.size());
+    co_return stop_after_tokens < 0 || seen < stop_after_tokens;
   };
   std::vector<model::ChatMessage> messages{{"user", std::move(text)}};
-  co_return co_await send_turn(e, "t", id, std::move(messages), greedy(max_tokens), sink);
+  co_return co_await send_turn(e, "t", id, std::move(messages), std::move(sampling), sink);
 }
 
 }  // namespace
@@ -66,22 +67,29 @@ asio::awaitable<actors::TurnResult> turn(actors::Engine& e, const std::string& i
 TEST_CASE("after a cancel at a random point, history and KV agree and the next turn continues exactly",
           "[engine][cancel]") {
   std::mt19937 rng(20261130);
+  // The first turn cannot end before the cancel does: it ignores EOS and
+  // asks for 400 tokens, while the client leaves after at most 24 of them.
+  // Deltas carry as many tokens as were generated while the client read
+  // the last one, so the point is counted in tokens, not deltas.
+  constexpr std::int32_t kFirstTurnTokens = 400;
   for (int trial = 0; trial < 3; ++trial) {
-    const int stop_after = std::uniform_int_distribution<int>(1, 12)(rng);
-    INFO("cancel after " << stop_after << " deltas");
+    const int stop_after = std::uniform_int_distribution<int>(1, 24)(rng);
+    INFO("cancel after " << stop_after << " tokens");
     asio::io_context io;
     auto engine = make_engine(true);
     REQUIRE(engine->create_conversation("t", "c").has_value());
-    const auto first = run(io, turn(*engine, "c", "Once upon a time there was a", 60, stop_after));
+    auto long_turn = greedy(kFirstTurnTokens);
+    long_turn.ignore_eos = true;
+    const auto first = run(io, turn(*engine, "c", "Once upon a time there was a", long_turn, stop_after));
     REQUIRE(first.has_value());
     CHECK(first->cancelled);
-    CHECK(first->completion_tokens >= 1);
-    CHECK(first->completion_tokens < 60);
+    CHECK(first->completion_tokens >= stop_after);
+    CHECK(first->completion_tokens < kFirstTurnTokens);
     const auto h1 = run(io, engine->snapshot("t", "c"));
     REQUIRE(h1.has_value());
     CHECK(h1->turns == 1);
     std::vector<std::int32_t> t2;
-    const auto second = run(io, turn(*engine, "c", "and then", 12, -1, &t2));
+    const auto second = run(io, turn(*engine, "c", "and then", greedy(12), -1, &t2));
     REQUIRE(second.has_value());
     CHECK_FALSE(second->cancelled);
     // The second turn reused the KV of the first (up to what it had fed)...
@@ -142,7 +150,7 @@ TEST_CASE("bad turns are refused with a clear error and leave the conversation u
   auto engine = make_engine(true);
   REQUIRE(engine->create_conversation("t", "c").has_value());
   SECTION("unknown conversation") {
-    const auto r = run(io, turn(*engine, "nope", "hi", 4));
+    const auto r = run(io, turn(*engine, "nope", "hi", greedy(4)));
     REQUIRE_FALSE(r.has_value());
     CHECK(r.error().kind == actors::TurnErrorKind::not_found);
     // Tenants are separate namespaces.
@@ -158,7 +166,7 @@ TEST_CASE("bad turns are refused with a clear error and leave the conversation u
     CHECK_THAT(r.error().message, Catch::Contains("temperature"));
   }
   SECTION("longer than the model's context") {
-    const auto r = run(io, turn(*engine, "c", std::string(600, 'a'), 4));
+    const auto r = run(io, turn(*engine, "c", std::string(600, 'a'), greedy(4)));
     REQUIRE_FALSE(r.has_value());
     CHECK(r.error().kind == actors::TurnErrorKind::invalid_request);
     CHECK_THAT(r.error().message, Catch::Contains("context is 512 tokens"));
@@ -173,7 +181,7 @@ TEST_CASE("bad turns are refused with a clear error and leave the conversation u
   CHECK(snap->turns == 0);
   CHECK(snap->tokens.empty());
   // And the conversation still works.
-  const auto ok = run(io, turn(*engine, "c", "hello", 4));
+  const auto ok = run(io, turn(*engine, "c", "hello", greedy(4)));
   CHECK(ok.has_value());
 }
 
@@ -182,7 +190,7 @@ TEST_CASE("deleting a conversation frees its KV and forgets it", "[engine][store
   auto engine = make_engine(true);
   REQUIRE(engine->create_conversation("t", "a").has_value());
   REQUIRE(engine->create_conversation("t", "b").has_value());
-  REQUIRE(run(io, turn(*engine, "a", "hello there", 8)).has_value());
+  REQUIRE(run(io, turn(*engine, "a", "hello there", greedy(8))).has_value());
   auto before = run(io, engine->stats());
   CHECK(before.cached_conversations == 1);
   CHECK(before.free_blocks < before.num_blocks);
@@ -193,7 +201,7 @@ TEST_CASE("deleting a conversation frees its KV and forgets it", "[engine][store
   CHECK(after.cached_conversations == 0);
   CHECK(after.free_blocks == after.num_blocks);
   CHECK(engine->list_conversations("t").size() == 1);
-  const auto gone = run(io, turn(*engine, "a", "hi", 4));
+  const auto gone = run(io, turn(*engine, "a", "hi", greedy(4)));
   REQUIRE_FALSE(gone.has_value());
   CHECK(gone.error().kind == actors::TurnErrorKind::not_found);
 }
