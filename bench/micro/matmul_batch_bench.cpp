@@ -173,6 +173,47 @@ BENCHMARK(BM_MatmulBatch)
                    {1, 2, 4, 8, 16, 32, 64},
                    {0, 1}});
 
+// K-quant batches by tiles, in one binary: args dtype, tokens, tiles (0: the
+// best, the 16-row lane tiles where the CPU has them; 1: the 8-row token
+// tiles), source as BM_MatmulBatch's.
+void BM_KQuantBatch(benchmark::State& state) {
+  const auto dtype = DType(state.range(0));
+  const std::int64_t rows = 2048, cols = 768, tokens = state.range(1);
+  const auto tiles = kc::QuantBatchTiles(state.range(2));
+  const bool dram = state.range(3) != 0;
+  if (!kc::quant_dot_lane_tile_fn(dtype, kc::QuantDotPath::best)) {
+    state.SkipWithError("skipped: this CPU has no lane tiles");
+    return;
+  }
+  const std::size_t matrix_bytes = pensieve::model::dtype_row_bytes(dtype, cols) * rows;
+  BatchRing ring(dtype, rows, cols, dram ? (std::size_t(256) << 20) / matrix_bytes + 1 : 1);
+  kc::ThreadPool pool(1);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(std::size_t(tokens * cols)), y(std::size_t(tokens * rows)), scratch;
+  for (auto& v : x) v = normal(rng);
+  std::size_t i = 0;
+  for (auto _ : state) {
+    kc::quant_matmul(kc::ConstRowsView(x.data(), tokens, cols, cols), ring.view(i++),
+                     kc::RowsView{y.data(), tokens, rows, rows}, pool, scratch,
+                     kc::QuantDotPath::best, tiles);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double n = double(state.iterations());
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(tokens * rows * cols) * n * 1e-9,
+                                                 benchmark::Counter::kIsRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(double(matrix_bytes) * n * 1e-9, benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(pensieve::model::dtype_name(dtype)) +
+                 (tiles == kc::QuantBatchTiles::best ? " lanes" : " token-tiles") +
+                 (dram ? " dram" : " cached"));
+}
+BENCHMARK(BM_KQuantBatch)
+    ->ArgsProduct({{int(DType::q4_k), int(DType::q5_k), int(DType::q6_k)},
+                   {2, 4, 8, 16, 32},
+                   {0, 1},
+                   {0, 1}});
+
 // What quant_matmul ran for a Q8_0 decode batch on AVX2 before its token
 // tile: one AVX2 dot per element, 16 rows for every token before the next
 // 16, the first token's pass asking for the row 4 ahead.

@@ -272,6 +272,12 @@ QuantDotTokenTileFn quant_dot_token_tile_fn(DType t, QuantDotPath path) {
   return nullptr;
 }
 
+QuantDotLaneTileFn quant_dot_lane_tile_fn(DType t, QuantDotPath path) {
+  if (path == QuantDotPath::best) path = quant_dot_best_path(t);
+  if (path != QuantDotPath::avx512 || !cpu_has_avx512_vnni()) return nullptr;
+  return quant_dot_avx512_lane_tile_fn(t);
+}
+
 const char* quant_dot_path_name(QuantDotPath path) {
   switch (path) {
     case QuantDotPath::avx512:

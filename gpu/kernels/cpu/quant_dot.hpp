@@ -104,6 +104,24 @@ using QuantDotTokenTileFn = void (*)(const std::byte* w, std::size_t row_bytes,
 // AVX2 (with F16C) for Q8_0 (quant_tiles_avx2.cpp).
 QuantDotTokenTileFn quant_dot_token_tile_fn(model::DType t, QuantDotPath path);
 
+// Sixteen weight rows against 1 to quant_dot_lane_tile_tokens_max activation
+// rows (a decode batch), each weight row in one 32-bit lane
+// (quant_lane_tiles_avx512.cpp): y[t * y_stride + r] = the QuantDotFn of
+// weight row r and activation row t, bit for bit, stored for the rows whose
+// bit r of `store` is set; [pf, pf + pf_bytes) is fetched into the L2 in
+// step (pf may be null). No reduction per block: the integer sums of the 16
+// rows accumulate in the lanes of one vector.
+constexpr int quant_dot_lane_tile_rows = 16;
+constexpr int quant_dot_lane_tile_tokens_max = 8;
+using QuantDotLaneTileFn = void (*)(const std::byte* w, std::size_t row_bytes,
+                                    const QuantActRow* x, int n_tokens, std::int64_t n_blocks,
+                                    float* y, std::int64_t y_stride, unsigned store,
+                                    const std::byte* pf, std::size_t pf_bytes);
+
+// The lane tile of type t on `path` (best as quant_dot_fn resolves it);
+// null where that path has none for t: AVX-512 VNNI for Q4_K, Q5_K and Q6_K.
+QuantDotLaneTileFn quant_dot_lane_tile_fn(model::DType t, QuantDotPath path);
+
 // The scalar references (the definitions), one per type.
 float quant_dot_q8_0(const std::byte* w, const QuantActRow& x, std::int64_t nb);
 float quant_dot_q4_0(const std::byte* w, const QuantActRow& x, std::int64_t nb);
@@ -130,5 +148,6 @@ QuantDotRowsFn quant_dot_avx512_rows_fn(model::DType t);
 QuantDotTileFn quant_dot_avx512_tile_fn(model::DType t);
 QuantDotTokenTileFn quant_dot_avx512_token_tile_fn(model::DType t);
 QuantDotTokenTileFn quant_dot_avx2_token_tile_fn(model::DType t);
+QuantDotLaneTileFn quant_dot_avx512_lane_tile_fn(model::DType t);
 
 }  // namespace pensieve::kernels::cpu

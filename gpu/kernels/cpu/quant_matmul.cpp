@@ -60,18 +60,18 @@ void run_rows_tile(QuantDotTileFn tile, const WeightView& w, const QuantActRow& 
 }
 
 // Every token over rows [o0, o1) (of a range ending at `end`) by tiles of
-// 8 rows x up to quant_dot_tile_tokens_max tokens, the token groups
-// near-equal in size (as run_rows_multi's); a tile's rows stay in the L1
-// while the groups after the first pass over them, and the first group
-// fetches the next tile's rows in step. A tile that would pass the weight's
-// last row moves down as run_rows_tile's does.
-void run_rows_token_tiles(QuantDotTokenTileFn tile, const WeightView& w,
-                          const std::vector<QuantActRow>& x, const RowsView& y,
-                          std::int64_t n_blocks, std::int64_t o0, std::int64_t o1,
-                          std::int64_t end) {
-  constexpr std::int64_t n = quant_dot_tile_rows;
+// Rows rows x up to TokensMax tokens (the 8-row token tiles, the 16-row
+// lane tiles), the token groups near-equal in size (as run_rows_multi's); a
+// tile's rows stay in the L1 while the groups after the first pass over
+// them, and the first group fetches the next tile's rows in step. A tile
+// that would pass the weight's last row moves down as run_rows_tile's does.
+template <std::int64_t Rows, int TokensMax, class TileFn>
+void run_rows_token_tiles(TileFn tile, const WeightView& w, const std::vector<QuantActRow>& x,
+                          const RowsView& y, std::int64_t n_blocks, std::int64_t o0,
+                          std::int64_t o1, std::int64_t end) {
+  constexpr std::int64_t n = Rows;
   const auto n_tokens = std::int64_t(x.size());
-  const std::int64_t groups = (n_tokens + quant_dot_tile_tokens_max - 1) / quant_dot_tile_tokens_max;
+  const std::int64_t groups = (n_tokens + TokensMax - 1) / TokensMax;
   const std::int64_t base = n_tokens / groups, wider = n_tokens % groups;
   for (std::int64_t o = o0; o < o1; o += n) {
     const std::int64_t start = std::min(o, w.rows - n);
@@ -88,22 +88,25 @@ void run_rows_token_tiles(QuantDotTokenTileFn tile, const WeightView& w,
     }
   }
 }
+static_assert(std::size_t(quant_dot_lane_tile_rows) == row_grain,
+              "a lane tile covers one scheduling grain");
 
 }  // namespace
 
 void quant_matmul(ConstRowsView x, const WeightView& w, RowsView y, ThreadPool& pool,
-                  std::vector<float>& scratch, QuantDotPath path) {
-  quant_matmul_many(x, std::span(&w, 1), std::span(&y, 1), pool, scratch, path);
+                  std::vector<float>& scratch, QuantDotPath path, QuantBatchTiles batch) {
+  quant_matmul_many(x, std::span(&w, 1), std::span(&y, 1), pool, scratch, path, batch);
 }
 
 void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
                        std::span<const RowsView> y, ThreadPool& pool, std::vector<float>& scratch,
-                       QuantDotPath path) {
+                       QuantDotPath path, QuantBatchTiles batch) {
   assert(w.size() == y.size() && w.size() <= quant_max_weights);
   QuantDotFn dot[quant_max_weights];
   QuantDotRowsFn dot_rows[quant_max_weights];
   QuantDotTileFn tile[quant_max_weights];
   QuantDotTokenTileFn token_tile[quant_max_weights];
+  QuantDotLaneTileFn lane_tile[quant_max_weights];
   std::int64_t n_blocks[quant_max_weights];
   // The quantised activations per format: scratch holds the first format's,
   // `more` any other's (a mix of legacy and K-quant types, which the common
@@ -127,6 +130,11 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
     token_tile[i] = x.rows > 1 && w[i].rows >= quant_dot_tile_rows
                         ? quant_dot_token_tile_fn(w[i].dtype, path)
                         : nullptr;
+    // Preferred to those: 16 rows in the lanes x up to 8 tokens.
+    lane_tile[i] = x.rows > 1 && batch == QuantBatchTiles::best &&
+                           w[i].rows >= quant_dot_lane_tile_rows
+                       ? quant_dot_lane_tile_fn(w[i].dtype, path)
+                       : nullptr;
     assert(dot[i] && "quant_matmul: a path this CPU lacks");
     n_blocks[i] = w[i].cols / model::dtype_block_elems(w[i].dtype);
     const ActQuant kind = act_quant_for(w[i].dtype);
@@ -158,9 +166,14 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
                             e);
               continue;
             }
+            if (lane_tile[i]) {
+              run_rows_token_tiles<quant_dot_lane_tile_rows, quant_dot_lane_tile_tokens_max>(
+                  lane_tile[i], w[i], act_rows[act_of[i]], y[i], n_blocks[i], o0, o1, e);
+              continue;
+            }
             if (token_tile[i]) {
-              run_rows_token_tiles(token_tile[i], w[i], act_rows[act_of[i]], y[i], n_blocks[i], o0,
-                                   o1, e);
+              run_rows_token_tiles<quant_dot_tile_rows, quant_dot_tile_tokens_max>(
+                  token_tile[i], w[i], act_rows[act_of[i]], y[i], n_blocks[i], o0, o1, e);
               continue;
             }
             if (dot_rows[i]) {

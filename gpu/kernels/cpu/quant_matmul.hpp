@@ -5,9 +5,11 @@
 // (quant_activations.hpp) and every output element is one quant_dot (its
 // definition in quant_dot.hpp), so y[t][o] has the same bits alone, in a
 // batch of any size, with any thread count and on every QuantDotPath. A
-// batch of several tokens takes the path's token tiles where it has them
-// (quant_dot_token_tile_fn: 8 weight rows x up to quant_dot_tile_tokens_max
-// tokens, each block unpacked once per group of tokens), else its multi-row
+// batch of several tokens takes the path's lane tiles where it has them
+// (quant_dot_lane_tile_fn: 16 weight rows in the lanes x up to 8 tokens),
+// else its token tiles (quant_dot_token_tile_fn: 8 weight rows x up to
+// quant_dot_tile_tokens_max tokens, each block unpacked once per group of
+// tokens), else its multi-row
 // kernel (quant_dot_rows_fn: one weight row x up to quant_dot_rows_max
 // tokens), else one dot per element.
 #include "gpu/kernels/cpu/quant_dot.hpp"
@@ -18,11 +20,17 @@
 
 namespace pensieve::kernels::cpu {
 
+// Which tiles a batch of several tokens takes: the best the path has, or
+// the 8-row token tiles even where it has lane tiles (the benchmarks' and
+// tests' side-by-side runs).
+enum class QuantBatchTiles { best, token_tiles };
+
 // x: {n_tokens, w.cols}, w quantised {rows, cols}; y: {n_tokens, w.rows}.
 // scratch holds the quantised activations (caller-owned). An explicit path
 // must be one the CPU runs (quant_dot_path_supported).
 void quant_matmul(ConstRowsView x, const WeightView& w, RowsView y, ThreadPool& pool,
-                  std::vector<float>& scratch, QuantDotPath path = QuantDotPath::best);
+                  std::vector<float>& scratch, QuantDotPath path = QuantDotPath::best,
+                  QuantBatchTiles batch = QuantBatchTiles::best);
 
 // The same for up to quant_max_weights weights (of any quantised types)
 // over the same activations in one pool dispatch: y[i] = x . w[i]^T, every
@@ -31,6 +39,7 @@ void quant_matmul(ConstRowsView x, const WeightView& w, RowsView y, ThreadPool& 
 constexpr std::size_t quant_max_weights = 4;
 void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
                        std::span<const RowsView> y, ThreadPool& pool, std::vector<float>& scratch,
-                       QuantDotPath path = QuantDotPath::best);
+                       QuantDotPath path = QuantDotPath::best,
+                       QuantBatchTiles batch = QuantBatchTiles::best);
 
 }  // namespace pensieve::kernels::cpu

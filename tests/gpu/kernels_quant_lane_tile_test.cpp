@@ -1,0 +1,147 @@
+// The K-quant lane tiles (16 weight rows in the lanes x 1 to 8 tokens,
+// quant_lane_tiles_avx512.cpp): every stored (row, token) has its scalar
+// reference's bits, nothing outside the store mask is written, and
+// quant_matmul gives the same bits through them as through the 8-row token
+// tiles, over odd row, block and token counts and the extreme quants.
+#include "gpu/kernels/cpu/quant_matmul.hpp"
+#include "tests/gpu/quant_test_blocks.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <vector>
+
+namespace kc = pensieve::kernels::cpu;
+using pensieve::model::DType;
+using pensieve::testing::quantised_dtypes;
+using pensieve::testing::random_blocks;
+using pensieve::testing::random_floats;
+
+namespace {
+
+constexpr DType lane_types[] = {DType::q4_k, DType::q5_k, DType::q6_k};
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// random_blocks' F16 fields with every other byte `fill`: all quants, scales
+// and mins at their largest (0xff; Q6_K's scales -1) or Q6_K's scales at
+// -128 (0x80), where an int32 sum is nearest to overflowing.
+std::vector<std::byte> filled_blocks(DType t, std::int64_t n_blocks, std::uint32_t seed,
+                                     std::byte fill) {
+  auto w = random_blocks(t, n_blocks, seed);
+  const std::size_t bb = pensieve::model::dtype_block_bytes(t);
+  const auto fields = pensieve::testing::f16_fields(t);
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    bool field = false;
+    for (std::size_t off : fields) field = field || (i % bb == off || i % bb == off + 1);
+    if (!field) w[i] = fill;
+  }
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("AVX-512 VNNI has the lane tiles of Q4_K, Q5_K and Q6_K, the other paths none",
+          "[kernels][quant][quant_dot]") {
+  for (DType t : quantised_dtypes) {
+    INFO(pensieve::model::dtype_name(t));
+    CHECK(kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::portable) == nullptr);
+    CHECK(kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::avx2) == nullptr);
+    const bool listed = t == DType::q4_k || t == DType::q5_k || t == DType::q6_k;
+    const bool runs = kc::quant_dot_path_supported(kc::QuantDotPath::avx512);
+    CHECK((kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::avx512) != nullptr) == (listed && runs));
+  }
+}
+
+TEST_CASE(
+    "a K-quant lane tile stores each row of its mask for each of 1 to 8 tokens with the reference "
+    "dot's bits, and nothing else",
+    "[kernels][quant][quant_dot]") {
+  if (!kc::quant_dot_path_supported(kc::QuantDotPath::avx512)) {
+    WARN("SKIPPED: this CPU lacks AVX-512 VNNI: the K-quant lane tiles are not run");
+    return;
+  }
+  constexpr int rows = kc::quant_dot_lane_tile_rows, max_tokens = kc::quant_dot_lane_tile_tokens_max;
+  for (DType t : lane_types) {
+    const kc::QuantDotLaneTileFn tile = kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::avx512);
+    const kc::QuantDotFn ref = kc::quant_dot_fn(t, kc::QuantDotPath::portable);
+    REQUIRE(tile != nullptr);
+    for (std::int64_t nb : {1, 2, 3, 5, 9}) {
+      const std::int64_t cols = nb * 256, stride = 19;
+      const std::size_t row_bytes = pensieve::model::dtype_row_bytes(t, cols);
+      const auto x = random_floats(max_tokens * cols, 961 + unsigned(nb));
+      std::vector<float> storage;
+      const kc::QuantActs acts = kc::quantize_act_rows(
+          kc::act_quant_for(t), kc::ConstRowsView(x.data(), max_tokens, cols, cols), storage);
+      std::vector<kc::QuantActRow> act_rows;
+      for (int r = 0; r < max_tokens; ++r) act_rows.push_back(acts.row(r));
+      for (int pattern = 0; pattern < 3; ++pattern) {
+        const unsigned seed = 960 + unsigned(t) + unsigned(nb);
+        const auto w = pattern == 0 ? random_blocks(t, rows * nb, seed)
+                                    : filled_blocks(t, rows * nb, seed, std::byte(pattern == 1 ? 0xff : 0x80));
+        for (int n = 1; n <= max_tokens; ++n) {
+          for (unsigned store : {0xffffu, 0x0001u, 0x8000u, 0x5a5au, 0x0ff0u}) {
+            // Token k's rows at k * stride; the 3 slots after each token's 16 poisoned.
+            std::vector<float> y(std::size_t(n * stride), -7.0f);
+            tile(w.data(), row_bytes, act_rows.data(), n, nb, y.data(), stride, store, w.data(),
+                 w.size());
+            bool right = true;
+            for (int k = 0; k < n; ++k) {
+              for (std::int64_t r = 0; r < stride; ++r) {
+                const bool stored = r < rows && ((store >> r) & 1u);
+                const float want =
+                    stored ? ref(w.data() + r * row_bytes, act_rows[std::size_t(k)], nb) : -7.0f;
+                right = right && same_bits(y[std::size_t(k * stride + r)], want);
+              }
+            }
+            INFO(pensieve::model::dtype_name(t) << " blocks " << nb << " pattern " << pattern
+                                                << " tokens " << n << " store " << store);
+            CHECK(right);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE(
+    "a K-quant batch through the lane tiles has the bits of the 8-row token tiles and of the "
+    "reference, over odd row and token counts",
+    "[kernels][quant][quant_dot]") {
+  if (!kc::quant_dot_path_supported(kc::QuantDotPath::avx512)) {
+    WARN("SKIPPED: this CPU lacks AVX-512 VNNI: the K-quant lane tiles are not run");
+    return;
+  }
+  for (DType t : lane_types) {
+    const kc::QuantDotFn ref = kc::quant_dot_fn(t, kc::QuantDotPath::portable);
+    for (std::int64_t rows : {16, 17, 31, 33, 200}) {
+      const std::int64_t nb = 3, cols = nb * 256;
+      const auto w = random_blocks(t, rows * nb, 970 + unsigned(t) + unsigned(rows));
+      const kc::WeightView wv{t, w.data(), rows, cols, pensieve::model::dtype_row_bytes(t, cols)};
+      for (std::int64_t n : {2, 7, 8, 9, 16, 17}) {
+        const auto x = random_floats(n * cols, 971 + unsigned(n));
+        std::vector<float> storage;
+        const kc::QuantActs acts = kc::quantize_act_rows(
+            kc::act_quant_for(t), kc::ConstRowsView(x.data(), n, cols, cols), storage);
+        kc::ThreadPool pool(2, 0.0);
+        std::vector<float> lanes(std::size_t(n * rows)), tiles(lanes.size()), scratch;
+        const kc::ConstRowsView xv(x.data(), n, cols, cols);
+        kc::quant_matmul(xv, wv, kc::RowsView{lanes.data(), n, rows, rows}, pool, scratch,
+                         kc::QuantDotPath::avx512, kc::QuantBatchTiles::best);
+        kc::quant_matmul(xv, wv, kc::RowsView{tiles.data(), n, rows, rows}, pool, scratch,
+                         kc::QuantDotPath::avx512, kc::QuantBatchTiles::token_tiles);
+        bool as_tiles = true, as_reference = true;
+        for (std::int64_t tk = 0; tk < n; ++tk) {
+          for (std::int64_t o = 0; o < rows; ++o) {
+            const std::size_t i = std::size_t(tk * rows + o);
+            as_tiles = as_tiles && same_bits(lanes[i], tiles[i]);
+            as_reference = as_reference && same_bits(lanes[i], ref(wv.row(o), acts.row(tk), nb));
+          }
+        }
+        INFO(pensieve::model::dtype_name(t) << " rows " << rows << " tokens " << n);
+        CHECK(as_tiles);
+        CHECK(as_reference);
+      }
+    }
+  }
+}
