@@ -4,6 +4,9 @@
 # (seed 7, untied output head) once, then runs model-bench over F16, Q8_0 and the three
 # mixes (decode batches 1 and 8, the mixed shapes) and the one-thread small-batch matmul
 # micro-benchmark. Run it on a quiet machine; it names the CPU and the load in its output.
+# The last mixed shape, one 512-token chunk after 320 cached tokens, has about the query-key
+# pairs of 4 + 4 x 127 @ 512 (512 x 576 against 4 x 127 x 576 + 4 x 512): the single-sequence
+# prefill with the same attention work.
 #
 #   bench/amd-zen5-kernels.sh LLAMA_QUANTIZE OUT_PREFIX [COMMIT]
 #
@@ -31,10 +34,12 @@ echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-); load: $(cut -d
   --model-dir "$dir" --reuse-models \
   --gguf "M-100:Q4_K_M:$dir/M-100-Q4_K_M.gguf" --gguf "M-100:Q5_K_M:$dir/M-100-Q5_K_M.gguf" \
   --gguf "M-100:Q6_K:$dir/M-100-Q6_K.gguf" --decode-batches 1,8 \
-  --mixed 0:1:512:0,1:7:73:256,4:4:127:512 --commit "$commit" \
+  --mixed 0:1:512:0,1:7:73:256,4:4:127:512,0:1:512:320 --commit "$commit" \
   --out "$out-model.json" | tee "$out-model.txt"
 # One thread, the 2048 x 768 gate shape: F16, Q8_0, Q4_K, Q6_K at 1-32 tokens, from the
-# caches and from DRAM (DType numbers: 1 f16, 3 q8_0, 5 q4_k, 12 q6_k).
-"$build/bench/pensieve-microbench" --benchmark_filter='BM_MatmulBatch/(1|3|5|12)/(1|4|8|32)/' \
+# caches and from DRAM (DType numbers: 1 f16, 3 q8_0, 5 q4_k, 11 q5_k, 12 q6_k); the
+# K-quants' lane tiles beside their 8-row token tiles at 8 tokens.
+"$build/bench/pensieve-microbench" \
+  --benchmark_filter='BM_MatmulBatch/(1|3|5|12)/(1|4|8|32)/|BM_KQuantBatch/(5|11|12)/8/|BM_FmaPeak|BM_Int8DotPeak' \
   --benchmark_min_time=0.2 --benchmark_out="$out-micro.json" --benchmark_out_format=json
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
