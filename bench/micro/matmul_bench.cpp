@@ -8,6 +8,7 @@
 // memory-bound GEMV. The last
 // argument picks the kernel: 0 the current one, 1 the baseline of
 // matmul_baseline.hpp, so one run compares both under the same load.
+#include "bench/common/memory_bandwidth.hpp"
 #include "bench/micro/matmul_baseline.hpp"
 #include "gpu/kernels/cpu/matmul.hpp"
 #include "gpu/model/weight_arena.hpp"
@@ -186,6 +187,25 @@ BENCHMARK(BM_MatmulDecode2Threads)
     ->ArgsProduct({{int(DType::f32), int(DType::f16), int(DType::q8_0)}, {0, 1, 2}, {0, 1}, {2}})
     ->ArgsProduct({{int(DType::bf16)}, {0, 1, 2}, {0}, {2}})
     ->UseRealTime();
+
+// The read ceiling beside BM_MatmulDecode2Threads: two threads streaming a
+// 128 MiB buffer on 2 MiB pages (model-bench's probe), one read a timed
+// iteration. Run with --benchmark_repetitions and
+// --benchmark_enable_random_interleaving, the decode kernels' GB/s and this
+// ceiling alternate, so their medians share the machine's memory speed of
+// the moment (it moves up to 2x between minutes on the shared VMs).
+void BM_ReadCeiling2Threads(benchmark::State& state) {
+  pensieve::bench::ReadBandwidthProbe probe(std::size_t(128) << 20, 2);
+  std::size_t bytes = 0;
+  for (auto _ : state) {
+    const auto r = probe.measure(1);
+    bytes = r.buffer_bytes;
+    state.SetIterationTime(double(r.buffer_bytes) / (r.best_gb_per_s * 1e9));
+  }
+  benchmark::DoNotOptimize(probe.checksum());
+  state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(bytes));
+}
+BENCHMARK(BM_ReadCeiling2Threads)->UseManualTime();
 
 // One token against one matrix, again and again (so from the caches it
 // fits), in bytes of weights per second. args: dtype, kernel.

@@ -140,7 +140,10 @@ std::string quant_kernel(model::DType t) {
                   " (quant_dot, chosen at run time)";
   if (kc::quant_dot_tile_fn(t, kc::QuantDotPath::best))
     k += "; one token: " + std::to_string(kc::quant_dot_tile_rows) + "-row tiles";
-  if (kc::quant_dot_token_tile_fn(t, kc::QuantDotPath::best))
+  if (kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::best))
+    k += "; several tokens: " + std::to_string(kc::quant_dot_lane_tile_rows) +
+         "-row lane tiles x up to " + std::to_string(kc::quant_dot_lane_tile_tokens_max) + " tokens";
+  else if (kc::quant_dot_token_tile_fn(t, kc::QuantDotPath::best))
     k += "; decode batches: " + std::to_string(kc::quant_dot_tile_rows) + "-row x up to " +
          std::to_string(kc::quant_dot_tile_tokens_max) + "-token tiles";
   else if (kc::quant_dot_rows_fn(t, kc::QuantDotPath::best))
