@@ -174,8 +174,9 @@ BENCHMARK(BM_MatmulBatch)
                    {0, 1}});
 
 // K-quant batches by tiles, in one binary: args dtype, tokens, tiles (0: the
-// best, the 16-row lane tiles where the CPU has them; 1: the 8-row token
-// tiles), source as BM_MatmulBatch's.
+// best, the 16-row lane tiles where the CPU has them and their panels above
+// 8 tokens; 1: the 8-row token tiles; 2: the lane tiles without panels),
+// source as BM_MatmulBatch's.
 void BM_KQuantBatch(benchmark::State& state) {
   const auto dtype = DType(state.range(0));
   const std::int64_t rows = 2048, cols = 768, tokens = state.range(1);
@@ -205,13 +206,15 @@ void BM_KQuantBatch(benchmark::State& state) {
   state.counters["GB/s"] =
       benchmark::Counter(double(matrix_bytes) * n * 1e-9, benchmark::Counter::kIsRate);
   state.SetLabel(std::string(pensieve::model::dtype_name(dtype)) +
-                 (tiles == kc::QuantBatchTiles::best ? " lanes" : " token-tiles") +
+                 (tiles == kc::QuantBatchTiles::best         ? " best"
+                  : tiles == kc::QuantBatchTiles::lane_tiles ? " lane-tiles"
+                                                             : " token-tiles") +
                  (dram ? " dram" : " cached"));
 }
 BENCHMARK(BM_KQuantBatch)
     ->ArgsProduct({{int(DType::q4_k), int(DType::q5_k), int(DType::q6_k)},
-                   {2, 4, 8, 16, 32},
-                   {0, 1},
+                   {2, 4, 8, 16, 32, 64},
+                   {0, 1, 2},
                    {0, 1}});
 
 // What quant_matmul ran for a Q8_0 decode batch on AVX2 before its token

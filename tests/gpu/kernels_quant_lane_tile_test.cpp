@@ -1,8 +1,9 @@
 // The K-quant lane tiles (16 weight rows in the lanes x 1 to 8 tokens,
-// quant_lane_tiles_avx512.cpp): every stored (row, token) has its scalar
-// reference's bits, nothing outside the store mask is written, and
-// quant_matmul gives the same bits through them as through the 8-row token
-// tiles, over odd row, block and token counts and the extreme quants.
+// quant_lane_tiles_avx512.cpp) and their panels (any number of tokens, the
+// rows unpacked once): every stored (row, token) has its scalar reference's
+// bits, nothing outside the store mask is written, and quant_matmul gives
+// the same bits through panels, lane tiles and the 8-row token tiles, over
+// odd row, block and token counts and the extreme quants.
 #include "gpu/kernels/cpu/quant_matmul.hpp"
 #include "tests/gpu/quant_test_blocks.hpp"
 
@@ -105,8 +106,63 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "a K-quant batch through the lane tiles has the bits of the 8-row token tiles and of the "
-    "reference, over odd row and token counts",
+    "a K-quant lane panel stores each row of its mask for 1 to 33 tokens with the reference dot's "
+    "bits, and nothing else",
+    "[kernels][quant][quant_dot]") {
+  if (!kc::quant_dot_path_supported(kc::QuantDotPath::avx512)) {
+    WARN("SKIPPED: this CPU lacks AVX-512 VNNI: the K-quant lane panels are not run");
+    return;
+  }
+  constexpr int rows = kc::quant_dot_lane_tile_rows, max_tokens = 33;
+  for (DType t : lane_types) {
+    const kc::QuantDotLanePanelFn panel = kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::avx512);
+    const kc::QuantDotFn ref = kc::quant_dot_fn(t, kc::QuantDotPath::portable);
+    REQUIRE(panel != nullptr);
+    for (std::int64_t nb : {1, 3, 4}) {
+      const std::int64_t cols = nb * 256, stride = 19;
+      const std::size_t row_bytes = pensieve::model::dtype_row_bytes(t, cols);
+      const auto x = random_floats(max_tokens * cols, 981 + unsigned(nb));
+      std::vector<float> storage;
+      const kc::QuantActs acts = kc::quantize_act_rows(
+          kc::act_quant_for(t), kc::ConstRowsView(x.data(), max_tokens, cols, cols), storage);
+      std::vector<kc::QuantActRow> act_rows;
+      for (int r = 0; r < max_tokens; ++r) act_rows.push_back(acts.row(r));
+      // The panel's buffer, 64-byte aligned, poisoned.
+      std::vector<std::byte> buf(std::size_t(nb) * kc::quant_dot_lane_panel_block_bytes + 64,
+                                 std::byte(0xa5));
+      void* scratch = reinterpret_cast<void*>(
+          (reinterpret_cast<std::uintptr_t>(buf.data()) + 63) / 64 * 64);
+      for (int pattern = 0; pattern < 3; ++pattern) {
+        const unsigned seed = 980 + unsigned(t) + unsigned(nb);
+        const auto w = pattern == 0 ? random_blocks(t, rows * nb, seed)
+                                    : filled_blocks(t, rows * nb, seed, std::byte(pattern == 1 ? 0xff : 0x80));
+        for (int n : {1, 8, 9, 16, 17, 33}) {
+          for (unsigned store : {0xffffu, 0x0001u, 0x8000u, 0x5a5au}) {
+            std::vector<float> y(std::size_t(n * stride), -7.0f);
+            panel(w.data(), row_bytes, act_rows.data(), n, nb, y.data(), stride, store, scratch,
+                  w.data(), w.size());
+            bool right = true;
+            for (int k = 0; k < n; ++k) {
+              for (std::int64_t r = 0; r < stride; ++r) {
+                const bool stored = r < rows && ((store >> r) & 1u);
+                const float want =
+                    stored ? ref(w.data() + r * row_bytes, act_rows[std::size_t(k)], nb) : -7.0f;
+                right = right && same_bits(y[std::size_t(k * stride + r)], want);
+              }
+            }
+            INFO(pensieve::model::dtype_name(t) << " blocks " << nb << " pattern " << pattern
+                                                << " tokens " << n << " store " << store);
+            CHECK(right);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE(
+    "a K-quant batch through the lane panels and tiles has the bits of the 8-row token tiles and "
+    "of the reference, over odd row and token counts",
     "[kernels][quant][quant_dot]") {
   if (!kc::quant_dot_path_supported(kc::QuantDotPath::avx512)) {
     WARN("SKIPPED: this CPU lacks AVX-512 VNNI: the K-quant lane tiles are not run");
@@ -118,24 +174,27 @@ TEST_CASE(
       const std::int64_t nb = 3, cols = nb * 256;
       const auto w = random_blocks(t, rows * nb, 970 + unsigned(t) + unsigned(rows));
       const kc::WeightView wv{t, w.data(), rows, cols, pensieve::model::dtype_row_bytes(t, cols)};
-      for (std::int64_t n : {2, 7, 8, 9, 16, 17}) {
+      for (std::int64_t n : {2, 7, 8, 9, 16, 17, 40}) {
         const auto x = random_floats(n * cols, 971 + unsigned(n));
         std::vector<float> storage;
         const kc::QuantActs acts = kc::quantize_act_rows(
             kc::act_quant_for(t), kc::ConstRowsView(x.data(), n, cols, cols), storage);
         kc::ThreadPool pool(2, 0.0);
-        std::vector<float> lanes(std::size_t(n * rows)), tiles(lanes.size()), scratch;
+        std::vector<float> best(std::size_t(n * rows)), lanes(best.size()), tiles(best.size()),
+            scratch;
         const kc::ConstRowsView xv(x.data(), n, cols, cols);
-        kc::quant_matmul(xv, wv, kc::RowsView{lanes.data(), n, rows, rows}, pool, scratch,
+        kc::quant_matmul(xv, wv, kc::RowsView{best.data(), n, rows, rows}, pool, scratch,
                          kc::QuantDotPath::avx512, kc::QuantBatchTiles::best);
+        kc::quant_matmul(xv, wv, kc::RowsView{lanes.data(), n, rows, rows}, pool, scratch,
+                         kc::QuantDotPath::avx512, kc::QuantBatchTiles::lane_tiles);
         kc::quant_matmul(xv, wv, kc::RowsView{tiles.data(), n, rows, rows}, pool, scratch,
                          kc::QuantDotPath::avx512, kc::QuantBatchTiles::token_tiles);
         bool as_tiles = true, as_reference = true;
         for (std::int64_t tk = 0; tk < n; ++tk) {
           for (std::int64_t o = 0; o < rows; ++o) {
             const std::size_t i = std::size_t(tk * rows + o);
-            as_tiles = as_tiles && same_bits(lanes[i], tiles[i]);
-            as_reference = as_reference && same_bits(lanes[i], ref(wv.row(o), acts.row(tk), nb));
+            as_tiles = as_tiles && same_bits(best[i], tiles[i]) && same_bits(lanes[i], tiles[i]);
+            as_reference = as_reference && same_bits(best[i], ref(wv.row(o), acts.row(tk), nb));
           }
         }
         INFO(pensieve::model::dtype_name(t) << " rows " << rows << " tokens " << n);

@@ -278,6 +278,12 @@ QuantDotLaneTileFn quant_dot_lane_tile_fn(DType t, QuantDotPath path) {
   return quant_dot_avx512_lane_tile_fn(t);
 }
 
+QuantDotLanePanelFn quant_dot_lane_panel_fn(DType t, QuantDotPath path) {
+  if (path == QuantDotPath::best) path = quant_dot_best_path(t);
+  if (path != QuantDotPath::avx512 || !cpu_has_avx512_vnni()) return nullptr;
+  return quant_dot_avx512_lane_panel_fn(t);
+}
+
 const char* quant_dot_path_name(QuantDotPath path) {
   switch (path) {
     case QuantDotPath::avx512:

@@ -122,6 +122,18 @@ using QuantDotLaneTileFn = void (*)(const std::byte* w, std::size_t row_bytes,
 // null where that path has none for t: AVX-512 VNNI for Q4_K, Q5_K and Q6_K.
 QuantDotLaneTileFn quant_dot_lane_tile_fn(model::DType t, QuantDotPath path);
 
+// The same 16 rows against any number of activation rows (prefill chunks):
+// the rows' blocks are unpacked once into `scratch` (n_blocks *
+// quant_dot_lane_panel_block_bytes, 64-byte aligned, the caller's), then
+// every group of up to quant_dot_lane_tile_tokens_max tokens runs from it;
+// y, store and pf as QuantDotLaneTileFn's, with its bits.
+constexpr std::size_t quant_dot_lane_panel_block_bytes = 5760;
+using QuantDotLanePanelFn = void (*)(const std::byte* w, std::size_t row_bytes,
+                                     const QuantActRow* x, int n_tokens, std::int64_t n_blocks,
+                                     float* y, std::int64_t y_stride, unsigned store,
+                                     void* scratch, const std::byte* pf, std::size_t pf_bytes);
+QuantDotLanePanelFn quant_dot_lane_panel_fn(model::DType t, QuantDotPath path);
+
 // The scalar references (the definitions), one per type.
 float quant_dot_q8_0(const std::byte* w, const QuantActRow& x, std::int64_t nb);
 float quant_dot_q4_0(const std::byte* w, const QuantActRow& x, std::int64_t nb);
@@ -149,5 +161,6 @@ QuantDotTileFn quant_dot_avx512_tile_fn(model::DType t);
 QuantDotTokenTileFn quant_dot_avx512_token_tile_fn(model::DType t);
 QuantDotTokenTileFn quant_dot_avx2_token_tile_fn(model::DType t);
 QuantDotLaneTileFn quant_dot_avx512_lane_tile_fn(model::DType t);
+QuantDotLanePanelFn quant_dot_avx512_lane_panel_fn(model::DType t);
 
 }  // namespace pensieve::kernels::cpu

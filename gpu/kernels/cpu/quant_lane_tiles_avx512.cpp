@@ -14,6 +14,10 @@
 // scaled by its rows' scales with one vpmulld. The transposition and the
 // unpacking of the quants are paid once per block for all the tokens.
 //
+// More tokens than a tile takes (prefill chunks) run through panels: the
+// 16 rows unpacked once into a buffer in lane order, then every group of up
+// to 8 tokens from there, instead of unpacking again for each group.
+//
 // Every integer sum is the single-row kernel's exactly (integer adds in any
 // order), and lane r takes the reference's F32 steps (quant_dot_steps.hpp)
 // in block order with the same operands, so each (row, token) has the bits
@@ -28,6 +32,7 @@
 #include "gpu/kernels/cpu/quant_dot.hpp"
 
 #include <cassert>
+#include <utility>
 
 namespace pensieve::kernels::cpu {
 
@@ -138,32 +143,131 @@ PENSIEVE_LANES_INLINE __m512i lane_offsets(std::size_t row_bytes) {
       _mm512_set1_epi32(std::int32_t(row_bytes)));
 }
 
-// The integer sum of one 64-value group's two sub-blocks for one token:
-// lo[j] / hi[j] lane r = quants 4j..4j+3 of the low / high sub-block of row
-// r (unsigned), xq the group's 64 activation bytes, times each row's scales.
-PENSIEVE_LANES_INLINE __m512i group_sum(const __m512i* lo, const __m512i* hi,
-                                            const std::int8_t* xq, __m512i sc_lo, __m512i sc_hi) {
-  __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512();
-  PENSIEVE_LANES_UNROLL
-  for (int j = 0; j < 8; ++j) {
-    a = _mm512_dpbusd_epi32(a, lo[j], bcast4(xq + 4 * j));
-    b = _mm512_dpbusd_epi32(b, hi[j], bcast4(xq + 32 + 4 * j));
-  }
-  return _mm512_add_epi32(_mm512_mullo_epi32(a, sc_lo), _mm512_mullo_epi32(b, sc_hi));
+// ---- A block of 16 rows unpacked into lanes ----
+// Quant vector k (k < 64) of a block: lane r = quants 4k..4k+3 of row r,
+// unsigned; they meet the activation's bytes 4k..4k+3.
+
+// Q4_K / Q5_K (Bytes 144 or 176): d and dmin (F16 at 0 and 2) and the 12
+// scale bytes at 4 (k4_scales_mins in lanes): scales 0-3 and mins 0-3 in the
+// low 6 bits of dwords 0 and 1; scales 4-7 and mins 4-7 a nibble of dword 2
+// plus the top 2 bits of dword 0 / 1.
+struct K4Head {
+  __m512i sc_lo, sc_hi, mn_lo, mn_hi;  // per lane, bytes j % 4 of sub-blocks j < 4 | j >= 4
+  __m512 d, dmin;
+};
+PENSIEVE_LANES_INLINE K4Head k4_head(const std::byte* wb, __m512i offsets) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f), m6 = _mm512_set1_epi8(0x3f);
+  const __m512i m30 = _mm512_set1_epi8(0x30);
+  const __m512i s0 = gather16(wb + 4, offsets), s1 = gather16(wb + 8, offsets);
+  const __m512i s2 = gather16(wb + 12, offsets);
+  const __m512i head = gather16(wb, offsets);
+  return {_mm512_and_si512(s0, m6),
+          or_and(_mm512_and_si512(s2, m4), _mm512_srli_epi32(s0, 2), m30),
+          _mm512_and_si512(s1, m6),
+          or_and(_mm512_and_si512(_mm512_srli_epi32(s2, 4), m4), _mm512_srli_epi32(s1, 2), m30),
+          _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head)),
+          _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(head, 16)))};
+}
+// Sub-block J's scale, and its min in both i16 halves (against the bsums
+// pair of the sub-block, one vpdpwssd).
+template <int J>
+PENSIEVE_LANES_INLINE __m512i k4_scale(const K4Head& h) {
+  return byte_u<J % 4>(J < 4 ? h.sc_lo : h.sc_hi);
+}
+template <int J>
+PENSIEVE_LANES_INLINE __m512i k4_min2(const K4Head& h) {
+  const __m512i m = byte_u<J % 4>(J < 4 ? h.mn_lo : h.mn_hi);
+  return _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
 }
 
-// Q4_K (Bytes 144, quants at 16) / Q5_K (176, fifth bits at 16, quants at
-// 48), 16 rows x T tokens. Group g's 32 bytes hold quants 64g + l (low
-// nibble, sub-block 2g) and 64g + 32 + l (high nibble, sub-block 2g + 1);
-// Q5_K's fifth bits are bits 2g and 2g + 1 of fifth byte l.
+// Group G of a Q4_K (quants at 16) / Q5_K (fifth bits at 16, transposed in
+// `fifth`; quants at 48) block: its 32 bytes hold quants 64G + l (low
+// nibble, sub-block 2G: lo) and 64G + 32 + l (high nibble, 2G + 1: hi);
+// Q5_K's fifth bits are bits 2G and 2G + 1 of fifth byte l. lo[j] and hi[j]
+// are quant vectors 16G + j and 16G + 8 + j.
+template <int Quants, bool Fifth, int G>
+PENSIEVE_LANES_INLINE void k4_group(const std::byte* wb, std::size_t row_bytes,
+                                    const __m512i* fifth, __m512i* lo, __m512i* hi) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f), m10 = _mm512_set1_epi8(0x10);
+  transpose16(wb + Quants + 32 * G, row_bytes, lo);
+  PENSIEVE_LANES_UNROLL
+  for (int j = 0; j < 8; ++j) {
+    hi[j] = _mm512_and_si512(_mm512_srli_epi32(lo[j], 4), m4);
+    lo[j] = _mm512_and_si512(lo[j], m4);
+    if constexpr (Fifth) {
+      lo[j] = or_and(lo[j], shift32<4 - 2 * G>(fifth[j]), m10);
+      hi[j] = or_and(hi[j], shift32<3 - 2 * G>(fifth[j]), m10);
+    }
+  }
+}
+
+// Q6_K (210 bytes): the 16 signed scale bytes at 192 as 4 dwords a lane,
+// and d (the F16 at 208, the high word at 206: a 4-byte gather at 208 would
+// read past the weight's last block).
+struct Q6Head {
+  __m512i sc[4];
+  __m512 d;
+};
+PENSIEVE_LANES_INLINE Q6Head q6_head(const std::byte* wb, __m512i offsets) {
+  Q6Head h;
+  PENSIEVE_LANES_UNROLL
+  for (int k = 0; k < 4; ++k) h.sc[k] = gather16(wb + 192 + 4 * k, offsets);
+  h.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(gather16(wb + 206, offsets), 16)));
+  return h;
+}
+template <int S>
+PENSIEVE_LANES_INLINE __m512i q6_scale(const Q6Head& h) {
+  return byte_s<S % 4>(h.sc[S / 4]);
+}
+
+// Half H, run K (K < 2) of a Q6_K block: quants 128H + 32K + l (a, the low
+// nibbles of low-bits byte 64H + 32K + l) and 128H + 32(K + 2) + l (c, their
+// high nibbles), each with 2 bits of high-bits byte 128 + 32H + l on top
+// (bits 2K and 2K + 4). a[j] and c[j] are quant vectors 32H + 8K + j and
+// 32H + 8K + 16 + j; sub-blocks (16 quants) 8H + 2K (+1 for j >= 4) and
+// 8H + 2K + 4 (+1).
+template <int H, int K>
+PENSIEVE_LANES_INLINE void q6_run(const std::byte* wb, std::size_t row_bytes, __m512i* a,
+                                  __m512i* c) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+  transpose16(wb + 128 + 32 * H, row_bytes, c);
+  transpose16(wb + 64 * H + 32 * K, row_bytes, a);
+  PENSIEVE_LANES_UNROLL
+  for (int j = 0; j < 8; ++j) {
+    const __m512i high = c[j];
+    c[j] = or_and(_mm512_and_si512(_mm512_srli_epi32(a[j], 4), m4), shift32<-2 * K>(high), m30);
+    a[j] = or_and(_mm512_and_si512(a[j], m4), shift32<4 - 2 * K>(high), m30);
+  }
+}
+
+// -32 * bsum_s of token x's block b for s < 16 (Q6_K's bias, the start of
+// each sub-block's sum).
+PENSIEVE_LANES_INLINE void q6_bias(const QuantActRow& x, std::int64_t b, std::int32_t* out) {
+  const __m512i bs = _mm512_cvtepi16_epi32(load256(x.bsums + b * 16));
+  _mm512_store_si512(out, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(bs, 5)));
+}
+
+// One token's sum over the N quant vectors q of one sub-block (activation
+// bytes at xq), from `start`, times the sub-block's scales.
+template <int N>
+PENSIEVE_LANES_INLINE __m512i sub_block_sum(const __m512i* q, const std::int8_t* xq, __m512i start,
+                                            __m512i scale) {
+  __m512i p = start;
+  PENSIEVE_LANES_UNROLL
+  for (int k = 0; k < N; ++k) p = _mm512_dpbusd_epi32(p, q[k], bcast4(xq + 4 * k));
+  return _mm512_mullo_epi32(p, scale);
+}
+
+// ---- The register tiles: 16 rows x T tokens, unpacked in registers ----
+
+// Q4_K / Q5_K: the quants 64 values at a time, each group's vectors used by
+// every token before the next group is unpacked.
 template <int Bytes, int Quants, bool Fifth, int T>
 PENSIEVE_AVX512_FN void k4_lane_tile(const std::byte* w, std::size_t row_bytes,
                                      const QuantActRow* x, std::int64_t nb, float* y,
                                      std::int64_t y_stride, unsigned store, const std::byte* pf,
                                      std::size_t pf_bytes) {
   const __m512i offsets = lane_offsets(row_bytes);
-  const __m512i m4 = _mm512_set1_epi8(0x0f), m6 = _mm512_set1_epi8(0x3f);
-  const __m512i m30 = _mm512_set1_epi8(0x30), m10 = _mm512_set1_epi8(0x10);
   const __m512 sign = _mm512_set1_ps(-0.0f);
   __m512 acc[T], accm[T];
   PENSIEVE_LANES_UNROLL
@@ -171,13 +275,7 @@ PENSIEVE_AVX512_FN void k4_lane_tile(const std::byte* w, std::size_t row_bytes,
   for (std::int64_t b = 0; b < nb; ++b) {
     lane_prefetch(pf, pf_bytes, b, nb);
     const std::byte* wb = w + b * Bytes;
-    // The 12 scale bytes (k4_scales_mins in lanes): scales 0-3 and mins
-    // 0-3 in the low 6 bits of dwords 0 and 1; scales 4-7 and mins 4-7 a
-    // nibble of dword 2 plus the top 2 bits of dword 0 / 1.
-    const __m512i s0 = gather16(wb + 4, offsets), s1 = gather16(wb + 8, offsets);
-    const __m512i s2 = gather16(wb + 12, offsets);
-    const __m512i sc_lo = _mm512_and_si512(s0, m6);
-    const __m512i sc_hi = or_and(_mm512_and_si512(s2, m4), _mm512_srli_epi32(s0, 2), m30);
+    const K4Head h = k4_head(wb, offsets);
     __m512i fifth[8];
     if constexpr (Fifth) transpose16(wb + 16, row_bytes, fifth);
     __m512i sum[T];
@@ -185,44 +283,22 @@ PENSIEVE_AVX512_FN void k4_lane_tile(const std::byte* w, std::size_t row_bytes,
     for (int t = 0; t < T; ++t) sum[t] = _mm512_setzero_si512();
     auto group = [&]<int G>() PENSIEVE_AVX512_FN __attribute__((always_inline)) {
       __m512i lo[8], hi[8];
-      transpose16(wb + Quants + 32 * G, row_bytes, lo);
+      k4_group<Quants, Fifth, G>(wb, row_bytes, fifth, lo, hi);
+      const __m512i sa = k4_scale<2 * G>(h), sb = k4_scale<2 * G + 1>(h);
       PENSIEVE_LANES_UNROLL
-      for (int j = 0; j < 8; ++j) {
-        hi[j] = _mm512_and_si512(_mm512_srli_epi32(lo[j], 4), m4);
-        lo[j] = _mm512_and_si512(lo[j], m4);
-        if constexpr (Fifth) {
-          lo[j] = or_and(lo[j], shift32<4 - 2 * G>(fifth[j]), m10);
-          hi[j] = or_and(hi[j], shift32<3 - 2 * G>(fifth[j]), m10);
-        }
+      for (int t = 0; t < T; ++t) {
+        const std::int8_t* xq = x[t].q + b * 256 + 64 * G;
+        sum[t] = _mm512_add_epi32(
+            sum[t], _mm512_add_epi32(sub_block_sum<8>(lo, xq, _mm512_setzero_si512(), sa),
+                                     sub_block_sum<8>(hi, xq + 32, _mm512_setzero_si512(), sb)));
       }
-      const __m512i scales = G < 2 ? sc_lo : sc_hi;
-      const __m512i sa = G % 2 == 0 ? byte_u<0>(scales) : byte_u<2>(scales);
-      const __m512i sb = G % 2 == 0 ? byte_u<1>(scales) : byte_u<3>(scales);
-      PENSIEVE_LANES_UNROLL
-      for (int t = 0; t < T; ++t)
-        sum[t] = _mm512_add_epi32(sum[t], group_sum(lo, hi, x[t].q + b * 256 + 64 * G, sa, sb));
     };
     group.template operator()<0>();
     group.template operator()<1>();
     group.template operator()<2>();
     group.template operator()<3>();
-    // The mins' sum: min_j * (bsums 2j + 2j + 1), as pairs of i16 products.
-    const __m512i mn_lo = _mm512_and_si512(s1, m6);
-    const __m512i mn_hi =
-        or_and(_mm512_and_si512(_mm512_srli_epi32(s2, 4), m4), _mm512_srli_epi32(s1, 2), m30);
-    __m512i mins2[8];
-    auto twice16 = [](__m512i v) PENSIEVE_AVX512_FN __attribute__((always_inline)) { return _mm512_or_si512(v, _mm512_slli_epi32(v, 16)); };
-    mins2[0] = twice16(byte_u<0>(mn_lo));
-    mins2[1] = twice16(byte_u<1>(mn_lo));
-    mins2[2] = twice16(byte_u<2>(mn_lo));
-    mins2[3] = twice16(byte_u<3>(mn_lo));
-    mins2[4] = twice16(byte_u<0>(mn_hi));
-    mins2[5] = twice16(byte_u<1>(mn_hi));
-    mins2[6] = twice16(byte_u<2>(mn_hi));
-    mins2[7] = twice16(byte_u<3>(mn_hi));
-    const __m512i head = gather16(wb, offsets);
-    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head));
-    const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(head, 16)));
+    const __m512i mins2[8] = {k4_min2<0>(h), k4_min2<1>(h), k4_min2<2>(h), k4_min2<3>(h),
+                              k4_min2<4>(h), k4_min2<5>(h), k4_min2<6>(h), k4_min2<7>(h)};
     PENSIEVE_LANES_UNROLL
     for (int t = 0; t < T; ++t) {
       const std::int16_t* bs = x[t].bsums + b * 16;
@@ -230,8 +306,8 @@ PENSIEVE_AVX512_FN void k4_lane_tile(const std::byte* w, std::size_t row_bytes,
       PENSIEVE_LANES_UNROLL
       for (int j = 0; j < 8; ++j) m = _mm512_dpwssd_epi32(m, mins2[j], bcast4(bs + 2 * j));
       const __m512 dx = _mm512_set1_ps(x[t].d[b]);
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, d), _mm512_cvtepi32_ps(sum[t]), acc[t]);
-      const __m512 mscale = _mm512_xor_ps(_mm512_mul_ps(dx, dmin), sign);
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, h.d), _mm512_cvtepi32_ps(sum[t]), acc[t]);
+      const __m512 mscale = _mm512_xor_ps(_mm512_mul_ps(dx, h.dmin), sign);
       accm[t] = _mm512_fmadd_ps(mscale, _mm512_cvtepi32_ps(m), accm[t]);
     }
   }
@@ -240,100 +316,214 @@ PENSIEVE_AVX512_FN void k4_lane_tile(const std::byte* w, std::size_t row_bytes,
     _mm512_mask_storeu_ps(y + t * y_stride, __mmask16(store), _mm512_add_ps(acc[t], accm[t]));
 }
 
-// Q6_K, 16 rows x T tokens. Half h of the block: quants 128h + l + 32k
-// (l < 32) are nibble k / 2 of low-bits byte 64h + 32 (k % 2) + l, with bits
-// 2k, 2k + 1 of high-bits byte 128 + 32h + l on top; quant i's scale is the
-// signed byte 192 + i / 16. As the single-row kernel, the quants are taken
-// unsigned (0..63) and 32 * sum(scale_s * bsum_s) is taken off in int32:
-// here each sub-block's sum starts from -32 * bsum_s, before its scale
-// (the same integer, without a multiply per sub-block for the bias).
+// Q6_K. As the single-row kernel, the quants are taken unsigned (0..63) and
+// 32 * sum(scale_s * bsum_s) is taken off in int32: here each sub-block's
+// sum starts from -32 * bsum_s, before its scale (the same integer, without
+// a multiply per sub-block for the bias). The high bits are transposed again
+// for each run: kept for both, they pushed the 8-token tile's sums out of
+// the registers.
 template <int T>
 PENSIEVE_AVX512_FN void q6_k_lane_tile(const std::byte* w, std::size_t row_bytes,
                                        const QuantActRow* x, std::int64_t nb, float* y,
                                        std::int64_t y_stride, unsigned store, const std::byte* pf,
                                        std::size_t pf_bytes) {
   const __m512i offsets = lane_offsets(row_bytes);
-  const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
   __m512 acc[T];
   PENSIEVE_LANES_UNROLL
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (std::int64_t b = 0; b < nb; ++b) {
     lane_prefetch(pf, pf_bytes, b, nb);
     const std::byte* wb = w + b * 210;
-    __m512i sc4[4];
-    PENSIEVE_LANES_UNROLL
-    for (int k = 0; k < 4; ++k) sc4[k] = gather16(wb + 192 + 4 * k, offsets);
+    const Q6Head h = q6_head(wb, offsets);
     __m512i sum[T];
     alignas(64) std::int32_t bias[T][16];
     PENSIEVE_LANES_UNROLL
     for (int t = 0; t < T; ++t) {
       sum[t] = _mm512_setzero_si512();
-      const __m512i bs = _mm512_cvtepi16_epi32(load256(x[t].bsums + b * 16));
-      _mm512_store_si512(bias[t], _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(bs, 5)));
+      q6_bias(x[t], b, bias[t]);
     }
-    // Quants 128h + 32k + l and 128h + 32(k + 2) + l (k = 0, 1): the low
-    // and high nibbles of one low-bits run, each with its 2 high bits.
-    // (The high bits are transposed again for each k: kept for both, they
-    // pushed the 8-token tile's sums out of the registers.)
-    auto pair = [&]<int H, int K>() PENSIEVE_AVX512_FN __attribute__((always_inline)) {
+    auto run = [&]<int H, int K>() PENSIEVE_AVX512_FN __attribute__((always_inline)) {
       __m512i a[8], c[8];
-      transpose16(wb + 128 + 32 * H, row_bytes, c);
-      transpose16(wb + 64 * H + 32 * K, row_bytes, a);
-      PENSIEVE_LANES_UNROLL
-      for (int j = 0; j < 8; ++j) {
-        const __m512i high = c[j];
-        c[j] = or_and(_mm512_and_si512(_mm512_srli_epi32(a[j], 4), m4), shift32<-2 * K>(high), m30);
-        a[j] = or_and(_mm512_and_si512(a[j], m4), shift32<4 - 2 * K>(high), m30);
-      }
-      // Sub-blocks 8h + 2k (+ 1 for j >= 4) and 8h + 2k + 4 (+ 1).
+      q6_run<H, K>(wb, row_bytes, a, c);
       constexpr int s = 8 * H + 2 * K;
-      auto scale = [&]<int S>() PENSIEVE_AVX512_FN __attribute__((always_inline)) {
-        const __m512i v = sc4[S / 4];
-        if constexpr (S % 4 == 0) return byte_s<0>(v);
-        if constexpr (S % 4 == 1) return byte_s<1>(v);
-        if constexpr (S % 4 == 2) return byte_s<2>(v);
-        return byte_s<3>(v);
-      };
-      const __m512i sa0 = scale.template operator()<s>(), sa1 = scale.template operator()<s + 1>();
-      const __m512i sc0 = scale.template operator()<s + 4>(),
-                    sc1 = scale.template operator()<s + 5>();
+      const __m512i sa0 = q6_scale<s>(h), sa1 = q6_scale<s + 1>(h);
+      const __m512i sc0 = q6_scale<s + 4>(h), sc1 = q6_scale<s + 5>(h);
       PENSIEVE_LANES_UNROLL
       for (int t = 0; t < T; ++t) {
         const std::int8_t* xq = x[t].q + b * 256 + 128 * H + 32 * K;
-        __m512i p[4] = {_mm512_set1_epi32(bias[t][s]), _mm512_set1_epi32(bias[t][s + 1]),
-                        _mm512_set1_epi32(bias[t][s + 4]), _mm512_set1_epi32(bias[t][s + 5])};
-        PENSIEVE_LANES_UNROLL
-        for (int j = 0; j < 4; ++j) {
-          p[0] = _mm512_dpbusd_epi32(p[0], a[j], bcast4(xq + 4 * j));
-          p[1] = _mm512_dpbusd_epi32(p[1], a[j + 4], bcast4(xq + 16 + 4 * j));
-          p[2] = _mm512_dpbusd_epi32(p[2], c[j], bcast4(xq + 64 + 4 * j));
-          p[3] = _mm512_dpbusd_epi32(p[3], c[j + 4], bcast4(xq + 80 + 4 * j));
-        }
+        const std::int32_t* bt = bias[t];
         const __m512i s01 =
-            _mm512_add_epi32(_mm512_mullo_epi32(p[0], sa0), _mm512_mullo_epi32(p[1], sa1));
+            _mm512_add_epi32(sub_block_sum<4>(a, xq, _mm512_set1_epi32(bt[s]), sa0),
+                             sub_block_sum<4>(a + 4, xq + 16, _mm512_set1_epi32(bt[s + 1]), sa1));
         const __m512i s23 =
-            _mm512_add_epi32(_mm512_mullo_epi32(p[2], sc0), _mm512_mullo_epi32(p[3], sc1));
+            _mm512_add_epi32(sub_block_sum<4>(c, xq + 64, _mm512_set1_epi32(bt[s + 4]), sc0),
+                             sub_block_sum<4>(c + 4, xq + 80, _mm512_set1_epi32(bt[s + 5]), sc1));
         sum[t] = _mm512_add_epi32(sum[t], _mm512_add_epi32(s01, s23));
       }
     };
-    pair.template operator()<0, 0>();
-    pair.template operator()<0, 1>();
-    pair.template operator()<1, 0>();
-    pair.template operator()<1, 1>();
-    // d is the F16 at byte 208, the high word at 206 (a 4-byte gather at
-    // 208 would read past the weight's last block).
-    const __m512 d =
-        _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(gather16(wb + 206, offsets), 16)));
+    run.template operator()<0, 0>();
+    run.template operator()<0, 1>();
+    run.template operator()<1, 0>();
+    run.template operator()<1, 1>();
     PENSIEVE_LANES_UNROLL
     for (int t = 0; t < T; ++t) {
       const __m512 dx = _mm512_set1_ps(x[t].d[b]);
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, d), _mm512_cvtepi32_ps(sum[t]), acc[t]);
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, h.d), _mm512_cvtepi32_ps(sum[t]), acc[t]);
     }
   }
   PENSIEVE_LANES_UNROLL
   for (int t = 0; t < T; ++t)
     _mm512_mask_storeu_ps(y + t * y_stride, __mmask16(store),
                           _mm512_add_ps(acc[t], _mm512_setzero_ps()));
+}
+
+// ---- The panels: more tokens than a tile takes ----
+// The 16 rows' blocks are unpacked once into a buffer in lane order (5.6
+// KiB a block: 24 KiB for 1024 columns, in the L1 while the token groups
+// pass over it), then each group of up to 8 tokens runs from it, as the
+// register tiles would, without unpacking the rows again per group.
+
+struct alignas(64) LaneBlock {
+  __m512i q[64];      // quant vector k
+  __m512i scale[16];  // sub-block scales: Q4_K / Q5_K 8 of 32 quants, Q6_K 16 of 16
+  __m512i mins2[8];   // Q4_K / Q5_K: min_j in both i16 halves
+  __m512 d, dmin;
+};
+static_assert(sizeof(LaneBlock) == quant_dot_lane_panel_block_bytes);
+
+template <int Bytes, int Quants, bool Fifth>
+PENSIEVE_AVX512_FN void k4_unpack(const std::byte* w, std::size_t row_bytes, std::int64_t nb,
+                                  LaneBlock* out, const std::byte* pf, std::size_t pf_bytes) {
+  const __m512i offsets = lane_offsets(row_bytes);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    lane_prefetch(pf, pf_bytes, b, nb);
+    const std::byte* wb = w + b * Bytes;
+    LaneBlock& L = out[b];
+    const K4Head h = k4_head(wb, offsets);
+    __m512i fifth[8];
+    if constexpr (Fifth) transpose16(wb + 16, row_bytes, fifth);
+    k4_group<Quants, Fifth, 0>(wb, row_bytes, fifth, L.q, L.q + 8);
+    k4_group<Quants, Fifth, 1>(wb, row_bytes, fifth, L.q + 16, L.q + 24);
+    k4_group<Quants, Fifth, 2>(wb, row_bytes, fifth, L.q + 32, L.q + 40);
+    k4_group<Quants, Fifth, 3>(wb, row_bytes, fifth, L.q + 48, L.q + 56);
+    L.scale[0] = k4_scale<0>(h), L.scale[1] = k4_scale<1>(h), L.scale[2] = k4_scale<2>(h);
+    L.scale[3] = k4_scale<3>(h), L.scale[4] = k4_scale<4>(h), L.scale[5] = k4_scale<5>(h);
+    L.scale[6] = k4_scale<6>(h), L.scale[7] = k4_scale<7>(h);
+    L.mins2[0] = k4_min2<0>(h), L.mins2[1] = k4_min2<1>(h), L.mins2[2] = k4_min2<2>(h);
+    L.mins2[3] = k4_min2<3>(h), L.mins2[4] = k4_min2<4>(h), L.mins2[5] = k4_min2<5>(h);
+    L.mins2[6] = k4_min2<6>(h), L.mins2[7] = k4_min2<7>(h);
+    L.d = h.d;
+    L.dmin = h.dmin;
+  }
+}
+
+PENSIEVE_AVX512_FN void q6_unpack(const std::byte* w, std::size_t row_bytes, std::int64_t nb,
+                                  LaneBlock* out, const std::byte* pf, std::size_t pf_bytes) {
+  const __m512i offsets = lane_offsets(row_bytes);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    lane_prefetch(pf, pf_bytes, b, nb);
+    const std::byte* wb = w + b * 210;
+    LaneBlock& L = out[b];
+    const Q6Head h = q6_head(wb, offsets);
+    q6_run<0, 0>(wb, row_bytes, L.q, L.q + 16);
+    q6_run<0, 1>(wb, row_bytes, L.q + 8, L.q + 24);
+    q6_run<1, 0>(wb, row_bytes, L.q + 32, L.q + 48);
+    q6_run<1, 1>(wb, row_bytes, L.q + 40, L.q + 56);
+    auto scales = [&]<int... S>(std::integer_sequence<int, S...>)
+                      PENSIEVE_AVX512_FN __attribute__((always_inline)) {
+                        ((L.scale[S] = q6_scale<S>(h)), ...);
+                      };
+    scales(std::make_integer_sequence<int, 16>{});
+    L.d = h.d;
+  }
+}
+
+// T tokens over an unpacked panel. Q4_K / Q5_K (Q6 false): sub-blocks of 8
+// quant vectors and the mins; Q6_K: sub-blocks of 4 from the bias.
+template <bool Q6, int T>
+PENSIEVE_AVX512_FN void panel_dot(const LaneBlock* blocks, const QuantActRow* x, std::int64_t nb,
+                                  float* y, std::int64_t y_stride, unsigned store) {
+  constexpr int per = Q6 ? 4 : 8, subs = 64 / per;
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  __m512 acc[T], accm[T];
+  PENSIEVE_LANES_UNROLL
+  for (int t = 0; t < T; ++t) acc[t] = accm[t] = _mm512_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const LaneBlock& L = blocks[b];
+    __m512i sum[T];
+    alignas(64) std::int32_t bias[T][16];
+    PENSIEVE_LANES_UNROLL
+    for (int t = 0; t < T; ++t) {
+      sum[t] = _mm512_setzero_si512();
+      if constexpr (Q6) q6_bias(x[t], b, bias[t]);
+    }
+    PENSIEVE_LANES_UNROLL
+    for (int s = 0; s < subs; ++s) {
+      __m512i q[per];
+      PENSIEVE_LANES_UNROLL
+      for (int k = 0; k < per; ++k) q[k] = _mm512_load_si512(&L.q[s * per + k]);
+      const __m512i scale = _mm512_load_si512(&L.scale[s]);
+      PENSIEVE_LANES_UNROLL
+      for (int t = 0; t < T; ++t) {
+        const __m512i start = Q6 ? _mm512_set1_epi32(bias[t][s]) : _mm512_setzero_si512();
+        sum[t] = _mm512_add_epi32(
+            sum[t], sub_block_sum<per>(q, x[t].q + b * 256 + 4 * per * s, start, scale));
+      }
+    }
+    PENSIEVE_LANES_UNROLL
+    for (int t = 0; t < T; ++t) {
+      const __m512 dx = _mm512_set1_ps(x[t].d[b]);
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, L.d), _mm512_cvtepi32_ps(sum[t]), acc[t]);
+      if constexpr (!Q6) {
+        const std::int16_t* bs = x[t].bsums + b * 16;
+        __m512i m = _mm512_setzero_si512();
+        PENSIEVE_LANES_UNROLL
+        for (int j = 0; j < 8; ++j) m = _mm512_dpwssd_epi32(m, L.mins2[j], bcast4(bs + 2 * j));
+        const __m512 mscale = _mm512_xor_ps(_mm512_mul_ps(dx, L.dmin), sign);
+        accm[t] = _mm512_fmadd_ps(mscale, _mm512_cvtepi32_ps(m), accm[t]);
+      }
+    }
+  }
+  PENSIEVE_LANES_UNROLL
+  for (int t = 0; t < T; ++t)
+    _mm512_mask_storeu_ps(y + t * y_stride, __mmask16(store), _mm512_add_ps(acc[t], accm[t]));
+}
+
+template <bool Q6>
+PENSIEVE_AVX512_FN void panel_dot_any(int n, const LaneBlock* blocks, const QuantActRow* x,
+                                      std::int64_t nb, float* y, std::int64_t y_stride,
+                                      unsigned store) {
+  switch (n) {
+    case 1: return panel_dot<Q6, 1>(blocks, x, nb, y, y_stride, store);
+    case 2: return panel_dot<Q6, 2>(blocks, x, nb, y, y_stride, store);
+    case 3: return panel_dot<Q6, 3>(blocks, x, nb, y, y_stride, store);
+    case 4: return panel_dot<Q6, 4>(blocks, x, nb, y, y_stride, store);
+    case 5: return panel_dot<Q6, 5>(blocks, x, nb, y, y_stride, store);
+    case 6: return panel_dot<Q6, 6>(blocks, x, nb, y, y_stride, store);
+    case 7: return panel_dot<Q6, 7>(blocks, x, nb, y, y_stride, store);
+    case 8: return panel_dot<Q6, 8>(blocks, x, nb, y, y_stride, store);
+    default: assert(false && "quant lane panel: 1 to 8 tokens a group");
+  }
+}
+
+// The panel: unpack, then the tokens in near-equal groups of up to 8.
+template <bool Q6, void (*Unpack)(const std::byte*, std::size_t, std::int64_t, LaneBlock*,
+                                  const std::byte*, std::size_t)>
+PENSIEVE_AVX512_FN void lane_panel(const std::byte* w, std::size_t rb, const QuantActRow* x,
+                                   int n_tokens, std::int64_t nb, float* y, std::int64_t y_stride,
+                                   unsigned store, void* scratch, const std::byte* pf,
+                                   std::size_t pf_bytes) {
+  auto* blocks = static_cast<LaneBlock*>(scratch);
+  Unpack(w, rb, nb, blocks, pf, pf_bytes);
+  constexpr int max = quant_dot_lane_tile_tokens_max;
+  const int groups = (n_tokens + max - 1) / max;
+  const int base = n_tokens / groups, wider = n_tokens % groups;
+  int t = 0;
+  for (int g = 0; g < groups; ++g) {
+    const int n = base + (g < wider ? 1 : 0);
+    panel_dot_any<Q6>(n, blocks, x + t, nb, y + t * y_stride, y_stride, store);
+    t += n;
+  }
 }
 
 template <template <int> class K>
@@ -384,9 +574,25 @@ QuantDotLaneTileFn quant_dot_avx512_lane_tile_fn(DType t) {
   }
 }
 
+QuantDotLanePanelFn quant_dot_avx512_lane_panel_fn(DType t) {
+  switch (t) {
+    case DType::q4_k:
+      return lane_panel<false, k4_unpack<144, 16, false>>;
+    case DType::q5_k:
+      return lane_panel<false, k4_unpack<176, 48, true>>;
+    case DType::q6_k:
+      return lane_panel<true, q6_unpack>;
+    default:
+      return nullptr;
+  }
+}
+
 #else
 
 QuantDotLaneTileFn quant_dot_avx512_lane_tile_fn(DType) {
+  return nullptr;
+}
+QuantDotLanePanelFn quant_dot_avx512_lane_panel_fn(DType) {
   return nullptr;
 }
 

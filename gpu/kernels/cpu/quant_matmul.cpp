@@ -88,6 +88,35 @@ void run_rows_token_tiles(TileFn tile, const WeightView& w, const std::vector<Qu
     }
   }
 }
+// Every token over rows [o0, o1) (of a range ending at `end`) by 16-row
+// lane panels: each unpacks its rows once into `scratch` and runs every
+// token group from there; the next panel's rows are fetched in step while
+// this one unpacks. A panel that would pass the weight's last row moves
+// down as run_rows_tile's does.
+void run_rows_panels(QuantDotLanePanelFn panel, const WeightView& w,
+                     const std::vector<QuantActRow>& x, const RowsView& y, std::int64_t n_blocks,
+                     std::int64_t o0, std::int64_t o1, std::int64_t end, void* scratch) {
+  constexpr std::int64_t n = quant_dot_lane_tile_rows;
+  for (std::int64_t o = o0; o < o1; o += n) {
+    const std::int64_t start = std::min(o, w.rows - n);
+    const auto count = unsigned(std::min(o1 - o, n));
+    const unsigned store = ((1u << count) - 1u) << unsigned(o - start);
+    const std::int64_t next = o + n, next_end = std::min(end, next + n);
+    const std::byte* pf = next < next_end ? w.row(next) : nullptr;
+    panel(w.row(start), w.row_bytes, x.data(), int(x.size()), n_blocks, y.row(0) + start, y.stride,
+          store, scratch, pf, pf ? std::size_t(next_end - next) * w.row_bytes : 0);
+  }
+}
+
+// The thread's panel buffer for n_blocks blocks, 64-byte aligned, in the
+// pool's scratch for that thread.
+void* panel_scratch(std::vector<float>& buf, std::int64_t n_blocks) {
+  const std::size_t bytes = std::size_t(n_blocks) * quant_dot_lane_panel_block_bytes + 64;
+  if (buf.size() * sizeof(float) < bytes) buf.resize((bytes + sizeof(float) - 1) / sizeof(float));
+  const auto at = reinterpret_cast<std::uintptr_t>(buf.data());
+  return reinterpret_cast<void*>((at + 63) / 64 * 64);
+}
+
 static_assert(std::size_t(quant_dot_lane_tile_rows) == row_grain,
               "a lane tile covers one scheduling grain");
 
@@ -107,6 +136,7 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
   QuantDotTileFn tile[quant_max_weights];
   QuantDotTokenTileFn token_tile[quant_max_weights];
   QuantDotLaneTileFn lane_tile[quant_max_weights];
+  QuantDotLanePanelFn lane_panel[quant_max_weights];
   std::int64_t n_blocks[quant_max_weights];
   // The quantised activations per format: scratch holds the first format's,
   // `more` any other's (a mix of legacy and K-quant types, which the common
@@ -131,10 +161,15 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
                         ? quant_dot_token_tile_fn(w[i].dtype, path)
                         : nullptr;
     // Preferred to those: 16 rows in the lanes x up to 8 tokens.
-    lane_tile[i] = x.rows > 1 && batch == QuantBatchTiles::best &&
+    lane_tile[i] = x.rows > 1 && batch != QuantBatchTiles::token_tiles &&
                            w[i].rows >= quant_dot_lane_tile_rows
                        ? quant_dot_lane_tile_fn(w[i].dtype, path)
                        : nullptr;
+    // More tokens than a lane tile takes: its panels, the rows unpacked once.
+    lane_panel[i] = lane_tile[i] && batch == QuantBatchTiles::best &&
+                            x.rows > quant_dot_lane_tile_tokens_max
+                        ? quant_dot_lane_panel_fn(w[i].dtype, path)
+                        : nullptr;
     assert(dot[i] && "quant_matmul: a path this CPU lacks");
     n_blocks[i] = w[i].cols / model::dtype_block_elems(w[i].dtype);
     const ActQuant kind = act_quant_for(w[i].dtype);
@@ -155,7 +190,7 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
     for (std::int64_t t = 0; t < x.rows; ++t) act_rows[k].push_back(acts[k].row(t));
   pool.parallel_for(
       first[w.size()],
-      [&](std::size_t begin, std::size_t end, std::size_t) {
+      [&](std::size_t begin, std::size_t end, std::size_t thread) {
         for (std::size_t i = 0; i < w.size(); ++i) {
           const auto b = std::int64_t(std::max(begin, first[i]) - first[i]);
           const auto e = std::min(std::int64_t(std::min(end, first[i + 1]) - first[i]), w[i].rows);
@@ -164,6 +199,11 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
             if (tile[i]) {
               run_rows_tile(tile[i], w[i], acts[act_of[i]].row(0), y[i].row(0), n_blocks[i], o0, o1,
                             e);
+              continue;
+            }
+            if (lane_panel[i]) {
+              run_rows_panels(lane_panel[i], w[i], act_rows[act_of[i]], y[i], n_blocks[i], o0, o1, e,
+                              panel_scratch(pool.scratch(thread), n_blocks[i]));
               continue;
             }
             if (lane_tile[i]) {

@@ -6,7 +6,8 @@
 // definition in quant_dot.hpp), so y[t][o] has the same bits alone, in a
 // batch of any size, with any thread count and on every QuantDotPath. A
 // batch of several tokens takes the path's lane tiles where it has them
-// (quant_dot_lane_tile_fn: 16 weight rows in the lanes x up to 8 tokens),
+// (quant_dot_lane_tile_fn: 16 weight rows in the lanes x up to 8 tokens;
+// more tokens through quant_dot_lane_panel_fn, the rows unpacked once),
 // else its token tiles (quant_dot_token_tile_fn: 8 weight rows x up to
 // quant_dot_tile_tokens_max tokens, each block unpacked once per group of
 // tokens), else its multi-row
@@ -20,10 +21,11 @@
 
 namespace pensieve::kernels::cpu {
 
-// Which tiles a batch of several tokens takes: the best the path has, or
-// the 8-row token tiles even where it has lane tiles (the benchmarks' and
-// tests' side-by-side runs).
-enum class QuantBatchTiles { best, token_tiles };
+// Which tiles a batch of several tokens takes: the best the path has (lane
+// tiles, and their panels above 8 tokens), the lane tiles without panels,
+// or the 8-row token tiles even where the path has lane tiles (the
+// benchmarks' and tests' side-by-side runs).
+enum class QuantBatchTiles { best, token_tiles, lane_tiles };
 
 // x: {n_tokens, w.cols}, w quantised {rows, cols}; y: {n_tokens, w.rows}.
 // scratch holds the quantised activations (caller-owned). An explicit path
