@@ -12,7 +12,7 @@
 #
 # LLAMA_QUANTIZE: a llama.cpp llama-quantize binary (built outside the project).
 # OUT_PREFIX: e.g. bench/results/2026-12-02-amd-zen5-kernels (writes -model.json,
-# -model.txt and -micro.json). Model files go to $KQ_DIR (default /tmp/kq-bench).
+# -model.txt, -micro.json and -decode.json). Model files go to $KQ_DIR (default /tmp/kq-bench).
 set -euo pipefail
 quantize=${1:?llama-quantize binary}
 out=${2:?output prefix}
@@ -40,6 +40,11 @@ echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-); load: $(cut -d
 # caches and from DRAM (DType numbers: 1 f16, 3 q8_0, 5 q4_k, 11 q5_k, 12 q6_k); the
 # K-quants' lane tiles beside their 8-row token tiles at 8 tokens.
 "$build/bench/pensieve-microbench" \
-  --benchmark_filter='BM_MatmulBatch/(1|3|5|12)/(1|4|8|32)/|BM_KQuantBatch/(5|11|12)/8/|BM_FmaPeak|BM_Int8DotPeak' \
+  --benchmark_filter='BM_MatmulBatch/(1|3|5|12)/(1|4|8|32)/|BM_KQuantBatch/(5|11|12)/(8|64)/|BM_FmaPeak|BM_Int8DotPeak' \
   --benchmark_min_time=0.2 --benchmark_out="$out-micro.json" --benchmark_out_format=json
+# Two threads, one token, every type from a 1 GiB ring, interleaved at random with the
+# 1 GiB read ceiling, 20 times each: medians that share the memory speed of the moment.
+"$build/bench/pensieve-microbench" --benchmark_filter='BM_DecodeDram2Threads|BM_ReadCeiling2Threads' \
+  --benchmark_repetitions=20 --benchmark_enable_random_interleaving=true --benchmark_min_time=0.1 \
+  --benchmark_report_aggregates_only=true --benchmark_out="$out-decode.json" --benchmark_out_format=json
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
