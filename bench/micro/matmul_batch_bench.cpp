@@ -175,15 +175,16 @@ BENCHMARK(BM_MatmulBatch)
 
 // K-quant batches by tiles, in one binary: args dtype, tokens, tiles (0: the
 // best, the 16-row lane tiles where the CPU has them and their panels above
-// 8 tokens; 1: the 8-row token tiles; 2: the lane tiles without panels),
+// 8 tokens, Q2_K and Q3_K panels at any count; 1: the 8-row token tiles, one
+// dot per element for Q2_K and Q3_K; 2: the lane tiles without panels),
 // source as BM_MatmulBatch's.
 void BM_KQuantBatch(benchmark::State& state) {
   const auto dtype = DType(state.range(0));
   const std::int64_t rows = 2048, cols = 768, tokens = state.range(1);
   const auto tiles = kc::QuantBatchTiles(state.range(2));
   const bool dram = state.range(3) != 0;
-  if (!kc::quant_dot_lane_tile_fn(dtype, kc::QuantDotPath::best)) {
-    state.SkipWithError("skipped: this CPU has no lane tiles");
+  if (!kc::quant_dot_lane_panel_fn(dtype, kc::QuantDotPath::best)) {
+    state.SkipWithError("skipped: this CPU has no lane tiles or panels");
     return;
   }
   const std::size_t matrix_bytes = pensieve::model::dtype_row_bytes(dtype, cols) * rows;
@@ -212,7 +213,8 @@ void BM_KQuantBatch(benchmark::State& state) {
                  (dram ? " dram" : " cached"));
 }
 BENCHMARK(BM_KQuantBatch)
-    ->ArgsProduct({{int(DType::q4_k), int(DType::q5_k), int(DType::q6_k)},
+    ->ArgsProduct({{int(DType::q2_k), int(DType::q3_k), int(DType::q4_k), int(DType::q5_k),
+                    int(DType::q6_k)},
                    {2, 4, 8, 16, 32, 64},
                    {0, 1, 2},
                    {0, 1}});

@@ -21,6 +21,8 @@ using pensieve::testing::random_floats;
 namespace {
 
 constexpr DType lane_types[] = {DType::q4_k, DType::q5_k, DType::q6_k};
+// The types with lane panels: Q2_K and Q3_K have panels only.
+constexpr DType panel_types[] = {DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k};
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
@@ -42,15 +44,21 @@ std::vector<std::byte> filled_blocks(DType t, std::int64_t n_blocks, std::uint32
 
 }  // namespace
 
-TEST_CASE("AVX-512 VNNI has the lane tiles of Q4_K, Q5_K and Q6_K, the other paths none",
-          "[kernels][quant][quant_dot]") {
+TEST_CASE(
+    "AVX-512 VNNI has the lane tiles of Q4_K, Q5_K and Q6_K and the lane panels of those and of "
+    "Q2_K and Q3_K, the other paths none",
+    "[kernels][quant][quant_dot]") {
   for (DType t : quantised_dtypes) {
     INFO(pensieve::model::dtype_name(t));
     CHECK(kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::portable) == nullptr);
     CHECK(kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::avx2) == nullptr);
-    const bool listed = t == DType::q4_k || t == DType::q5_k || t == DType::q6_k;
+    CHECK(kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::portable) == nullptr);
+    CHECK(kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::avx2) == nullptr);
+    const bool tiles = t == DType::q4_k || t == DType::q5_k || t == DType::q6_k;
+    const bool panels = tiles || t == DType::q2_k || t == DType::q3_k;
     const bool runs = kc::quant_dot_path_supported(kc::QuantDotPath::avx512);
-    CHECK((kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::avx512) != nullptr) == (listed && runs));
+    CHECK((kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::avx512) != nullptr) == (tiles && runs));
+    CHECK((kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::avx512) != nullptr) == (panels && runs));
   }
 }
 
@@ -114,7 +122,7 @@ TEST_CASE(
     return;
   }
   constexpr int rows = kc::quant_dot_lane_tile_rows, max_tokens = 33;
-  for (DType t : lane_types) {
+  for (DType t : panel_types) {
     const kc::QuantDotLanePanelFn panel = kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::avx512);
     const kc::QuantDotFn ref = kc::quant_dot_fn(t, kc::QuantDotPath::portable);
     REQUIRE(panel != nullptr);
@@ -168,7 +176,7 @@ TEST_CASE(
     WARN("SKIPPED: this CPU lacks AVX-512 VNNI: the K-quant lane tiles are not run");
     return;
   }
-  for (DType t : lane_types) {
+  for (DType t : panel_types) {
     const kc::QuantDotFn ref = kc::quant_dot_fn(t, kc::QuantDotPath::portable);
     for (std::int64_t rows : {16, 17, 31, 33, 200}) {
       const std::int64_t nb = 3, cols = nb * 256;

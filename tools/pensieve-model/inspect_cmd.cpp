@@ -142,7 +142,12 @@ std::string quant_kernel(model::DType t) {
     k += "; one token: " + std::to_string(kc::quant_dot_tile_rows) + "-row tiles";
   if (kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::best))
     k += "; several tokens: " + std::to_string(kc::quant_dot_lane_tile_rows) +
-         "-row lane tiles x up to " + std::to_string(kc::quant_dot_lane_tile_tokens_max) + " tokens";
+         "-row lane tiles x up to " + std::to_string(kc::quant_dot_lane_tile_tokens_max) +
+         " tokens, more: lane panels (rows unpacked once)";
+  else if (kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::best))
+    k += "; several tokens: " + std::to_string(kc::quant_dot_lane_tile_rows) +
+         "-row lane panels (rows unpacked once), up to " +
+         std::to_string(kc::quant_dot_lane_tile_tokens_max) + " tokens a group";
   else if (kc::quant_dot_token_tile_fn(t, kc::QuantDotPath::best))
     k += "; decode batches: " + std::to_string(kc::quant_dot_tile_rows) + "-row x up to " +
          std::to_string(kc::quant_dot_tile_tokens_max) + "-token tiles";

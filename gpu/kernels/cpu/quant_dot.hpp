@@ -126,7 +126,9 @@ QuantDotLaneTileFn quant_dot_lane_tile_fn(model::DType t, QuantDotPath path);
 // the rows' blocks are unpacked once into `scratch` (n_blocks *
 // quant_dot_lane_panel_block_bytes, 64-byte aligned, the caller's), then
 // every group of up to quant_dot_lane_tile_tokens_max tokens runs from it;
-// y, store and pf as QuantDotLaneTileFn's, with its bits.
+// y, store and pf as QuantDotLaneTileFn's, with its bits. AVX-512 VNNI has
+// them for Q2_K, Q3_K (panels only: their batches of any size run here),
+// Q4_K, Q5_K and Q6_K.
 constexpr std::size_t quant_dot_lane_panel_block_bytes = 5760;
 using QuantDotLanePanelFn = void (*)(const std::byte* w, std::size_t row_bytes,
                                      const QuantActRow* x, int n_tokens, std::int64_t n_blocks,

@@ -240,11 +240,12 @@ PENSIEVE_LANES_INLINE void q6_run(const std::byte* wb, std::size_t row_bytes, __
   }
 }
 
-// -32 * bsum_s of token x's block b for s < 16 (Q6_K's bias, the start of
-// each sub-block's sum).
-PENSIEVE_LANES_INLINE void q6_bias(const QuantActRow& x, std::int64_t b, std::int32_t* out) {
+// -(bsum_s << Shift) of token x's block b for s < 16: the start of each
+// sub-block's sum.
+template <int Shift>
+PENSIEVE_LANES_INLINE void bsum_bias(const QuantActRow& x, std::int64_t b, std::int32_t* out) {
   const __m512i bs = _mm512_cvtepi16_epi32(load256(x.bsums + b * 16));
-  _mm512_store_si512(out, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(bs, 5)));
+  _mm512_store_si512(out, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(bs, Shift)));
 }
 
 // One token's sum over the N quant vectors q of one sub-block (activation
@@ -340,7 +341,7 @@ PENSIEVE_AVX512_FN void q6_k_lane_tile(const std::byte* w, std::size_t row_bytes
     PENSIEVE_LANES_UNROLL
     for (int t = 0; t < T; ++t) {
       sum[t] = _mm512_setzero_si512();
-      q6_bias(x[t], b, bias[t]);
+      bsum_bias<5>(x[t], b, bias[t]);
     }
     auto run = [&]<int H, int K>() PENSIEVE_AVX512_FN __attribute__((always_inline)) {
       __m512i a[8], c[8];
@@ -438,12 +439,123 @@ PENSIEVE_AVX512_FN void q6_unpack(const std::byte* w, std::size_t row_bytes, std
   }
 }
 
-// T tokens over an unpacked panel. Q4_K / Q5_K (Q6 false): sub-blocks of 8
-// quant vectors and the mins; Q6_K: sub-blocks of 4 from the bias.
-template <bool Q6, int T>
+// Q3_K (110 bytes): quant 128n + 32s + l (s < 4) is bits 2s of low-bits
+// byte 32 + 32n + l, minus 4 unless bit 4n + s of high-bits byte l is set;
+// taken here as 0..7 (the high bit as 4), the 4 taken off by the bias. The
+// 16 scales (-32..31) are a nibble of bytes 96-103 (low for sub-blocks < 8)
+// and 2 bits of byte 104 + (j & 3); d is the F16 at 108 (the high word at
+// 106: a 4-byte gather at 108 would read past the weight's last block).
+PENSIEVE_AVX512_FN void q3_unpack(const std::byte* w, std::size_t row_bytes, std::int64_t nb,
+                                  LaneBlock* out, const std::byte* pf, std::size_t pf_bytes) {
+  const __m512i offsets = lane_offsets(row_bytes);
+  const __m512i m3 = _mm512_set1_epi8(0x03), m4bit = _mm512_set1_epi8(0x04);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    lane_prefetch(pf, pf_bytes, b, nb);
+    const std::byte* wb = w + b * 110;
+    LaneBlock& L = out[b];
+    __m512i high[8];
+    transpose16(wb, row_bytes, high);
+    auto half = [&]<int N>() PENSIEVE_AVX512_FN __attribute__((always_inline)) {
+      __m512i low[8];
+      transpose16(wb + 32 + 32 * N, row_bytes, low);
+      auto run = [&]<int S>() PENSIEVE_AVX512_FN __attribute__((always_inline)) {
+        PENSIEVE_LANES_UNROLL
+        for (int j = 0; j < 8; ++j)
+          L.q[32 * N + 8 * S + j] =
+              or_and(_mm512_and_si512(shift32<-2 * S>(low[j]), m3),
+                     shift32<2 - (4 * N + S)>(high[j]), m4bit);
+      };
+      run.template operator()<0>();
+      run.template operator()<1>();
+      run.template operator()<2>();
+      run.template operator()<3>();
+    };
+    half.template operator()<0>();
+    half.template operator()<1>();
+    const __m512i a = gather16(wb + 96, offsets), c = gather16(wb + 100, offsets);
+    const __m512i hb = gather16(wb + 104, offsets);
+    auto scales = [&]<int... J>(std::integer_sequence<int, J...>)
+                      PENSIEVE_AVX512_FN __attribute__((always_inline)) {
+                        auto one = [&]<int I>() PENSIEVE_AVX512_FN __attribute__((always_inline)) {
+                          const __m512i byte = byte_u<I % 4>((I % 8) < 4 ? a : c);
+                          const __m512i low = I < 8 ? _mm512_and_si512(byte, _mm512_set1_epi32(0xf))
+                                                    : _mm512_srli_epi32(byte, 4);
+                          const __m512i hi2 = _mm512_and_si512(
+                              _mm512_srli_epi32(byte_u<I & 3>(hb), 2 * (I >> 2)), _mm512_set1_epi32(3));
+                          return _mm512_sub_epi32(_mm512_or_si512(low, _mm512_slli_epi32(hi2, 4)),
+                                                  _mm512_set1_epi32(32));
+                        };
+                        ((L.scale[J] = one.template operator()<J>()), ...);
+                      };
+    scales(std::make_integer_sequence<int, 16>{});
+    L.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(gather16(wb + 106, offsets), 16)));
+  }
+}
+
+// Q2_K (84 bytes): quant 128n + 32s + l is bits 2s of byte 16 + 32n + l;
+// sub-block j's scale is the low nibble of byte j, its min the high one; d
+// and dmin the F16s at 80 and 82.
+PENSIEVE_AVX512_FN void q2_unpack(const std::byte* w, std::size_t row_bytes, std::int64_t nb,
+                                  LaneBlock* out, const std::byte* pf, std::size_t pf_bytes) {
+  const __m512i offsets = lane_offsets(row_bytes);
+  const __m512i m3 = _mm512_set1_epi8(0x03);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    lane_prefetch(pf, pf_bytes, b, nb);
+    const std::byte* wb = w + b * 84;
+    LaneBlock& L = out[b];
+    auto half = [&]<int N>() PENSIEVE_AVX512_FN __attribute__((always_inline)) {
+      __m512i quants[8];
+      transpose16(wb + 16 + 32 * N, row_bytes, quants);
+      PENSIEVE_LANES_UNROLL
+      for (int s = 0; s < 4; ++s) {
+        PENSIEVE_LANES_UNROLL
+        for (int j = 0; j < 8; ++j)
+          L.q[32 * N + 8 * s + j] =
+              _mm512_and_si512(_mm512_srlv_epi32(quants[j], _mm512_set1_epi32(2 * s)), m3);
+      }
+    };
+    half.template operator()<0>();
+    half.template operator()<1>();
+    __m512i sc4[4];
+    PENSIEVE_LANES_UNROLL
+    for (int k = 0; k < 4; ++k) sc4[k] = gather16(wb + 4 * k, offsets);
+    auto fields = [&]<int... J>(std::integer_sequence<int, J...>)
+                      PENSIEVE_AVX512_FN __attribute__((always_inline)) {
+                        ((L.scale[J] = _mm512_and_si512(byte_u<J % 4>(sc4[J / 4]), _mm512_set1_epi32(0xf))),
+                         ...);
+                      };
+    fields(std::make_integer_sequence<int, 16>{});
+    // The mins in pairs (j, j + 1) of i16 halves, against bsums 2p, 2p + 1.
+    PENSIEVE_LANES_UNROLL
+    for (int p = 0; p < 8; ++p) {
+      const __m512i v = sc4[p / 2];
+      const int first = 2 * (p % 2);  // byte of min 2p in v
+      const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(v, 8 * first + 4), _mm512_set1_epi32(0xf));
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(v, 8 * first + 12), _mm512_set1_epi32(0xf));
+      L.mins2[p] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+    }
+    const __m512i head = gather16(wb + 80, offsets);
+    L.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head));
+    L.dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(head, 16)));
+  }
+}
+
+// What a panel's blocks hold, per type: quant vectors per sub-block (8 for
+// sub-blocks of 32, 4 for 16), the bias each sub-block's sum starts from
+// (-(bsum_s << BiasShift): Q6_K's quants are taken as q + 32, Q3_K's as
+// q + 4; 0 for none) and whether the mins are taken off (Q4_K, Q5_K, Q2_K).
+struct PanelKind {
+  int per, bias_shift;
+  bool mins;
+};
+constexpr PanelKind k4_panel{8, 0, true}, q6_panel{4, 5, false}, q3_panel{4, 2, false},
+    q2_panel{4, 0, true};
+
+// T tokens over an unpacked panel of kind K.
+template <PanelKind K, int T>
 PENSIEVE_AVX512_FN void panel_dot(const LaneBlock* blocks, const QuantActRow* x, std::int64_t nb,
                                   float* y, std::int64_t y_stride, unsigned store) {
-  constexpr int per = Q6 ? 4 : 8, subs = 64 / per;
+  constexpr int per = K.per, subs = 64 / per;
   const __m512 sign = _mm512_set1_ps(-0.0f);
   __m512 acc[T], accm[T];
   PENSIEVE_LANES_UNROLL
@@ -455,7 +567,7 @@ PENSIEVE_AVX512_FN void panel_dot(const LaneBlock* blocks, const QuantActRow* x,
     PENSIEVE_LANES_UNROLL
     for (int t = 0; t < T; ++t) {
       sum[t] = _mm512_setzero_si512();
-      if constexpr (Q6) q6_bias(x[t], b, bias[t]);
+      if constexpr (K.bias_shift > 0) bsum_bias<K.bias_shift>(x[t], b, bias[t]);
     }
     PENSIEVE_LANES_UNROLL
     for (int s = 0; s < subs; ++s) {
@@ -465,7 +577,8 @@ PENSIEVE_AVX512_FN void panel_dot(const LaneBlock* blocks, const QuantActRow* x,
       const __m512i scale = _mm512_load_si512(&L.scale[s]);
       PENSIEVE_LANES_UNROLL
       for (int t = 0; t < T; ++t) {
-        const __m512i start = Q6 ? _mm512_set1_epi32(bias[t][s]) : _mm512_setzero_si512();
+        const __m512i start =
+            K.bias_shift > 0 ? _mm512_set1_epi32(bias[t][s]) : _mm512_setzero_si512();
         sum[t] = _mm512_add_epi32(
             sum[t], sub_block_sum<per>(q, x[t].q + b * 256 + 4 * per * s, start, scale));
       }
@@ -474,7 +587,7 @@ PENSIEVE_AVX512_FN void panel_dot(const LaneBlock* blocks, const QuantActRow* x,
     for (int t = 0; t < T; ++t) {
       const __m512 dx = _mm512_set1_ps(x[t].d[b]);
       acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, L.d), _mm512_cvtepi32_ps(sum[t]), acc[t]);
-      if constexpr (!Q6) {
+      if constexpr (K.mins) {
         const std::int16_t* bs = x[t].bsums + b * 16;
         __m512i m = _mm512_setzero_si512();
         PENSIEVE_LANES_UNROLL
@@ -489,26 +602,26 @@ PENSIEVE_AVX512_FN void panel_dot(const LaneBlock* blocks, const QuantActRow* x,
     _mm512_mask_storeu_ps(y + t * y_stride, __mmask16(store), _mm512_add_ps(acc[t], accm[t]));
 }
 
-template <bool Q6>
+template <PanelKind K>
 PENSIEVE_AVX512_FN void panel_dot_any(int n, const LaneBlock* blocks, const QuantActRow* x,
                                       std::int64_t nb, float* y, std::int64_t y_stride,
                                       unsigned store) {
   switch (n) {
-    case 1: return panel_dot<Q6, 1>(blocks, x, nb, y, y_stride, store);
-    case 2: return panel_dot<Q6, 2>(blocks, x, nb, y, y_stride, store);
-    case 3: return panel_dot<Q6, 3>(blocks, x, nb, y, y_stride, store);
-    case 4: return panel_dot<Q6, 4>(blocks, x, nb, y, y_stride, store);
-    case 5: return panel_dot<Q6, 5>(blocks, x, nb, y, y_stride, store);
-    case 6: return panel_dot<Q6, 6>(blocks, x, nb, y, y_stride, store);
-    case 7: return panel_dot<Q6, 7>(blocks, x, nb, y, y_stride, store);
-    case 8: return panel_dot<Q6, 8>(blocks, x, nb, y, y_stride, store);
+    case 1: return panel_dot<K, 1>(blocks, x, nb, y, y_stride, store);
+    case 2: return panel_dot<K, 2>(blocks, x, nb, y, y_stride, store);
+    case 3: return panel_dot<K, 3>(blocks, x, nb, y, y_stride, store);
+    case 4: return panel_dot<K, 4>(blocks, x, nb, y, y_stride, store);
+    case 5: return panel_dot<K, 5>(blocks, x, nb, y, y_stride, store);
+    case 6: return panel_dot<K, 6>(blocks, x, nb, y, y_stride, store);
+    case 7: return panel_dot<K, 7>(blocks, x, nb, y, y_stride, store);
+    case 8: return panel_dot<K, 8>(blocks, x, nb, y, y_stride, store);
     default: assert(false && "quant lane panel: 1 to 8 tokens a group");
   }
 }
 
 // The panel: unpack, then the tokens in near-equal groups of up to 8.
-template <bool Q6, void (*Unpack)(const std::byte*, std::size_t, std::int64_t, LaneBlock*,
-                                  const std::byte*, std::size_t)>
+template <PanelKind K, void (*Unpack)(const std::byte*, std::size_t, std::int64_t, LaneBlock*,
+                                      const std::byte*, std::size_t)>
 PENSIEVE_AVX512_FN void lane_panel(const std::byte* w, std::size_t rb, const QuantActRow* x,
                                    int n_tokens, std::int64_t nb, float* y, std::int64_t y_stride,
                                    unsigned store, void* scratch, const std::byte* pf,
@@ -521,7 +634,7 @@ PENSIEVE_AVX512_FN void lane_panel(const std::byte* w, std::size_t rb, const Qua
   int t = 0;
   for (int g = 0; g < groups; ++g) {
     const int n = base + (g < wider ? 1 : 0);
-    panel_dot_any<Q6>(n, blocks, x + t, nb, y + t * y_stride, y_stride, store);
+    panel_dot_any<K>(n, blocks, x + t, nb, y + t * y_stride, y_stride, store);
     t += n;
   }
 }
@@ -577,11 +690,15 @@ QuantDotLaneTileFn quant_dot_avx512_lane_tile_fn(DType t) {
 QuantDotLanePanelFn quant_dot_avx512_lane_panel_fn(DType t) {
   switch (t) {
     case DType::q4_k:
-      return lane_panel<false, k4_unpack<144, 16, false>>;
+      return lane_panel<k4_panel, k4_unpack<144, 16, false>>;
     case DType::q5_k:
-      return lane_panel<false, k4_unpack<176, 48, true>>;
+      return lane_panel<k4_panel, k4_unpack<176, 48, true>>;
     case DType::q6_k:
-      return lane_panel<true, q6_unpack>;
+      return lane_panel<q6_panel, q6_unpack>;
+    case DType::q3_k:
+      return lane_panel<q3_panel, q3_unpack>;
+    case DType::q2_k:
+      return lane_panel<q2_panel, q2_unpack>;
     default:
       return nullptr;
   }

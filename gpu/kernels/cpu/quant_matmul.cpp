@@ -165,9 +165,11 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
                            w[i].rows >= quant_dot_lane_tile_rows
                        ? quant_dot_lane_tile_fn(w[i].dtype, path)
                        : nullptr;
-    // More tokens than a lane tile takes: its panels, the rows unpacked once.
-    lane_panel[i] = lane_tile[i] && batch == QuantBatchTiles::best &&
-                            x.rows > quant_dot_lane_tile_tokens_max
+    // Lane panels, the rows unpacked once: more tokens than a lane tile
+    // takes, or any batch of a type with panels only (Q2_K, Q3_K).
+    lane_panel[i] = x.rows > 1 && batch == QuantBatchTiles::best &&
+                            w[i].rows >= quant_dot_lane_tile_rows &&
+                            (!lane_tile[i] || x.rows > quant_dot_lane_tile_tokens_max)
                         ? quant_dot_lane_panel_fn(w[i].dtype, path)
                         : nullptr;
     assert(dot[i] && "quant_matmul: a path this CPU lacks");
