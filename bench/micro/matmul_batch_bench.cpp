@@ -175,8 +175,9 @@ BENCHMARK(BM_MatmulBatch)
 
 // K-quant batches by tiles, in one binary: args dtype, tokens, tiles (0: the
 // best, the 16-row lane tiles where the CPU has them and their panels above
-// 8 tokens, Q2_K and Q3_K panels at any count; 1: the 8-row token tiles, one
-// dot per element for Q2_K and Q3_K; 2: the lane tiles without panels),
+// 8 tokens, the other types' panels at any count; 1: the 8-row token tiles,
+// one dot per element for the types without; 2: the lane tiles without
+// panels),
 // source as BM_MatmulBatch's.
 void BM_KQuantBatch(benchmark::State& state) {
   const auto dtype = DType(state.range(0));
@@ -213,8 +214,9 @@ void BM_KQuantBatch(benchmark::State& state) {
                  (dram ? " dram" : " cached"));
 }
 BENCHMARK(BM_KQuantBatch)
-    ->ArgsProduct({{int(DType::q2_k), int(DType::q3_k), int(DType::q4_k), int(DType::q5_k),
-                    int(DType::q6_k)},
+    ->ArgsProduct({{int(DType::q4_0), int(DType::q4_1), int(DType::q5_0), int(DType::q5_1),
+                    int(DType::iq4_nl), int(DType::q2_k), int(DType::q3_k), int(DType::q4_k),
+                    int(DType::q5_k), int(DType::q6_k)},
                    {2, 4, 8, 16, 32, 64},
                    {0, 1, 2},
                    {0, 1}});

@@ -21,8 +21,11 @@ using pensieve::testing::random_floats;
 namespace {
 
 constexpr DType lane_types[] = {DType::q4_k, DType::q5_k, DType::q6_k};
-// The types with lane panels: Q2_K and Q3_K have panels only.
-constexpr DType panel_types[] = {DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k};
+// The types with lane panels: Q2_K, Q3_K and the legacy blocks of 32 have
+// panels only.
+constexpr DType panel_types[] = {DType::q4_0, DType::q4_1, DType::q5_0,   DType::q5_1,
+                                 DType::iq4_nl, DType::q2_k, DType::q3_k, DType::q4_k,
+                                 DType::q5_k, DType::q6_k};
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
@@ -45,8 +48,8 @@ std::vector<std::byte> filled_blocks(DType t, std::int64_t n_blocks, std::uint32
 }  // namespace
 
 TEST_CASE(
-    "AVX-512 VNNI has the lane tiles of Q4_K, Q5_K and Q6_K and the lane panels of those and of "
-    "Q2_K and Q3_K, the other paths none",
+    "AVX-512 VNNI has the lane tiles of Q4_K, Q5_K and Q6_K and the lane panels of every "
+    "quantised type but Q8_0, the other paths none",
     "[kernels][quant][quant_dot]") {
   for (DType t : quantised_dtypes) {
     INFO(pensieve::model::dtype_name(t));
@@ -55,7 +58,7 @@ TEST_CASE(
     CHECK(kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::portable) == nullptr);
     CHECK(kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::avx2) == nullptr);
     const bool tiles = t == DType::q4_k || t == DType::q5_k || t == DType::q6_k;
-    const bool panels = tiles || t == DType::q2_k || t == DType::q3_k;
+    const bool panels = t != DType::q8_0;  // Q8_0 has its own token tiles (q8_matmul)
     const bool runs = kc::quant_dot_path_supported(kc::QuantDotPath::avx512);
     CHECK((kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::avx512) != nullptr) == (tiles && runs));
     CHECK((kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::avx512) != nullptr) == (panels && runs));
@@ -126,8 +129,11 @@ TEST_CASE(
     const kc::QuantDotLanePanelFn panel = kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::avx512);
     const kc::QuantDotFn ref = kc::quant_dot_fn(t, kc::QuantDotPath::portable);
     REQUIRE(panel != nullptr);
-    for (std::int64_t nb : {1, 3, 4}) {
-      const std::int64_t cols = nb * 256, stride = 19;
+    const std::int64_t elems = pensieve::model::dtype_block_elems(t);
+    // One block and several: 256 to 1,024 values of the K-quants, 32 to 768 of the legacy types.
+    for (std::int64_t nb : elems == 256 ? std::vector<std::int64_t>{1, 3, 4}
+                                        : std::vector<std::int64_t>{1, 5, 24}) {
+      const std::int64_t cols = nb * elems, stride = 19;
       const std::size_t row_bytes = pensieve::model::dtype_row_bytes(t, cols);
       const auto x = random_floats(max_tokens * cols, 981 + unsigned(nb));
       std::vector<float> storage;
@@ -136,8 +142,7 @@ TEST_CASE(
       std::vector<kc::QuantActRow> act_rows;
       for (int r = 0; r < max_tokens; ++r) act_rows.push_back(acts.row(r));
       // The panel's buffer, 64-byte aligned, poisoned.
-      std::vector<std::byte> buf(std::size_t(nb) * kc::quant_dot_lane_panel_block_bytes + 64,
-                                 std::byte(0xa5));
+      std::vector<std::byte> buf(kc::quant_dot_lane_panel_bytes(t, nb) + 64, std::byte(0xa5));
       void* scratch = reinterpret_cast<void*>(
           (reinterpret_cast<std::uintptr_t>(buf.data()) + 63) / 64 * 64);
       for (int pattern = 0; pattern < 3; ++pattern) {
@@ -179,7 +184,7 @@ TEST_CASE(
   for (DType t : panel_types) {
     const kc::QuantDotFn ref = kc::quant_dot_fn(t, kc::QuantDotPath::portable);
     for (std::int64_t rows : {16, 17, 31, 33, 200}) {
-      const std::int64_t nb = 3, cols = nb * 256;
+      const std::int64_t cols = 768, nb = cols / pensieve::model::dtype_block_elems(t);
       const auto w = random_blocks(t, rows * nb, 970 + unsigned(t) + unsigned(rows));
       const kc::WeightView wv{t, w.data(), rows, cols, pensieve::model::dtype_row_bytes(t, cols)};
       for (std::int64_t n : {2, 7, 8, 9, 16, 17, 40}) {

@@ -284,6 +284,13 @@ QuantDotLanePanelFn quant_dot_lane_panel_fn(DType t, QuantDotPath path) {
   return quant_dot_avx512_lane_panel_fn(t);
 }
 
+std::size_t quant_dot_lane_panel_bytes(DType t, std::int64_t n_blocks) {
+  // A legacy block of 32 takes 11 vectors of 64 bytes (lane_tiles_avx512.cpp).
+  const std::size_t per_block =
+      model::dtype_block_elems(t) == 256 ? quant_dot_lane_panel_block_bytes : 11 * 64;
+  return std::size_t(n_blocks) * per_block;
+}
+
 const char* quant_dot_path_name(QuantDotPath path) {
   switch (path) {
     case QuantDotPath::avx512:

@@ -123,13 +123,15 @@ using QuantDotLaneTileFn = void (*)(const std::byte* w, std::size_t row_bytes,
 QuantDotLaneTileFn quant_dot_lane_tile_fn(model::DType t, QuantDotPath path);
 
 // The same 16 rows against any number of activation rows (prefill chunks):
-// the rows' blocks are unpacked once into `scratch` (n_blocks *
-// quant_dot_lane_panel_block_bytes, 64-byte aligned, the caller's), then
+// the rows' blocks are unpacked once into `scratch`
+// (quant_dot_lane_panel_bytes, 64-byte aligned, the caller's), then
 // every group of up to quant_dot_lane_tile_tokens_max tokens runs from it;
 // y, store and pf as QuantDotLaneTileFn's, with its bits. AVX-512 VNNI has
-// them for Q2_K, Q3_K (panels only: their batches of any size run here),
-// Q4_K, Q5_K and Q6_K.
-constexpr std::size_t quant_dot_lane_panel_block_bytes = 5760;
+// them for Q4_K, Q5_K and Q6_K, and for the types with panels only (their
+// batches of any size run here): Q2_K, Q3_K and the legacy blocks of 32
+// (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL).
+constexpr std::size_t quant_dot_lane_panel_block_bytes = 5760;  // a K-quant block
+std::size_t quant_dot_lane_panel_bytes(model::DType t, std::int64_t n_blocks);
 using QuantDotLanePanelFn = void (*)(const std::byte* w, std::size_t row_bytes,
                                      const QuantActRow* x, int n_tokens, std::int64_t n_blocks,
                                      float* y, std::int64_t y_stride, unsigned store,

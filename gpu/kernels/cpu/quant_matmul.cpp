@@ -108,10 +108,10 @@ void run_rows_panels(QuantDotLanePanelFn panel, const WeightView& w,
   }
 }
 
-// The thread's panel buffer for n_blocks blocks, 64-byte aligned, in the
-// pool's scratch for that thread.
-void* panel_scratch(std::vector<float>& buf, std::int64_t n_blocks) {
-  const std::size_t bytes = std::size_t(n_blocks) * quant_dot_lane_panel_block_bytes + 64;
+// The thread's panel buffer for n_blocks blocks of t, 64-byte aligned, in
+// the pool's scratch for that thread.
+void* panel_scratch(std::vector<float>& buf, model::DType t, std::int64_t n_blocks) {
+  const std::size_t bytes = quant_dot_lane_panel_bytes(t, n_blocks) + 64;
   if (buf.size() * sizeof(float) < bytes) buf.resize((bytes + sizeof(float) - 1) / sizeof(float));
   const auto at = reinterpret_cast<std::uintptr_t>(buf.data());
   return reinterpret_cast<void*>((at + 63) / 64 * 64);
@@ -205,7 +205,7 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
             }
             if (lane_panel[i]) {
               run_rows_panels(lane_panel[i], w[i], act_rows[act_of[i]], y[i], n_blocks[i], o0, o1, e,
-                              panel_scratch(pool.scratch(thread), n_blocks[i]));
+                              panel_scratch(pool.scratch(thread), w[i].dtype, n_blocks[i]));
               continue;
             }
             if (lane_tile[i]) {
