@@ -187,7 +187,7 @@ TEST_CASE(
       const std::int64_t cols = 768, nb = cols / pensieve::model::dtype_block_elems(t);
       const auto w = random_blocks(t, rows * nb, 970 + unsigned(t) + unsigned(rows));
       const kc::WeightView wv{t, w.data(), rows, cols, pensieve::model::dtype_row_bytes(t, cols)};
-      for (std::int64_t n : {2, 7, 8, 9, 16, 17, 40}) {
+      for (std::int64_t n : {1, 2, 7, 8, 9, 16, 17, 40}) {
         const auto x = random_floats(n * cols, 971 + unsigned(n));
         std::vector<float> storage;
         const kc::QuantActs acts = kc::quantize_act_rows(
