@@ -166,5 +166,6 @@ QuantDotTokenTileFn quant_dot_avx512_token_tile_fn(model::DType t);
 QuantDotTokenTileFn quant_dot_avx2_token_tile_fn(model::DType t);
 QuantDotLaneTileFn quant_dot_avx512_lane_tile_fn(model::DType t);
 QuantDotLanePanelFn quant_dot_avx512_lane_panel_fn(model::DType t);
+QuantDotLanePanelFn quant_dot_avx512_legacy_panel_fn(model::DType t);  // the blocks of 32
 
 }  // namespace pensieve::kernels::cpu

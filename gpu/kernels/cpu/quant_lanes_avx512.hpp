@@ -1,0 +1,260 @@
+#pragma once
+// The helpers of the lane kernels on AVX-512 VNNI (internal to
+// gpu/kernels/cpu: quant_lane_tiles_avx512.cpp, quant_lane_panels_avx512.cpp,
+// quant_legacy_panels_avx512.cpp): 16 weight rows, each in one 32-bit lane of
+// every vector. A run of bytes is read for the 16 rows and transposed in
+// registers (lane r = dword j of row r), so vpdpbusd with 4 activation bytes
+// broadcast adds 4 products of each row into its own lane and nothing is
+// reduced afterwards; the K-quants' blocks unpack into such vectors here.
+// Every function carries the AVX-512 target attribute (see
+// quant_avx512_common.hpp) and is always inlined: the kernels keep these
+// vectors in registers only while their indices are constants.
+#include "gpu/kernels/cpu/prefetch.hpp"
+#include "gpu/kernels/cpu/quant_activations.hpp"
+#include "gpu/kernels/cpu/quant_avx512_common.hpp"
+#include "gpu/kernels/cpu/quant_dot.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#if defined(PENSIEVE_QUANT_AVX512)
+
+namespace pensieve::kernels::cpu::quant_lanes {
+
+using namespace quant_avx512;
+
+static_assert(quant_dot_lane_tile_rows == 16);
+
+// Every loop here runs whole (at most 16 trips): the tiles' vectors live in
+// registers only while their indices are constants; a loop left rolled
+// keeps them on the stack and loads each before its vpdpbusd.
+#define PENSIEVE_LANES_UNROLL _Pragma("GCC unroll 16")
+#define PENSIEVE_LANES_INLINE PENSIEVE_AVX512_FN inline __attribute__((always_inline))
+
+// Rows a and b's 32 bytes at one offset, a's in the low 256 bits.
+PENSIEVE_LANES_INLINE __m512i row_pair(const std::byte* a, const std::byte* b) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(load256(a)), load256(b), 1);
+}
+
+// The 32 bytes at `at` of the 16 rows (row r at at + r * row_bytes) as
+// out[j], lane r = dword j of row r: per 128-bit lane an interleave of
+// dwords, then of qwords, gives 4 rows' dword j (lane 0) and j + 4 (lane 1)
+// for rows 0-3 | 4-7 and 8-11 | 12-15; one 128-bit shuffle per output puts
+// the lanes in row order. 8 loads, 8 inserts and 24 shuffles.
+PENSIEVE_LANES_INLINE void transpose16(const std::byte* at, std::size_t row_bytes,
+                                           __m512i* out) {
+  __m512i c[2][4];
+  PENSIEVE_LANES_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    const std::byte* base = at + std::size_t(8 * h) * row_bytes;
+    __m512i z[4];
+    PENSIEVE_LANES_UNROLL
+    for (int i = 0; i < 4; ++i) z[i] = row_pair(base + i * row_bytes, base + (i + 4) * row_bytes);
+    const __m512i a0 = _mm512_unpacklo_epi32(z[0], z[1]);
+    const __m512i a1 = _mm512_unpackhi_epi32(z[0], z[1]);
+    const __m512i a2 = _mm512_unpacklo_epi32(z[2], z[3]);
+    const __m512i a3 = _mm512_unpackhi_epi32(z[2], z[3]);
+    c[h][0] = _mm512_unpacklo_epi64(a0, a2);
+    c[h][1] = _mm512_unpackhi_epi64(a0, a2);
+    c[h][2] = _mm512_unpacklo_epi64(a1, a3);
+    c[h][3] = _mm512_unpackhi_epi64(a1, a3);
+  }
+  PENSIEVE_LANES_UNROLL
+  for (int j = 0; j < 4; ++j) {
+    out[j] = _mm512_shuffle_i64x2(c[0][j], c[1][j], _MM_SHUFFLE(2, 0, 2, 0));
+    out[j + 4] = _mm512_shuffle_i64x2(c[0][j], c[1][j], _MM_SHUFFLE(3, 1, 3, 1));
+  }
+}
+
+// The dword at `at` of each of the 16 rows.
+PENSIEVE_LANES_INLINE __m512i gather16(const std::byte* at, __m512i row_offsets) {
+  return _mm512_i32gather_epi32(row_offsets, reinterpret_cast<const int*>(at), 1);
+}
+
+// Byte k of each lane, zero- or sign-extended.
+template <int K>
+PENSIEVE_LANES_INLINE __m512i byte_u(__m512i v) {
+  if constexpr (K == 3) return _mm512_srli_epi32(v, 24);
+  return _mm512_and_si512(_mm512_srli_epi32(v, 8 * K), _mm512_set1_epi32(0xff));
+}
+template <int K>
+PENSIEVE_LANES_INLINE __m512i byte_s(__m512i v) {
+  return _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * K), 24);
+}
+
+// Lanes shifted left by s (right by -s) within their dwords.
+template <int S>
+PENSIEVE_LANES_INLINE __m512i shift32(__m512i v) {
+  if constexpr (S > 0) return _mm512_slli_epi32(v, S);
+  if constexpr (S < 0) return _mm512_srli_epi32(v, -S);
+  return v;
+}
+
+// a | (b & c), one instruction.
+PENSIEVE_LANES_INLINE __m512i or_and(__m512i a, __m512i b, __m512i c) {
+  return _mm512_ternarylogic_epi32(a, b, c, 0xf8);
+}
+
+// The activation's 4 bytes at p in every lane.
+PENSIEVE_LANES_INLINE __m512i bcast4(const void* p) {
+  std::int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// The prefetches of block b of nb: its share of [pf, pf + pf_bytes), into
+// the L1 (the next tile's 16 rows, 10 KiB at 768 Q6_K columns): the block
+// reads 16 rows at once, more streams than the L1's own prefetcher follows.
+// From DRAM, 8 tokens, one thread: Q6_K 108 against 119-133 us into the L2,
+// Q5_K 75 against 86 (BM_KQuantBatch, AMD Zen 5, 2026-12-06).
+PENSIEVE_LANES_INLINE void lane_prefetch(const std::byte* pf, std::size_t pf_bytes,
+                                             std::int64_t b, std::int64_t nb) {
+  if (pf == nullptr) return;
+  const std::size_t lines = (pf_bytes + 63) / 64;
+  for (std::size_t l = lines * std::size_t(b) / std::size_t(nb);
+       l < lines * std::size_t(b + 1) / std::size_t(nb); ++l)
+    prefetch_l1(pf + 64 * l);
+}
+
+PENSIEVE_LANES_INLINE __m512i lane_offsets(std::size_t row_bytes) {
+  return _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(std::int32_t(row_bytes)));
+}
+
+// ---- A block of 16 rows unpacked into lanes ----
+// Quant vector k (k < 64) of a block: lane r = quants 4k..4k+3 of row r,
+// unsigned; they meet the activation's bytes 4k..4k+3.
+
+// Q4_K / Q5_K (Bytes 144 or 176): d and dmin (F16 at 0 and 2) and the 12
+// scale bytes at 4 (k4_scales_mins in lanes): scales 0-3 and mins 0-3 in the
+// low 6 bits of dwords 0 and 1; scales 4-7 and mins 4-7 a nibble of dword 2
+// plus the top 2 bits of dword 0 / 1.
+struct K4Head {
+  __m512i sc_lo, sc_hi, mn_lo, mn_hi;  // per lane, bytes j % 4 of sub-blocks j < 4 | j >= 4
+  __m512 d, dmin;
+};
+PENSIEVE_LANES_INLINE K4Head k4_head(const std::byte* wb, __m512i offsets) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f), m6 = _mm512_set1_epi8(0x3f);
+  const __m512i m30 = _mm512_set1_epi8(0x30);
+  const __m512i s0 = gather16(wb + 4, offsets), s1 = gather16(wb + 8, offsets);
+  const __m512i s2 = gather16(wb + 12, offsets);
+  const __m512i head = gather16(wb, offsets);
+  return {_mm512_and_si512(s0, m6),
+          or_and(_mm512_and_si512(s2, m4), _mm512_srli_epi32(s0, 2), m30),
+          _mm512_and_si512(s1, m6),
+          or_and(_mm512_and_si512(_mm512_srli_epi32(s2, 4), m4), _mm512_srli_epi32(s1, 2), m30),
+          _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head)),
+          _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(head, 16)))};
+}
+// Sub-block J's scale, and its min in both i16 halves (against the bsums
+// pair of the sub-block, one vpdpwssd).
+template <int J>
+PENSIEVE_LANES_INLINE __m512i k4_scale(const K4Head& h) {
+  return byte_u<J % 4>(J < 4 ? h.sc_lo : h.sc_hi);
+}
+template <int J>
+PENSIEVE_LANES_INLINE __m512i k4_min2(const K4Head& h) {
+  const __m512i m = byte_u<J % 4>(J < 4 ? h.mn_lo : h.mn_hi);
+  return _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+}
+
+// Group G of a Q4_K (quants at 16) / Q5_K (fifth bits at 16, transposed in
+// `fifth`; quants at 48) block: its 32 bytes hold quants 64G + l (low
+// nibble, sub-block 2G: lo) and 64G + 32 + l (high nibble, 2G + 1: hi);
+// Q5_K's fifth bits are bits 2G and 2G + 1 of fifth byte l. lo[j] and hi[j]
+// are quant vectors 16G + j and 16G + 8 + j.
+template <int Quants, bool Fifth, int G>
+PENSIEVE_LANES_INLINE void k4_group(const std::byte* wb, std::size_t row_bytes,
+                                    const __m512i* fifth, __m512i* lo, __m512i* hi) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f), m10 = _mm512_set1_epi8(0x10);
+  transpose16(wb + Quants + 32 * G, row_bytes, lo);
+  PENSIEVE_LANES_UNROLL
+  for (int j = 0; j < 8; ++j) {
+    hi[j] = _mm512_and_si512(_mm512_srli_epi32(lo[j], 4), m4);
+    lo[j] = _mm512_and_si512(lo[j], m4);
+    if constexpr (Fifth) {
+      lo[j] = or_and(lo[j], shift32<4 - 2 * G>(fifth[j]), m10);
+      hi[j] = or_and(hi[j], shift32<3 - 2 * G>(fifth[j]), m10);
+    }
+  }
+}
+
+// Q6_K (210 bytes): the 16 signed scale bytes at 192 as 4 dwords a lane,
+// and d (the F16 at 208, the high word at 206: a 4-byte gather at 208 would
+// read past the weight's last block).
+struct Q6Head {
+  __m512i sc[4];
+  __m512 d;
+};
+PENSIEVE_LANES_INLINE Q6Head q6_head(const std::byte* wb, __m512i offsets) {
+  Q6Head h;
+  PENSIEVE_LANES_UNROLL
+  for (int k = 0; k < 4; ++k) h.sc[k] = gather16(wb + 192 + 4 * k, offsets);
+  h.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(gather16(wb + 206, offsets), 16)));
+  return h;
+}
+template <int S>
+PENSIEVE_LANES_INLINE __m512i q6_scale(const Q6Head& h) {
+  return byte_s<S % 4>(h.sc[S / 4]);
+}
+
+// Half H, run K (K < 2) of a Q6_K block: quants 128H + 32K + l (a, the low
+// nibbles of low-bits byte 64H + 32K + l) and 128H + 32(K + 2) + l (c, their
+// high nibbles), each with 2 bits of high-bits byte 128 + 32H + l on top
+// (bits 2K and 2K + 4). a[j] and c[j] are quant vectors 32H + 8K + j and
+// 32H + 8K + 16 + j; sub-blocks (16 quants) 8H + 2K (+1 for j >= 4) and
+// 8H + 2K + 4 (+1).
+template <int H, int K>
+PENSIEVE_LANES_INLINE void q6_run(const std::byte* wb, std::size_t row_bytes, __m512i* a,
+                                  __m512i* c) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+  transpose16(wb + 128 + 32 * H, row_bytes, c);
+  transpose16(wb + 64 * H + 32 * K, row_bytes, a);
+  PENSIEVE_LANES_UNROLL
+  for (int j = 0; j < 8; ++j) {
+    const __m512i high = c[j];
+    c[j] = or_and(_mm512_and_si512(_mm512_srli_epi32(a[j], 4), m4), shift32<-2 * K>(high), m30);
+    a[j] = or_and(_mm512_and_si512(a[j], m4), shift32<4 - 2 * K>(high), m30);
+  }
+}
+
+// -(bsum_s << Shift) of token x's block b for s < 16: the start of each
+// sub-block's sum.
+template <int Shift>
+PENSIEVE_LANES_INLINE void bsum_bias(const QuantActRow& x, std::int64_t b, std::int32_t* out) {
+  const __m512i bs = _mm512_cvtepi16_epi32(load256(x.bsums + b * 16));
+  _mm512_store_si512(out, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(bs, Shift)));
+}
+
+// One token's sum over the N quant vectors q of one sub-block (activation
+// bytes at xq), from `start`, times the sub-block's scales.
+template <int N>
+PENSIEVE_LANES_INLINE __m512i sub_block_sum(const __m512i* q, const std::int8_t* xq, __m512i start,
+                                            __m512i scale) {
+  __m512i p = start;
+  PENSIEVE_LANES_UNROLL
+  for (int k = 0; k < N; ++k) p = _mm512_dpbusd_epi32(p, q[k], bcast4(xq + 4 * k));
+  return _mm512_mullo_epi32(p, scale);
+}
+
+// Runs run(first, count) over n_tokens in near-equal groups of up to
+// quant_dot_lane_tile_tokens_max (9 tokens as 5 + 4: a group of one would
+// pay a whole pass over the panel for one token).
+template <class Run>
+inline void for_token_groups(int n_tokens, const Run& run) {
+  constexpr int max = quant_dot_lane_tile_tokens_max;
+  const int groups = (n_tokens + max - 1) / max;
+  const int base = n_tokens / groups, wider = n_tokens % groups;
+  int t = 0;
+  for (int g = 0; g < groups; ++g) {
+    const int n = base + (g < wider ? 1 : 0);
+    run(t, n);
+    t += n;
+  }
+}
+
+}  // namespace pensieve::kernels::cpu::quant_lanes
+
+#endif
