@@ -1,9 +1,10 @@
-// The K-quant lane tiles (16 weight rows in the lanes x 1 to 8 tokens,
-// quant_lane_tiles_avx512.cpp) and their panels (any number of tokens, the
-// rows unpacked once): every stored (row, token) has its scalar reference's
-// bits, nothing outside the store mask is written, and quant_matmul gives
-// the same bits through panels, lane tiles and the 8-row token tiles, over
-// odd row, block and token counts and the extreme quants.
+// The lane kernels (16 weight rows in the lanes, quant_lanes_avx512.hpp):
+// the K-quant tiles (1 to 8 tokens) and every type's panels (any number of
+// tokens, the rows unpacked once). Every stored (row, token) has its scalar
+// reference's bits, nothing outside the store mask is written, and
+// quant_matmul gives the same bits through panels, lane tiles and the older
+// paths (8-row token tiles, one dot per element), over odd row, block and
+// token counts and the extreme quants.
 #include "gpu/kernels/cpu/quant_matmul.hpp"
 #include "tests/gpu/quant_test_blocks.hpp"
 
@@ -31,7 +32,8 @@ bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 // random_blocks' F16 fields with every other byte `fill`: all quants, scales
 // and mins at their largest (0xff; Q6_K's scales -1) or Q6_K's scales at
-// -128 (0x80), where an int32 sum is nearest to overflowing.
+// -128 (0x80), where an int32 sum is nearest to overflowing, and every
+// fifth or high bit set (0xff) or mostly clear (0x80).
 std::vector<std::byte> filled_blocks(DType t, std::int64_t n_blocks, std::uint32_t seed,
                                      std::byte fill) {
   auto w = random_blocks(t, n_blocks, seed);
