@@ -221,6 +221,7 @@ void BM_DecodeDram2Threads(benchmark::State& state) {
 BENCHMARK(BM_DecodeDram2Threads)
     ->Arg(int(DType::f16))
     ->Arg(int(DType::q8_0))
+    ->Arg(int(DType::q4_0))
     ->Arg(int(DType::q4_k))
     ->Arg(int(DType::q5_k))
     ->Arg(int(DType::q6_k))

@@ -71,12 +71,37 @@ constexpr LegacyKind q4_0_kind{18, 2, -1, -1, LegacyValues::minus8},
     q4_1_kind{20, 4, -1, 2, LegacyValues::plain}, q5_0_kind{22, 6, 2, -1, LegacyValues::minus16},
     q5_1_kind{24, 8, 4, 2, LegacyValues::plain}, iq4_nl_kind{18, 2, -1, -1, LegacyValues::iq4nl};
 
+// Vector k's values (lo: elements 4k..4k+3, hi: 16 + 4k..) as signed bytes
+// from the transposed quant bytes t and the fifth bits (lane r: row r's u32).
+template <LegacyKind K>
+PENSIEVE_LANES_INLINE void legacy_values(__m512i t, __m512i fifth, __m512i grid, int k,
+                                         __m512i& lo, __m512i& hi) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  lo = _mm512_and_si512(t, m4);
+  hi = _mm512_and_si512(_mm512_srli_epi32(t, 4), m4);
+  if constexpr (K.fifth >= 0) {
+    lo = _mm512_or_si512(lo, spread4_to_bit4(_mm512_srlv_epi32(fifth, _mm512_set1_epi32(4 * k))));
+    hi = _mm512_or_si512(hi,
+                         spread4_to_bit4(_mm512_srlv_epi32(fifth, _mm512_set1_epi32(16 + 4 * k))));
+  }
+  if constexpr (K.values == LegacyValues::minus8) {
+    lo = _mm512_sub_epi8(lo, _mm512_set1_epi8(8));
+    hi = _mm512_sub_epi8(hi, _mm512_set1_epi8(8));
+  } else if constexpr (K.values == LegacyValues::minus16) {
+    lo = _mm512_sub_epi8(lo, _mm512_set1_epi8(16));
+    hi = _mm512_sub_epi8(hi, _mm512_set1_epi8(16));
+  } else if constexpr (K.values == LegacyValues::iq4nl) {
+    lo = _mm512_shuffle_epi8(grid, lo);
+    hi = _mm512_shuffle_epi8(grid, hi);
+  }
+}
+
 template <LegacyKind K>
 PENSIEVE_AVX512_FN void legacy_unpack(const std::byte* w, std::size_t row_bytes, std::int64_t nb,
                                       LegacyLaneBlock* out, const std::byte* pf,
                                       std::size_t pf_bytes) {
   const __m512i offsets = lane_offsets(row_bytes);
-  const __m512i m4 = _mm512_set1_epi8(0x0f), ones = _mm512_set1_epi8(1);
+  const __m512i ones = _mm512_set1_epi8(1);
   const __m512i grid = _mm512_broadcast_i32x4(load128(iq4nl_values));
   for (std::int64_t b = 0; b < nb; ++b) {
     lane_prefetch(pf, pf_bytes, b, nb);
@@ -89,22 +114,8 @@ PENSIEVE_AVX512_FN void legacy_unpack(const std::byte* w, std::size_t row_bytes,
     __m512i sum = _mm512_setzero_si512();
     PENSIEVE_LANES_UNROLL
     for (int k = 0; k < 4; ++k) {
-      __m512i lo = _mm512_and_si512(t[k], m4);
-      __m512i hi = _mm512_and_si512(_mm512_srli_epi32(t[k], 4), m4);
-      if constexpr (K.fifth >= 0) {
-        lo = _mm512_or_si512(lo, spread4_to_bit4(_mm512_srli_epi32(fifth, 4 * k)));
-        hi = _mm512_or_si512(hi, spread4_to_bit4(_mm512_srli_epi32(fifth, 16 + 4 * k)));
-      }
-      if constexpr (K.values == LegacyValues::minus8) {
-        lo = _mm512_sub_epi8(lo, _mm512_set1_epi8(8));
-        hi = _mm512_sub_epi8(hi, _mm512_set1_epi8(8));
-      } else if constexpr (K.values == LegacyValues::minus16) {
-        lo = _mm512_sub_epi8(lo, _mm512_set1_epi8(16));
-        hi = _mm512_sub_epi8(hi, _mm512_set1_epi8(16));
-      } else if constexpr (K.values == LegacyValues::iq4nl) {
-        lo = _mm512_shuffle_epi8(grid, lo);
-        hi = _mm512_shuffle_epi8(grid, hi);
-      }
+      __m512i lo, hi;
+      legacy_values<K>(t[k], fifth, grid, k, lo, hi);
       L.q[k] = lo;
       L.q[4 + k] = hi;
       sum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(sum, ones, lo), ones, hi);
@@ -152,11 +163,54 @@ PENSIEVE_AVX512_FN void legacy_panel_dot(const LegacyLaneBlock* blocks, const Qu
     _mm512_mask_storeu_ps(y + t * y_stride, __mmask16(store), _mm512_add_ps(acc[t], accm[t]));
 }
 
+// One token (a decode step) straight from the rows: each block unpacked in
+// registers and multiplied at once, where a panel would write its buffer to
+// read it back once. The same sums and F32 steps as legacy_panel_dot<K, 1>.
+template <LegacyKind K>
+PENSIEVE_AVX512_FN void legacy_tile1(const std::byte* w, std::size_t row_bytes, const QuantActRow& x,
+                                     std::int64_t nb, float* y, unsigned store, const std::byte* pf,
+                                     std::size_t pf_bytes) {
+  const __m512i offsets = lane_offsets(row_bytes);
+  const __m512i ones = _mm512_set1_epi8(1);
+  const __m512i grid = _mm512_broadcast_i32x4(load128(iq4nl_values));
+  const __m256i flip = _mm256_set1_epi8(char(0x80));
+  __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b) {
+    lane_prefetch(pf, pf_bytes, b, nb);
+    const std::byte* wb = w + b * K.bytes;
+    __m512i t[4];
+    transpose16x16(wb + K.quants, row_bytes, t);
+    __m512i fifth = _mm512_setzero_si512();
+    if constexpr (K.fifth >= 0) fifth = gather16(wb + K.fifth, offsets);
+    alignas(32) std::uint8_t xu[32];  // the activation block + 128
+    _mm256_store_si256(reinterpret_cast<__m256i*>(xu), _mm256_xor_si256(load256(x.q + b * 32), flip));
+    __m512i p = _mm512_setzero_si512(), sum = _mm512_setzero_si512();
+    PENSIEVE_LANES_UNROLL
+    for (int k = 0; k < 4; ++k) {
+      __m512i lo, hi;
+      legacy_values<K>(t[k], fifth, grid, k, lo, hi);
+      p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(p, bcast4(xu + 4 * k), lo),
+                              bcast4(xu + 16 + 4 * k), hi);
+      sum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(sum, ones, lo), ones, hi);
+    }
+    p = _mm512_sub_epi32(p, _mm512_slli_epi32(sum, 7));
+    const __m512i head = gather16(wb, offsets);
+    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head));
+    acc = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(x.d[b])), _mm512_cvtepi32_ps(p), acc);
+    if constexpr (K.min >= 0) {
+      const __m512 m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(head, 16)));
+      accm = _mm512_fmadd_ps(m, _mm512_set1_ps(x.s[b]), accm);
+    }
+  }
+  _mm512_mask_storeu_ps(y, __mmask16(store), _mm512_add_ps(acc, accm));
+}
+
 template <LegacyKind K>
 PENSIEVE_AVX512_FN void legacy_panel(const std::byte* w, std::size_t rb, const QuantActRow* x,
                                      int n_tokens, std::int64_t nb, float* y,
                                      std::int64_t y_stride, unsigned store, void* scratch,
                                      const std::byte* pf, std::size_t pf_bytes) {
+  if (n_tokens == 1) return legacy_tile1<K>(w, rb, *x, nb, y, store, pf, pf_bytes);
   auto* blocks = static_cast<LegacyLaneBlock*>(scratch);
   legacy_unpack<K>(w, rb, nb, blocks, pf, pf_bytes);
   for_token_groups(n_tokens, [&](int t, int n) {
