@@ -167,10 +167,11 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
                        : nullptr;
     // Lane panels, the rows unpacked once: more tokens than a lane tile
     // takes, any batch of a type with panels only (Q2_K, Q3_K, the legacy
-    // blocks of 32), and one token of a legacy block type (M-100 Q4_0, one
-    // token: 1.77 against 2.46-2.83 ms an iteration through the single-row
-    // dots, alternated, 2026-12-06; the K-quants' one token stays on their
-    // tiles and dots, where a panel was no faster).
+    // blocks of 32), and one token of a legacy block type, which the panel
+    // runs through its one-token lane tile (M-100 Q4_0, one token: 1.70-1.90
+    // against 2.42-2.83 ms an iteration through the single-row dots,
+    // alternated, 2026-12-06; the K-quants' one token stays on their tiles
+    // and dots, where a panel was no faster).
     const bool legacy = model::dtype_block_elems(w[i].dtype) == 32;
     lane_panel[i] = (x.rows > 1 || (legacy && !tile[i])) && batch == QuantBatchTiles::best &&
                             w[i].rows >= quant_dot_lane_tile_rows &&
