@@ -4,9 +4,11 @@
 // scale unpacking and the target attribute. Every function carries that
 // attribute, so a file including this builds with any -march; the callers
 // run them only on a CPU with AVX-512 F/BW/VL/DQ and VNNI.
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -22,6 +24,18 @@
 #define PENSIEVE_UNROLL_ALL _Pragma("GCC unroll 4")
 
 namespace pensieve::kernels::cpu::quant_avx512 {
+
+// run.template operator()<T>() for the T in [1, Max] equal to n: the tiles
+// take their token count as a template parameter (their accumulators are
+// arrays of that size, kept in registers).
+template <int Max, class Run>
+inline void with_token_count(int n, const Run& run) {
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    const bool ran = ((n == I + 1 && (run.template operator()<I + 1>(), true)) || ...);
+    assert(ran && "a token count from 1 to Max");
+    (void)ran;
+  }(std::make_integer_sequence<int, Max>{});
+}
 
 PENSIEVE_AVX512_FN inline __m128i load128(const void* p) {
   return _mm_loadu_si128(static_cast<const __m128i*>(p));

@@ -113,10 +113,7 @@ QuantDotTokenTileFn quant_dot_token_tile_fn(model::DType t, QuantDotPath path);
 // rows accumulate in the lanes of one vector.
 constexpr int quant_dot_lane_tile_rows = 16;
 constexpr int quant_dot_lane_tile_tokens_max = 8;
-using QuantDotLaneTileFn = void (*)(const std::byte* w, std::size_t row_bytes,
-                                    const QuantActRow* x, int n_tokens, std::int64_t n_blocks,
-                                    float* y, std::int64_t y_stride, unsigned store,
-                                    const std::byte* pf, std::size_t pf_bytes);
+using QuantDotLaneTileFn = QuantDotTokenTileFn;  // the same call, 16 rows and up to 8 tokens
 
 // The lane tile of type t on `path` (best as quant_dot_fn resolves it);
 // null where that path has none for t: AVX-512 VNNI for Q4_K, Q5_K and Q6_K.

@@ -12,7 +12,6 @@
 // panels (quant_legacy_panels_avx512.cpp).
 #include "gpu/kernels/cpu/quant_lanes_avx512.hpp"
 
-#include <cassert>
 #include <utility>
 
 namespace pensieve::kernels::cpu {
@@ -249,23 +248,6 @@ PENSIEVE_AVX512_FN void panel_dot(const LaneBlock* blocks, const QuantActRow* x,
     _mm512_mask_storeu_ps(y + t * y_stride, __mmask16(store), _mm512_add_ps(acc[t], accm[t]));
 }
 
-template <PanelKind K>
-PENSIEVE_AVX512_FN void panel_dot_any(int n, const LaneBlock* blocks, const QuantActRow* x,
-                                      std::int64_t nb, float* y, std::int64_t y_stride,
-                                      unsigned store) {
-  switch (n) {
-    case 1: return panel_dot<K, 1>(blocks, x, nb, y, y_stride, store);
-    case 2: return panel_dot<K, 2>(blocks, x, nb, y, y_stride, store);
-    case 3: return panel_dot<K, 3>(blocks, x, nb, y, y_stride, store);
-    case 4: return panel_dot<K, 4>(blocks, x, nb, y, y_stride, store);
-    case 5: return panel_dot<K, 5>(blocks, x, nb, y, y_stride, store);
-    case 6: return panel_dot<K, 6>(blocks, x, nb, y, y_stride, store);
-    case 7: return panel_dot<K, 7>(blocks, x, nb, y, y_stride, store);
-    case 8: return panel_dot<K, 8>(blocks, x, nb, y, y_stride, store);
-    default: assert(false && "quant lane panel: 1 to 8 tokens a group");
-  }
-}
-
 // The panel: unpack, then the tokens in near-equal groups of up to 8.
 template <PanelKind K, void (*Unpack)(const std::byte*, std::size_t, std::int64_t, LaneBlock*,
                                       const std::byte*, std::size_t)>
@@ -276,7 +258,9 @@ PENSIEVE_AVX512_FN void lane_panel(const std::byte* w, std::size_t rb, const Qua
   auto* blocks = static_cast<LaneBlock*>(scratch);
   Unpack(w, rb, nb, blocks, pf, pf_bytes);
   for_token_groups(n_tokens, [&](int t, int n) {
-    panel_dot_any<K>(n, blocks, x + t, nb, y + t * y_stride, y_stride, store);
+    with_token_count<quant_dot_lane_tile_tokens_max>(n, [&]<int T>() {
+      panel_dot<K, T>(blocks, x + t, nb, y + t * y_stride, y_stride, store);
+    });
   });
 }
 

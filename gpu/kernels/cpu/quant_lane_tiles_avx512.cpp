@@ -26,7 +26,6 @@
 // carrying their own target attribute.
 #include "gpu/kernels/cpu/quant_lanes_avx512.hpp"
 
-#include <cassert>
 
 namespace pensieve::kernels::cpu {
 
@@ -157,48 +156,35 @@ PENSIEVE_AVX512_FN void q6_k_lane_tile(const std::byte* w, std::size_t row_bytes
                           _mm512_add_ps(acc[t], _mm512_setzero_ps()));
 }
 
-template <template <int> class K>
-PENSIEVE_AVX512_FN void lane_tile(const std::byte* w, std::size_t rb, const QuantActRow* x,
-                                  int n_tokens, std::int64_t nb, float* y, std::int64_t y_stride,
-                                  unsigned store, const std::byte* pf, std::size_t pf_bytes) {
-  switch (n_tokens) {
-    case 1: return K<1>::run(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
-    case 2: return K<2>::run(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
-    case 3: return K<3>::run(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
-    case 4: return K<4>::run(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
-    case 5: return K<5>::run(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
-    case 6: return K<6>::run(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
-    case 7: return K<7>::run(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
-    case 8: return K<8>::run(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
-    default: assert(false && "quant lane tile: 1 to quant_dot_lane_tile_tokens_max tokens");
-  }
+// The tiles for 1..quant_dot_lane_tile_tokens_max tokens.
+template <int Bytes, int Quants, bool Fifth>
+PENSIEVE_AVX512_FN void k4_lane_tiles(const std::byte* w, std::size_t rb, const QuantActRow* x,
+                                      int n_tokens, std::int64_t nb, float* y,
+                                      std::int64_t y_stride, unsigned store, const std::byte* pf,
+                                      std::size_t pf_bytes) {
+  with_token_count<quant_dot_lane_tile_tokens_max>(n_tokens, [&]<int T>() {
+    k4_lane_tile<Bytes, Quants, Fifth, T>(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
+  });
 }
-static_assert(quant_dot_lane_tile_tokens_max == 8);
-#define PENSIEVE_LANE_TILE(name, ...)                                                           \
-  template <int T>                                                                              \
-  struct name {                                                                                 \
-    PENSIEVE_AVX512_FN static void run(const std::byte* w, std::size_t rb, const QuantActRow* x, \
-                                       std::int64_t nb, float* y, std::int64_t s, unsigned store, \
-                                       const std::byte* pf, std::size_t pf_bytes) {             \
-      __VA_ARGS__(w, rb, x, nb, y, s, store, pf, pf_bytes);                                     \
-    }                                                                                           \
-  };
-PENSIEVE_LANE_TILE(Q4KLanes, k4_lane_tile<144, 16, false, T>)
-PENSIEVE_LANE_TILE(Q5KLanes, k4_lane_tile<176, 48, true, T>)
-PENSIEVE_LANE_TILE(Q6KLanes, q6_k_lane_tile<T>)
-#undef PENSIEVE_LANE_TILE
-
+PENSIEVE_AVX512_FN void q6_k_lane_tiles(const std::byte* w, std::size_t rb, const QuantActRow* x,
+                                        int n_tokens, std::int64_t nb, float* y,
+                                        std::int64_t y_stride, unsigned store, const std::byte* pf,
+                                        std::size_t pf_bytes) {
+  with_token_count<quant_dot_lane_tile_tokens_max>(n_tokens, [&]<int T>() {
+    q6_k_lane_tile<T>(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
+  });
+}
 
 }  // namespace
 
 QuantDotLaneTileFn quant_dot_avx512_lane_tile_fn(DType t) {
   switch (t) {
     case DType::q4_k:
-      return lane_tile<Q4KLanes>;
+      return k4_lane_tiles<144, 16, false>;
     case DType::q5_k:
-      return lane_tile<Q5KLanes>;
+      return k4_lane_tiles<176, 48, true>;
     case DType::q6_k:
-      return lane_tile<Q6KLanes>;
+      return q6_k_lane_tiles;
     default:
       return nullptr;
   }

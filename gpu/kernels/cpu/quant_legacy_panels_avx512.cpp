@@ -7,7 +7,6 @@
 #include "gpu/kernels/cpu/quant_blocks.hpp"
 #include "gpu/kernels/cpu/quant_lanes_avx512.hpp"
 
-#include <cassert>
 
 namespace pensieve::kernels::cpu {
 
@@ -214,18 +213,9 @@ PENSIEVE_AVX512_FN void legacy_panel(const std::byte* w, std::size_t rb, const Q
   auto* blocks = static_cast<LegacyLaneBlock*>(scratch);
   legacy_unpack<K>(w, rb, nb, blocks, pf, pf_bytes);
   for_token_groups(n_tokens, [&](int t, int n) {
-    float* yt = y + t * y_stride;
-    switch (n) {
-      case 1: return legacy_panel_dot<K, 1>(blocks, x + t, nb, yt, y_stride, store);
-      case 2: return legacy_panel_dot<K, 2>(blocks, x + t, nb, yt, y_stride, store);
-      case 3: return legacy_panel_dot<K, 3>(blocks, x + t, nb, yt, y_stride, store);
-      case 4: return legacy_panel_dot<K, 4>(blocks, x + t, nb, yt, y_stride, store);
-      case 5: return legacy_panel_dot<K, 5>(blocks, x + t, nb, yt, y_stride, store);
-      case 6: return legacy_panel_dot<K, 6>(blocks, x + t, nb, yt, y_stride, store);
-      case 7: return legacy_panel_dot<K, 7>(blocks, x + t, nb, yt, y_stride, store);
-      case 8: return legacy_panel_dot<K, 8>(blocks, x + t, nb, yt, y_stride, store);
-      default: assert(false && "quant lane panel: 1 to 8 tokens a group");
-    }
+    with_token_count<quant_dot_lane_tile_tokens_max>(n, [&]<int T>() {
+      legacy_panel_dot<K, T>(blocks, x + t, nb, y + t * y_stride, y_stride, store);
+    });
   });
 }
 

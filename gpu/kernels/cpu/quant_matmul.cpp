@@ -41,21 +41,33 @@ void run_rows_multi(QuantDotRowsFn dot_rows, const WeightView& w, const std::vec
   }
 }
 
-// One token over rows [o0, o1) (of a range ending at `end`) by 8-row tiles:
-// a tile that would pass the weight's last row moves down to end there (the
-// rows it recomputes are not stored); each tile fetches the next one's rows
-// in step, while there is a next one in the range.
+// Where a tile of n rows at row o of [o0, o1) (a range ending at `end`)
+// runs: a tile that would pass the weight's last row moves down to end there
+// (the rows it recomputes are not stored: `store` has a bit per row it
+// stores); pf is the next tile's rows, fetched in step, while there is a next
+// one in the range.
+struct TilePlace {
+  std::int64_t start;
+  unsigned store;
+  const std::byte* pf;
+  std::size_t pf_bytes;
+};
+TilePlace place_tile(const WeightView& w, std::int64_t n, std::int64_t o, std::int64_t o1,
+                     std::int64_t end) {
+  const std::int64_t start = std::min(o, w.rows - n);
+  const auto count = unsigned(std::min(o1 - o, n));
+  const std::int64_t next = o + n, next_end = std::min(end, next + n);
+  const bool ahead = next < next_end;
+  return {start, ((1u << count) - 1u) << unsigned(o - start), ahead ? w.row(next) : nullptr,
+          ahead ? std::size_t(next_end - next) * w.row_bytes : 0};
+}
+
+// One token over rows [o0, o1) (of a range ending at `end`) by 8-row tiles.
 void run_rows_tile(QuantDotTileFn tile, const WeightView& w, const QuantActRow& x, float* y,
                    std::int64_t n_blocks, std::int64_t o0, std::int64_t o1, std::int64_t end) {
-  constexpr std::int64_t n = quant_dot_tile_rows;
-  for (std::int64_t o = o0; o < o1; o += n) {
-    const std::int64_t start = std::min(o, w.rows - n);
-    const auto count = unsigned(std::min(o1 - o, n));
-    const unsigned store = ((1u << count) - 1u) << unsigned(o - start);
-    const std::int64_t next = o + n, next_end = std::min(end, next + n);
-    const std::byte* pf = next < next_end ? w.row(next) : nullptr;
-    tile(w.row(start), w.row_bytes, x, n_blocks, y + start, store, pf,
-         pf ? std::size_t(next_end - next) * w.row_bytes : 0);
+  for (std::int64_t o = o0; o < o1; o += quant_dot_tile_rows) {
+    const TilePlace at = place_tile(w, quant_dot_tile_rows, o, o1, end);
+    tile(w.row(at.start), w.row_bytes, x, n_blocks, y + at.start, at.store, at.pf, at.pf_bytes);
   }
 }
 
@@ -63,48 +75,37 @@ void run_rows_tile(QuantDotTileFn tile, const WeightView& w, const QuantActRow& 
 // Rows rows x up to TokensMax tokens (the 8-row token tiles, the 16-row
 // lane tiles), the token groups near-equal in size (as run_rows_multi's); a
 // tile's rows stay in the L1 while the groups after the first pass over
-// them, and the first group fetches the next tile's rows in step. A tile
-// that would pass the weight's last row moves down as run_rows_tile's does.
+// them, and the first group fetches the next tile's rows.
 template <std::int64_t Rows, int TokensMax, class TileFn>
 void run_rows_token_tiles(TileFn tile, const WeightView& w, const std::vector<QuantActRow>& x,
                           const RowsView& y, std::int64_t n_blocks, std::int64_t o0,
                           std::int64_t o1, std::int64_t end) {
-  constexpr std::int64_t n = Rows;
   const auto n_tokens = std::int64_t(x.size());
   const std::int64_t groups = (n_tokens + TokensMax - 1) / TokensMax;
   const std::int64_t base = n_tokens / groups, wider = n_tokens % groups;
-  for (std::int64_t o = o0; o < o1; o += n) {
-    const std::int64_t start = std::min(o, w.rows - n);
-    const auto count = unsigned(std::min(o1 - o, n));
-    const unsigned store = ((1u << count) - 1u) << unsigned(o - start);
-    const std::int64_t next = o + n, next_end = std::min(end, next + n);
+  for (std::int64_t o = o0; o < o1; o += Rows) {
+    const TilePlace at = place_tile(w, Rows, o, o1, end);
     std::int64_t t = 0;
     for (std::int64_t g = 0; g < groups; ++g) {
       const int tokens = int(base + (g < wider ? 1 : 0));
-      const std::byte* pf = g == 0 && next < next_end ? w.row(next) : nullptr;
-      tile(w.row(start), w.row_bytes, x.data() + t, tokens, n_blocks, y.row(t) + start, y.stride,
-           store, pf, pf ? std::size_t(next_end - next) * w.row_bytes : 0);
+      tile(w.row(at.start), w.row_bytes, x.data() + t, tokens, n_blocks, y.row(t) + at.start,
+           y.stride, at.store, g == 0 ? at.pf : nullptr, g == 0 ? at.pf_bytes : 0);
       t += tokens;
     }
   }
 }
+
 // Every token over rows [o0, o1) (of a range ending at `end`) by 16-row
 // lane panels: each unpacks its rows once into `scratch` and runs every
 // token group from there; the next panel's rows are fetched in step while
-// this one unpacks. A panel that would pass the weight's last row moves
-// down as run_rows_tile's does.
+// this one unpacks.
 void run_rows_panels(QuantDotLanePanelFn panel, const WeightView& w,
                      const std::vector<QuantActRow>& x, const RowsView& y, std::int64_t n_blocks,
                      std::int64_t o0, std::int64_t o1, std::int64_t end, void* scratch) {
-  constexpr std::int64_t n = quant_dot_lane_tile_rows;
-  for (std::int64_t o = o0; o < o1; o += n) {
-    const std::int64_t start = std::min(o, w.rows - n);
-    const auto count = unsigned(std::min(o1 - o, n));
-    const unsigned store = ((1u << count) - 1u) << unsigned(o - start);
-    const std::int64_t next = o + n, next_end = std::min(end, next + n);
-    const std::byte* pf = next < next_end ? w.row(next) : nullptr;
-    panel(w.row(start), w.row_bytes, x.data(), int(x.size()), n_blocks, y.row(0) + start, y.stride,
-          store, scratch, pf, pf ? std::size_t(next_end - next) * w.row_bytes : 0);
+  for (std::int64_t o = o0; o < o1; o += quant_dot_lane_tile_rows) {
+    const TilePlace at = place_tile(w, quant_dot_lane_tile_rows, o, o1, end);
+    panel(w.row(at.start), w.row_bytes, x.data(), int(x.size()), n_blocks, y.row(0) + at.start,
+          y.stride, at.store, scratch, at.pf, at.pf_bytes);
   }
 }
 

@@ -10,7 +10,6 @@
 #include "gpu/kernels/cpu/quant_dot.hpp"
 
 #include <algorithm>
-#include <cassert>
 
 namespace pensieve::kernels::cpu {
 
@@ -265,32 +264,23 @@ PENSIEVE_AVX512_FN void tile_q5_k(const std::byte* w, std::size_t rb, const Quan
 }
 
 // The token tiles for 1..quant_dot_tile_tokens_max tokens.
-template <template <int> class K>
-PENSIEVE_AVX512_FN void token_tile(const std::byte* w, std::size_t rb, const QuantActRow* x,
-                                   int n_tokens, std::int64_t nb, float* y, std::int64_t y_stride,
-                                   unsigned store, const std::byte* pf, std::size_t pf_bytes) {
-  switch (n_tokens) {
-    case 1: return K<1>::run(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
-    case 2: return K<2>::run(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
-    case 3: return K<3>::run(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
-    case 4: return K<4>::run(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
-    default: assert(false && "quant token tile: 1 to quant_dot_tile_tokens_max tokens");
-  }
+template <int Bytes, int Nibbles, bool Fifth>
+PENSIEVE_AVX512_FN void k4_token_tile(const std::byte* w, std::size_t rb, const QuantActRow* x,
+                                      int n_tokens, std::int64_t nb, float* y,
+                                      std::int64_t y_stride, unsigned store, const std::byte* pf,
+                                      std::size_t pf_bytes) {
+  with_token_count<quant_dot_tile_tokens_max>(n_tokens, [&]<int T>() {
+    k4_dot_tile<Bytes, Nibbles, Fifth, T>(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
+  });
 }
-static_assert(quant_dot_tile_tokens_max == 4);
-#define PENSIEVE_TOKEN_TILE(name, ...)                                                          \
-  template <int T>                                                                              \
-  struct name {                                                                                 \
-    PENSIEVE_AVX512_FN static void run(const std::byte* w, std::size_t rb, const QuantActRow* x, \
-                                       std::int64_t nb, float* y, std::int64_t s, unsigned store, \
-                                       const std::byte* pf, std::size_t pf_bytes) {             \
-      __VA_ARGS__(w, rb, x, nb, y, s, store, pf, pf_bytes);                                     \
-    }                                                                                           \
-  };
-PENSIEVE_TOKEN_TILE(Q4KTile, k4_dot_tile<144, 16, false, T>)
-PENSIEVE_TOKEN_TILE(Q5KTile, k4_dot_tile<176, 48, true, T>)
-PENSIEVE_TOKEN_TILE(Q6KTile, q6_k_dot_tile<T>)
-#undef PENSIEVE_TOKEN_TILE
+PENSIEVE_AVX512_FN void q6_k_token_tile(const std::byte* w, std::size_t rb, const QuantActRow* x,
+                                        int n_tokens, std::int64_t nb, float* y,
+                                        std::int64_t y_stride, unsigned store, const std::byte* pf,
+                                        std::size_t pf_bytes) {
+  with_token_count<quant_dot_tile_tokens_max>(n_tokens, [&]<int T>() {
+    q6_k_dot_tile<T>(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
+  });
+}
 
 }  // namespace
 
@@ -308,11 +298,11 @@ QuantDotTileFn quant_dot_avx512_tile_fn(DType t) {
 QuantDotTokenTileFn quant_dot_avx512_token_tile_fn(DType t) {
   switch (t) {
     case DType::q4_k:
-      return token_tile<Q4KTile>;
+      return k4_token_tile<144, 16, false>;
     case DType::q5_k:
-      return token_tile<Q5KTile>;
+      return k4_token_tile<176, 48, true>;
     case DType::q6_k:
-      return token_tile<Q6KTile>;
+      return q6_k_token_tile;
     default:
       return nullptr;
   }
