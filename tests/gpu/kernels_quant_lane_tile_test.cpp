@@ -47,6 +47,45 @@ std::vector<std::byte> filled_blocks(DType t, std::int64_t n_blocks, std::uint32
   return w;
 }
 
+// Pattern 0: random blocks; 1: filled with 0xff; 2: with 0x80.
+std::vector<std::byte> pattern_blocks(DType t, std::int64_t n_blocks, std::uint32_t seed,
+                                      int pattern) {
+  return pattern == 0 ? random_blocks(t, n_blocks, seed)
+                      : filled_blocks(t, n_blocks, seed, std::byte(pattern == 1 ? 0xff : 0x80));
+}
+
+// n random activation rows of `cols`, quantised as t's kernels take them.
+struct ActRows {
+  std::vector<float> storage;
+  std::vector<kc::QuantActRow> rows;
+};
+ActRows act_rows_for(DType t, int n, std::int64_t cols, std::uint32_t seed) {
+  const auto x = random_floats(n * cols, seed);
+  ActRows a;
+  const kc::QuantActs acts = kc::quantize_act_rows(
+      kc::act_quant_for(t), kc::ConstRowsView(x.data(), n, cols, cols), a.storage);
+  for (int r = 0; r < n; ++r) a.rows.push_back(acts.row(r));
+  return a;
+}
+
+// Whether y, token k's 16 rows at k * stride and every other slot poisoned
+// with -7, holds the reference dot of each row of `store` for each of the n
+// tokens and nothing else.
+bool stores_masked_rows(kc::QuantDotFn ref, const std::vector<std::byte>& w, std::size_t row_bytes,
+                        const std::vector<kc::QuantActRow>& x, int n, std::int64_t nb,
+                        const std::vector<float>& y, std::int64_t stride, unsigned store) {
+  constexpr std::int64_t rows = kc::quant_dot_lane_tile_rows;
+  bool right = true;
+  for (int k = 0; k < n; ++k) {
+    for (std::int64_t r = 0; r < stride; ++r) {
+      const bool stored = r < rows && ((store >> r) & 1u);
+      const float want = stored ? ref(w.data() + r * row_bytes, x[std::size_t(k)], nb) : -7.0f;
+      right = right && same_bits(y[std::size_t(k * stride + r)], want);
+    }
+  }
+  return right;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -83,34 +122,18 @@ TEST_CASE(
     for (std::int64_t nb : {1, 2, 3, 5, 9}) {
       const std::int64_t cols = nb * 256, stride = 19;
       const std::size_t row_bytes = pensieve::model::dtype_row_bytes(t, cols);
-      const auto x = random_floats(max_tokens * cols, 961 + unsigned(nb));
-      std::vector<float> storage;
-      const kc::QuantActs acts = kc::quantize_act_rows(
-          kc::act_quant_for(t), kc::ConstRowsView(x.data(), max_tokens, cols, cols), storage);
-      std::vector<kc::QuantActRow> act_rows;
-      for (int r = 0; r < max_tokens; ++r) act_rows.push_back(acts.row(r));
+      const ActRows x = act_rows_for(t, max_tokens, cols, 961 + unsigned(nb));
       for (int pattern = 0; pattern < 3; ++pattern) {
-        const unsigned seed = 960 + unsigned(t) + unsigned(nb);
-        const auto w = pattern == 0 ? random_blocks(t, rows * nb, seed)
-                                    : filled_blocks(t, rows * nb, seed, std::byte(pattern == 1 ? 0xff : 0x80));
+        const auto w = pattern_blocks(t, rows * nb, 960 + unsigned(t) + unsigned(nb), pattern);
         for (int n = 1; n <= max_tokens; ++n) {
           for (unsigned store : {0xffffu, 0x0001u, 0x8000u, 0x5a5au, 0x0ff0u}) {
             // Token k's rows at k * stride; the 3 slots after each token's 16 poisoned.
             std::vector<float> y(std::size_t(n * stride), -7.0f);
-            tile(w.data(), row_bytes, act_rows.data(), n, nb, y.data(), stride, store, w.data(),
+            tile(w.data(), row_bytes, x.rows.data(), n, nb, y.data(), stride, store, w.data(),
                  w.size());
-            bool right = true;
-            for (int k = 0; k < n; ++k) {
-              for (std::int64_t r = 0; r < stride; ++r) {
-                const bool stored = r < rows && ((store >> r) & 1u);
-                const float want =
-                    stored ? ref(w.data() + r * row_bytes, act_rows[std::size_t(k)], nb) : -7.0f;
-                right = right && same_bits(y[std::size_t(k * stride + r)], want);
-              }
-            }
             INFO(pensieve::model::dtype_name(t) << " blocks " << nb << " pattern " << pattern
                                                 << " tokens " << n << " store " << store);
-            CHECK(right);
+            CHECK(stores_masked_rows(ref, w, row_bytes, x.rows, n, nb, y, stride, store));
           }
         }
       }
@@ -137,37 +160,21 @@ TEST_CASE(
                                         : std::vector<std::int64_t>{1, 5, 24}) {
       const std::int64_t cols = nb * elems, stride = 19;
       const std::size_t row_bytes = pensieve::model::dtype_row_bytes(t, cols);
-      const auto x = random_floats(max_tokens * cols, 981 + unsigned(nb));
-      std::vector<float> storage;
-      const kc::QuantActs acts = kc::quantize_act_rows(
-          kc::act_quant_for(t), kc::ConstRowsView(x.data(), max_tokens, cols, cols), storage);
-      std::vector<kc::QuantActRow> act_rows;
-      for (int r = 0; r < max_tokens; ++r) act_rows.push_back(acts.row(r));
+      const ActRows x = act_rows_for(t, max_tokens, cols, 981 + unsigned(nb));
       // The panel's buffer, 64-byte aligned, poisoned.
       std::vector<std::byte> buf(kc::quant_dot_lane_panel_bytes(t, nb) + 64, std::byte(0xa5));
       void* scratch = reinterpret_cast<void*>(
           (reinterpret_cast<std::uintptr_t>(buf.data()) + 63) / 64 * 64);
       for (int pattern = 0; pattern < 3; ++pattern) {
-        const unsigned seed = 980 + unsigned(t) + unsigned(nb);
-        const auto w = pattern == 0 ? random_blocks(t, rows * nb, seed)
-                                    : filled_blocks(t, rows * nb, seed, std::byte(pattern == 1 ? 0xff : 0x80));
+        const auto w = pattern_blocks(t, rows * nb, 980 + unsigned(t) + unsigned(nb), pattern);
         for (int n : {1, 8, 9, 16, 17, 33}) {
           for (unsigned store : {0xffffu, 0x0001u, 0x8000u, 0x5a5au}) {
             std::vector<float> y(std::size_t(n * stride), -7.0f);
-            panel(w.data(), row_bytes, act_rows.data(), n, nb, y.data(), stride, store, scratch,
+            panel(w.data(), row_bytes, x.rows.data(), n, nb, y.data(), stride, store, scratch,
                   w.data(), w.size());
-            bool right = true;
-            for (int k = 0; k < n; ++k) {
-              for (std::int64_t r = 0; r < stride; ++r) {
-                const bool stored = r < rows && ((store >> r) & 1u);
-                const float want =
-                    stored ? ref(w.data() + r * row_bytes, act_rows[std::size_t(k)], nb) : -7.0f;
-                right = right && same_bits(y[std::size_t(k * stride + r)], want);
-              }
-            }
             INFO(pensieve::model::dtype_name(t) << " blocks " << nb << " pattern " << pattern
                                                 << " tokens " << n << " store " << store);
-            CHECK(right);
+            CHECK(stores_masked_rows(ref, w, row_bytes, x.rows, n, nb, y, stride, store));
           }
         }
       }
