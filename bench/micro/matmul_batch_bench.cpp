@@ -142,11 +142,13 @@ class BatchRing {
   std::shared_ptr<pensieve::model::WeightArena> arena_;
 };
 
-// args: dtype, tokens, source (0: one matrix, from the caches; 1: DRAM).
-void BM_MatmulBatch(benchmark::State& state) {
-  const auto dtype = DType(state.range(0));
-  const std::int64_t rows = 2048, cols = 768, tokens = state.range(1);
-  const bool dram = state.range(2) != 0;
+// One thread's `tokens` x 768 activations against 2048 x 768 weights of
+// `dtype` (one matrix, from the caches, or a 256 MiB ring, from DRAM), each
+// iteration through run(x, w, y, pool, scratch); GFLOP/s and weight GB/s.
+template <class Run>
+void run_batch(benchmark::State& state, DType dtype, std::int64_t tokens, bool dram,
+               const Run& run) {
+  const std::int64_t rows = 2048, cols = 768;
   const std::size_t matrix_bytes = pensieve::model::dtype_row_bytes(dtype, cols) * rows;
   BatchRing ring(dtype, rows, cols, dram ? (std::size_t(256) << 20) / matrix_bytes + 1 : 1);
   kc::ThreadPool pool(1);
@@ -156,14 +158,24 @@ void BM_MatmulBatch(benchmark::State& state) {
   for (auto& v : x) v = normal(rng);
   std::size_t i = 0;
   for (auto _ : state) {
-    kc::matmul({}, kc::ConstRowsView(x.data(), tokens, cols, cols), ring.view(i++),
-               kc::RowsView{y.data(), tokens, rows, rows}, pool, scratch);
+    run(kc::ConstRowsView(x.data(), tokens, cols, cols), ring.view(i++),
+        kc::RowsView{y.data(), tokens, rows, rows}, pool, scratch);
     benchmark::DoNotOptimize(y.data());
   }
   const double n = double(state.iterations());
   state.counters["GFLOP/s"] =
       benchmark::Counter(2.0 * double(tokens * rows * cols) * n * 1e-9, benchmark::Counter::kIsRate);
   state.counters["GB/s"] = benchmark::Counter(double(matrix_bytes) * n * 1e-9, benchmark::Counter::kIsRate);
+}
+
+// args: dtype, tokens, source (0: one matrix, from the caches; 1: DRAM).
+void BM_MatmulBatch(benchmark::State& state) {
+  const auto dtype = DType(state.range(0));
+  const bool dram = state.range(2) != 0;
+  run_batch(state, dtype, state.range(1), dram,
+            [](auto x, const kc::WeightView& w, auto y, kc::ThreadPool& pool, auto& scratch) {
+              kc::matmul({}, x, w, y, pool, scratch);
+            });
   state.SetLabel(std::string(pensieve::model::dtype_name(dtype)) + (dram ? " dram" : " cached") +
                  " " + kc::matmul_path_name(kc::MatmulPath::best));
 }
@@ -177,36 +189,19 @@ BENCHMARK(BM_MatmulBatch)
 // best, the 16-row lane tiles where the CPU has them and their panels above
 // 8 tokens, the other types' panels at any count; 1: the 8-row token tiles,
 // one dot per element for the types without; 2: the lane tiles without
-// panels),
-// source as BM_MatmulBatch's.
+// panels), source as BM_MatmulBatch's.
 void BM_KQuantBatch(benchmark::State& state) {
   const auto dtype = DType(state.range(0));
-  const std::int64_t rows = 2048, cols = 768, tokens = state.range(1);
   const auto tiles = kc::QuantBatchTiles(state.range(2));
   const bool dram = state.range(3) != 0;
   if (!kc::quant_dot_lane_panel_fn(dtype, kc::QuantDotPath::best)) {
     state.SkipWithError("skipped: this CPU has no lane tiles or panels");
     return;
   }
-  const std::size_t matrix_bytes = pensieve::model::dtype_row_bytes(dtype, cols) * rows;
-  BatchRing ring(dtype, rows, cols, dram ? (std::size_t(256) << 20) / matrix_bytes + 1 : 1);
-  kc::ThreadPool pool(1);
-  std::mt19937 rng(5);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(std::size_t(tokens * cols)), y(std::size_t(tokens * rows)), scratch;
-  for (auto& v : x) v = normal(rng);
-  std::size_t i = 0;
-  for (auto _ : state) {
-    kc::quant_matmul(kc::ConstRowsView(x.data(), tokens, cols, cols), ring.view(i++),
-                     kc::RowsView{y.data(), tokens, rows, rows}, pool, scratch,
-                     kc::QuantDotPath::best, tiles);
-    benchmark::DoNotOptimize(y.data());
-  }
-  const double n = double(state.iterations());
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(tokens * rows * cols) * n * 1e-9,
-                                                 benchmark::Counter::kIsRate);
-  state.counters["GB/s"] =
-      benchmark::Counter(double(matrix_bytes) * n * 1e-9, benchmark::Counter::kIsRate);
+  run_batch(state, dtype, state.range(1), dram,
+            [tiles](auto x, const kc::WeightView& w, auto y, kc::ThreadPool& pool, auto& scratch) {
+              kc::quant_matmul(x, w, y, pool, scratch, kc::QuantDotPath::best, tiles);
+            });
   state.SetLabel(std::string(pensieve::model::dtype_name(dtype)) +
                  (tiles == kc::QuantBatchTiles::best         ? " best"
                   : tiles == kc::QuantBatchTiles::lane_tiles ? " lane-tiles"
