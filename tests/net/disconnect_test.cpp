@@ -10,6 +10,9 @@
 #include "tests/net/server_fixture.hpp"
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/use_future.hpp>
 #include <boost/json.hpp>
@@ -101,10 +104,23 @@ TEST_CASE("stopping with a grace period lets a streamed reply finish and refuses
   Server s(&gate);
   const auto port = s.http->port();
   RawClient streaming(port, chat_body(s, 60, true));
-  // An idle keep-alive connection: closed at once by the stop.
+  // An idle keep-alive connection: closed at once by the stop. It is answered
+  // one request first, so the server has accepted it (a connection still in
+  // the listener's backlog when the listener closes is reset, not closed).
   asio::io_context idle_io;
   tcp::socket idle(idle_io);
   idle.connect({asio::ip::make_address("127.0.0.1"), port});
+  asio::write(idle, asio::buffer(std::string_view("GET /health HTTP/1.1\r\nHost: t\r\n\r\n")));
+  {
+    std::string reply;
+    const std::size_t head = asio::read_until(idle, asio::dynamic_buffer(reply), "\r\n\r\n");
+    REQUIRE(reply.starts_with("HTTP/1.1 200"));
+    const auto at = reply.find("Content-Length: ");
+    REQUIRE((at != std::string::npos && at < head));
+    const std::size_t length = std::stoul(reply.substr(at + 16));
+    if (reply.size() - head < length)
+      asio::read(idle, asio::dynamic_buffer(reply), asio::transfer_exactly(length - (reply.size() - head)));
+  }
   REQUIRE(gate.wait_held());
   auto stopped = asio::co_spawn(s.io, s.http->stop(std::chrono::seconds(30)), asio::use_future);
   // The listener is closed before the stop waits for anything.
