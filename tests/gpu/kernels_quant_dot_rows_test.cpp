@@ -3,25 +3,26 @@
 // row has its scalar reference's bits, over every group size and odd batch
 // sizes, on each path that has them.
 #include "gpu/kernels/cpu/quant_matmul.hpp"
+#include "tests/gpu/quant_kernel_checks.hpp"
 #include "tests/gpu/quant_test_blocks.hpp"
 
 #include <catch2/catch.hpp>
 
-#include <cstring>
 #include <vector>
 
 namespace kc = pensieve::kernels::cpu;
 using pensieve::model::DType;
 using pensieve::testing::quantised_dtypes;
 using pensieve::testing::random_blocks;
+using pensieve::testing::act_rows_for;
 using pensieve::testing::random_floats;
+using pensieve::testing::same_bits;
+using pensieve::testing::stores_masked_rows;
 
 namespace {
 
 constexpr DType multi_row_types[] = {DType::q4_k, DType::q5_k, DType::q6_k};
 constexpr DType tile_types[] = {DType::q4_k, DType::q5_k};
-
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 }  // namespace
 
@@ -50,12 +51,8 @@ TEST_CASE("a multi-row quant dot gives every row its reference dot's bits, 1 to 
     for (std::int64_t nb : {1, 3}) {
       const std::int64_t cols = nb * 256;
       const auto w = random_blocks(t, nb, 900 + unsigned(t) + unsigned(nb));
-      const auto x = random_floats(kc::quant_dot_rows_max * cols, 901);
-      std::vector<float> storage;
-      const kc::QuantActs acts = kc::quantize_act_rows(
-          kc::act_quant_for(t), kc::ConstRowsView(x.data(), kc::quant_dot_rows_max, cols, cols), storage);
-      std::vector<kc::QuantActRow> rows;
-      for (int r = 0; r < kc::quant_dot_rows_max; ++r) rows.push_back(acts.row(r));
+      const auto acts = act_rows_for(t, kc::quant_dot_rows_max, cols, 901);
+      const std::vector<kc::QuantActRow>& rows = acts.rows;
       for (int n = 1; n <= kc::quant_dot_rows_max; ++n) {
         // y strided 3 apart, the gaps poisoned: only each row's slot is written.
         std::vector<float> y(std::size_t(3 * n), -7.0f);
@@ -126,22 +123,13 @@ TEST_CASE(
       const std::int64_t rows = 8, cols = nb * 256;
       const std::size_t row_bytes = pensieve::model::dtype_row_bytes(t, cols);
       const auto w = random_blocks(t, rows * nb, 920 + unsigned(t) + unsigned(nb));
-      const auto x = random_floats(cols, 921 + unsigned(nb));
-      std::vector<float> storage;
-      const kc::QuantActs acts = kc::quantize_act_rows(
-          kc::act_quant_for(t), kc::ConstRowsView(x.data(), 1, cols, cols), storage);
+      const auto x = act_rows_for(t, 1, cols, 921 + unsigned(nb));
       for (unsigned store : {0xffu, 0x01u, 0x80u, 0x5au, 0xf0u}) {
         std::vector<float> y(rows, -7.0f);
         // The prefetch range: this tile's own rows (any readable memory).
-        tile(w.data(), row_bytes, acts.row(0), nb, y.data(), store, w.data(), w.size());
-        bool right = true;
-        for (std::int64_t r = 0; r < rows; ++r) {
-          const float want =
-              (store >> r) & 1u ? ref(w.data() + r * row_bytes, acts.row(0), nb) : -7.0f;
-          right = right && same_bits(y[std::size_t(r)], want);
-        }
+        tile(w.data(), row_bytes, x.rows[0], nb, y.data(), store, w.data(), w.size());
         INFO(pensieve::model::dtype_name(t) << " blocks " << nb << " store " << store);
-        CHECK(right);
+        CHECK(stores_masked_rows(ref, w, row_bytes, x.rows, 1, nb, y, rows, rows, store));
       }
     }
   }
@@ -208,30 +196,16 @@ TEST_CASE(
       const std::size_t row_bytes = pensieve::model::dtype_row_bytes(t, cols);
       const auto w = random_blocks(t, rows * nb, 940 + unsigned(t) + unsigned(nb));
       const int max_tokens = kc::quant_dot_tile_tokens_max;
-      const auto x = random_floats(max_tokens * cols, 941 + unsigned(nb));
-      std::vector<float> storage;
-      const kc::QuantActs acts = kc::quantize_act_rows(
-          kc::act_quant_for(t), kc::ConstRowsView(x.data(), max_tokens, cols, cols), storage);
-      std::vector<kc::QuantActRow> act_rows;
-      for (int r = 0; r < max_tokens; ++r) act_rows.push_back(acts.row(r));
+      const auto x = act_rows_for(t, max_tokens, cols, 941 + unsigned(nb));
       for (int n = 1; n <= max_tokens; ++n) {
         for (unsigned store : {0xffu, 0x01u, 0x80u, 0x5au, 0xf0u}) {
           // Token k's rows at k * stride; the 3 slots after each token's 8 poisoned.
           std::vector<float> y(std::size_t(n * stride), -7.0f);
-          tile(w.data(), row_bytes, act_rows.data(), n, nb, y.data(), stride, store, w.data(),
+          tile(w.data(), row_bytes, x.rows.data(), n, nb, y.data(), stride, store, w.data(),
                w.size());
-          bool right = true;
-          for (int k = 0; k < n; ++k) {
-            for (std::int64_t r = 0; r < stride; ++r) {
-              const bool stored = r < rows && ((store >> r) & 1u);
-              const float want =
-                  stored ? ref(w.data() + r * row_bytes, act_rows[std::size_t(k)], nb) : -7.0f;
-              right = right && same_bits(y[std::size_t(k * stride + r)], want);
-            }
-          }
           INFO(pensieve::model::dtype_name(t) << " blocks " << nb << " tokens " << n << " store "
                                               << store);
-          CHECK(right);
+          CHECK(stores_masked_rows(ref, w, row_bytes, x.rows, n, nb, y, rows, stride, store));
         }
       }
     }

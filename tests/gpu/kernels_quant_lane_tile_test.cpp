@@ -6,18 +6,22 @@
 // paths (8-row token tiles, one dot per element), over odd row, block and
 // token counts and the extreme quants.
 #include "gpu/kernels/cpu/quant_matmul.hpp"
+#include "tests/gpu/quant_kernel_checks.hpp"
 #include "tests/gpu/quant_test_blocks.hpp"
 
 #include <catch2/catch.hpp>
 
-#include <cstring>
 #include <vector>
 
 namespace kc = pensieve::kernels::cpu;
 using pensieve::model::DType;
+using pensieve::testing::act_rows_for;
+using pensieve::testing::ActRows;
 using pensieve::testing::quantised_dtypes;
 using pensieve::testing::random_blocks;
 using pensieve::testing::random_floats;
+using pensieve::testing::same_bits;
+using pensieve::testing::stores_masked_rows;
 
 namespace {
 
@@ -27,8 +31,6 @@ constexpr DType lane_types[] = {DType::q4_k, DType::q5_k, DType::q6_k};
 constexpr DType panel_types[] = {DType::q4_0, DType::q4_1, DType::q5_0,   DType::q5_1,
                                  DType::iq4_nl, DType::q2_k, DType::q3_k, DType::q4_k,
                                  DType::q5_k, DType::q6_k};
-
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 // random_blocks' F16 fields with every other byte `fill`: all quants, scales
 // and mins at their largest (0xff; Q6_K's scales -1) or Q6_K's scales at
@@ -52,38 +54,6 @@ std::vector<std::byte> pattern_blocks(DType t, std::int64_t n_blocks, std::uint3
                                       int pattern) {
   return pattern == 0 ? random_blocks(t, n_blocks, seed)
                       : filled_blocks(t, n_blocks, seed, std::byte(pattern == 1 ? 0xff : 0x80));
-}
-
-// n random activation rows of `cols`, quantised as t's kernels take them.
-struct ActRows {
-  std::vector<float> storage;
-  std::vector<kc::QuantActRow> rows;
-};
-ActRows act_rows_for(DType t, int n, std::int64_t cols, std::uint32_t seed) {
-  const auto x = random_floats(n * cols, seed);
-  ActRows a;
-  const kc::QuantActs acts = kc::quantize_act_rows(
-      kc::act_quant_for(t), kc::ConstRowsView(x.data(), n, cols, cols), a.storage);
-  for (int r = 0; r < n; ++r) a.rows.push_back(acts.row(r));
-  return a;
-}
-
-// Whether y, token k's 16 rows at k * stride and every other slot poisoned
-// with -7, holds the reference dot of each row of `store` for each of the n
-// tokens and nothing else.
-bool stores_masked_rows(kc::QuantDotFn ref, const std::vector<std::byte>& w, std::size_t row_bytes,
-                        const std::vector<kc::QuantActRow>& x, int n, std::int64_t nb,
-                        const std::vector<float>& y, std::int64_t stride, unsigned store) {
-  constexpr std::int64_t rows = kc::quant_dot_lane_tile_rows;
-  bool right = true;
-  for (int k = 0; k < n; ++k) {
-    for (std::int64_t r = 0; r < stride; ++r) {
-      const bool stored = r < rows && ((store >> r) & 1u);
-      const float want = stored ? ref(w.data() + r * row_bytes, x[std::size_t(k)], nb) : -7.0f;
-      right = right && same_bits(y[std::size_t(k * stride + r)], want);
-    }
-  }
-  return right;
 }
 
 }  // namespace
@@ -133,7 +103,7 @@ TEST_CASE(
                  w.size());
             INFO(pensieve::model::dtype_name(t) << " blocks " << nb << " pattern " << pattern
                                                 << " tokens " << n << " store " << store);
-            CHECK(stores_masked_rows(ref, w, row_bytes, x.rows, n, nb, y, stride, store));
+            CHECK(stores_masked_rows(ref, w, row_bytes, x.rows, n, nb, y, rows, stride, store));
           }
         }
       }
@@ -174,7 +144,7 @@ TEST_CASE(
                   w.data(), w.size());
             INFO(pensieve::model::dtype_name(t) << " blocks " << nb << " pattern " << pattern
                                                 << " tokens " << n << " store " << store);
-            CHECK(stores_masked_rows(ref, w, row_bytes, x.rows, n, nb, y, stride, store));
+            CHECK(stores_masked_rows(ref, w, row_bytes, x.rows, n, nb, y, rows, stride, store));
           }
         }
       }
