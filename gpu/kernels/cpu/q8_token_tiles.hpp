@@ -5,16 +5,17 @@
 // of the 16 rows is loaded once and transposed in registers into VNNI order
 // (lane r = row r, one zmm per 4-byte step of the block: 24 shuffles), then
 // multiplied into every token's int32 sums with no reduction after it:
-// vpdpbusd(w ^ 0x80, x) with x's 4 bytes broadcast from memory, from a bias
-// of -128 * the token's block sum (q8_token_bias), which the flip adds. The
-// one-token tile (q8_tiles.hpp) instead pays a reduction tree per token and
-// pair of blocks; here a token costs 8 vpdpbusd and its F32 step per block
-// of 16 rows, and the loads, transposition and scales are shared by the
-// tile's tokens.
+// vpdpbusd(w ^ 0x80, x) with x's 4 bytes broadcast from memory
+// (vnni_broadcast.hpp), from a bias of -128 * the token's block sum
+// (q8_token_bias), which the flip adds. The one-token tile (q8_tiles.hpp)
+// instead pays a reduction tree per token and pair of blocks; here a token
+// costs 8 vpdpbusd and its F32 step per block of 16 rows, and the loads,
+// transposition and scales are shared by the tile's tokens.
 // Each (row, token) takes q8_dot_reference's F32 steps in block order, with
 // the same operands, so it has the one-token tile's bits: the batch
 // invariance of q8_matmul.hpp holds whichever tile a token runs through.
 #include "gpu/kernels/cpu/q8_tiles.hpp"
+#include "gpu/kernels/cpu/vnni_broadcast.hpp"
 
 #if defined(PENSIEVE_Q8_VNNI)
 
@@ -123,8 +124,8 @@ inline void q8_token_tile(const Q8Rows& x, std::int64_t t0, const std::byte* bia
       __m512i odd = _mm512_setzero_si512();
       PENSIEVE_Q8_UNROLL
       for (int j = 0; j < 8; j += 2) {
-        even = _mm512_dpbusd_epi32(even, wu[j], _mm512_set1_epi32(q8_load_i32(xt + 4 * j)));
-        odd = _mm512_dpbusd_epi32(odd, wu[j + 1], _mm512_set1_epi32(q8_load_i32(xt + 4 * j + 4)));
+        even = dpbusd_bcast(even, wu[j], xt + 4 * j);
+        odd = dpbusd_bcast(odd, wu[j + 1], xt + 4 * j + 4);
       }
       const __m512 s = _mm512_mul_ps(ws, _mm512_set1_ps(xd[t][b]));
       acc[t] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)), acc[t]);

@@ -237,7 +237,7 @@ PENSIEVE_AVX512_FN void panel_dot(const LaneBlock* blocks, const QuantActRow* x,
         const std::int16_t* bs = x[t].bsums + b * 16;
         __m512i m = _mm512_setzero_si512();
         PENSIEVE_LANES_UNROLL
-        for (int j = 0; j < 8; ++j) m = _mm512_dpwssd_epi32(m, L.mins2[j], bcast4(bs + 2 * j));
+        for (int j = 0; j < 8; ++j) m = dpwssd_bcast(m, L.mins2[j], bs + 2 * j);
         const __m512 mscale = _mm512_xor_ps(_mm512_mul_ps(dx, L.dmin), sign);
         accm[t] = _mm512_fmadd_ps(mscale, _mm512_cvtepi32_ps(m), accm[t]);
       }

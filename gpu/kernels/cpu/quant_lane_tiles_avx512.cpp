@@ -83,7 +83,7 @@ PENSIEVE_AVX512_FN void k4_lane_tile(const std::byte* w, std::size_t row_bytes,
       const std::int16_t* bs = x[t].bsums + b * 16;
       __m512i m = _mm512_setzero_si512();
       PENSIEVE_LANES_UNROLL
-      for (int j = 0; j < 8; ++j) m = _mm512_dpwssd_epi32(m, mins2[j], bcast4(bs + 2 * j));
+      for (int j = 0; j < 8; ++j) m = dpwssd_bcast(m, mins2[j], bs + 2 * j);
       const __m512 dx = _mm512_set1_ps(x[t].d[b]);
       acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, h.d), _mm512_cvtepi32_ps(sum[t]), acc[t]);
       const __m512 mscale = _mm512_xor_ps(_mm512_mul_ps(dx, h.dmin), sign);

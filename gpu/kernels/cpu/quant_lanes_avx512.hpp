@@ -13,6 +13,7 @@
 #include "gpu/kernels/cpu/quant_activations.hpp"
 #include "gpu/kernels/cpu/quant_avx512_common.hpp"
 #include "gpu/kernels/cpu/quant_dot.hpp"
+#include "gpu/kernels/cpu/vnni_broadcast.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -235,7 +236,7 @@ PENSIEVE_LANES_INLINE __m512i sub_block_sum(const __m512i* q, const std::int8_t*
                                             __m512i scale) {
   __m512i p = start;
   PENSIEVE_LANES_UNROLL
-  for (int k = 0; k < N; ++k) p = _mm512_dpbusd_epi32(p, q[k], bcast4(xq + 4 * k));
+  for (int k = 0; k < N; ++k) p = dpbusd_bcast(p, q[k], xq + 4 * k);
   return _mm512_mullo_epi32(p, scale);
 }
 
