@@ -29,8 +29,14 @@ fi
 for q in Q4_K_M Q5_K_M Q6_K; do
   [[ -f "$dir/M-100-$q.gguf" ]] || "$quantize" "$f16" "$dir/M-100-$q.gguf" "$q" 1 > "$dir/quantize-$q.log" 2>&1
 done
+# The benchmarks run from fresh copies of their binaries: on the AMD Zen 5 VM a binary file
+# that had run many times sometimes ran a kernel 2-3.5x slower than a byte-identical copy
+# (results/2026-12-06-amd-zen5-vnni-broadcast.md).
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+cp "$build/bench/model-bench" "$build/bench/pensieve-microbench" "$bin/"
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-); load: $(cut -d' ' -f1-3 /proc/loadavg)"
-"$build/bench/model-bench" --threads 2 --models M-100 --dtypes f16,q8_0 --vocab-from "$vocab" \
+"$bin/model-bench" --threads 2 --models M-100 --dtypes f16,q8_0 --vocab-from "$vocab" \
   --model-dir "$dir" --reuse-models \
   --gguf "M-100:Q4_K_M:$dir/M-100-Q4_K_M.gguf" --gguf "M-100:Q5_K_M:$dir/M-100-Q5_K_M.gguf" \
   --gguf "M-100:Q6_K:$dir/M-100-Q6_K.gguf" --decode-batches 1,8 \
@@ -39,12 +45,12 @@ echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-); load: $(cut -d
 # One thread, the 2048 x 768 gate shape: F16, Q8_0, Q4_K, Q6_K at 1-32 tokens, from the
 # caches and from DRAM (DType numbers: 1 f16, 3 q8_0, 5 q4_k, 11 q5_k, 12 q6_k); the
 # K-quants' lane tiles beside their 8-row token tiles at 8 tokens.
-"$build/bench/pensieve-microbench" \
+"$bin/pensieve-microbench" \
   --benchmark_filter='BM_MatmulBatch/(1|3|5|12)/(1|4|8|32)/|BM_KQuantBatch/(5|11|12)/(8|64)/|BM_FmaPeak|BM_Int8DotPeak' \
   --benchmark_min_time=0.2 --benchmark_out="$out-micro.json" --benchmark_out_format=json
 # Two threads, one token, every type from a 1 GiB ring, interleaved at random with the
 # 1 GiB read ceiling, 20 times each: medians that share the memory speed of the moment.
-"$build/bench/pensieve-microbench" --benchmark_filter='BM_DecodeDram2Threads|BM_ReadCeiling2Threads' \
+"$bin/pensieve-microbench" --benchmark_filter='BM_DecodeDram2Threads|BM_ReadCeiling2Threads' \
   --benchmark_repetitions=20 --benchmark_enable_random_interleaving=true --benchmark_min_time=0.1 \
   --benchmark_report_aggregates_only=true --benchmark_out="$out-decode.json" --benchmark_out_format=json
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
