@@ -96,9 +96,10 @@ PENSIEVE_AVX512_FN void k4_lane_tile(const std::byte* w, std::size_t row_bytes,
 }
 
 // Q6_K. As the single-row kernel, the quants are taken unsigned (0..63) and
-// 32 * sum(scale_s * bsum_s) is taken off in int32: here each sub-block's
-// sum starts from -32 * bsum_s, before its scale (the same integer, without
-// a multiply per sub-block for the bias). The high bits are transposed again
+// 32 * sum(scale_s * bsum_s) is taken off in int32, once a block: 8
+// vpdpwssd of the scales (pairs of words) with the bsums (the same integer;
+// a start of -32 * bsum_s for each sub-block's sum, as before, took a
+// broadcast from a stack array per sub-block and token). The high bits are transposed again
 // for each run: kept for both, they pushed the 8-token tile's sums out of
 // the registers.
 template <int T>
@@ -115,12 +116,8 @@ PENSIEVE_AVX512_FN void q6_k_lane_tile(const std::byte* w, std::size_t row_bytes
     const std::byte* wb = w + b * 210;
     const Q6Head h = q6_head(wb, offsets);
     __m512i sum[T];
-    alignas(64) std::int32_t bias[T][16];
     PENSIEVE_LANES_UNROLL
-    for (int t = 0; t < T; ++t) {
-      sum[t] = _mm512_setzero_si512();
-      bsum_bias<5>(x[t], b, bias[t]);
-    }
+    for (int t = 0; t < T; ++t) sum[t] = _mm512_setzero_si512();
     auto run = [&]<int H, int K>() PENSIEVE_AVX512_FN __attribute__((always_inline)) {
       __m512i a[8], c[8];
       q6_run<H, K>(wb, row_bytes, a, c);
@@ -130,13 +127,11 @@ PENSIEVE_AVX512_FN void q6_k_lane_tile(const std::byte* w, std::size_t row_bytes
       PENSIEVE_LANES_UNROLL
       for (int t = 0; t < T; ++t) {
         const std::int8_t* xq = x[t].q + b * 256 + 128 * H + 32 * K;
-        const std::int32_t* bt = bias[t];
-        const __m512i s01 =
-            _mm512_add_epi32(sub_block_sum<4>(a, xq, _mm512_set1_epi32(bt[s]), sa0),
-                             sub_block_sum<4>(a + 4, xq + 16, _mm512_set1_epi32(bt[s + 1]), sa1));
-        const __m512i s23 =
-            _mm512_add_epi32(sub_block_sum<4>(c, xq + 64, _mm512_set1_epi32(bt[s + 4]), sc0),
-                             sub_block_sum<4>(c + 4, xq + 80, _mm512_set1_epi32(bt[s + 5]), sc1));
+        const __m512i zero = _mm512_setzero_si512();
+        const __m512i s01 = _mm512_add_epi32(sub_block_sum<4>(a, xq, zero, sa0),
+                                             sub_block_sum<4>(a + 4, xq + 16, zero, sa1));
+        const __m512i s23 = _mm512_add_epi32(sub_block_sum<4>(c, xq + 64, zero, sc0),
+                                             sub_block_sum<4>(c + 4, xq + 80, zero, sc1));
         sum[t] = _mm512_add_epi32(sum[t], _mm512_add_epi32(s01, s23));
       }
     };
@@ -144,10 +139,13 @@ PENSIEVE_AVX512_FN void q6_k_lane_tile(const std::byte* w, std::size_t row_bytes
     run.template operator()<0, 1>();
     run.template operator()<1, 0>();
     run.template operator()<1, 1>();
+    const Q6ScalePairs pairs = q6_scale_pairs(h);
     PENSIEVE_LANES_UNROLL
     for (int t = 0; t < T; ++t) {
       const __m512 dx = _mm512_set1_ps(x[t].d[b]);
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, h.d), _mm512_cvtepi32_ps(sum[t]), acc[t]);
+      const __m512i bias = q6_bsum_scale_sum(pairs, x[t].bsums + b * 16);
+      const __m512i total = _mm512_sub_epi32(sum[t], _mm512_slli_epi32(bias, 5));
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, h.d), _mm512_cvtepi32_ps(total), acc[t]);
     }
   }
   PENSIEVE_LANES_UNROLL

@@ -201,6 +201,38 @@ PENSIEVE_LANES_INLINE __m512i q6_scale(const Q6Head& h) {
   return byte_s<S % 4>(h.sc[S / 4]);
 }
 
+// The 16 scales as pairs of words for vpdpwssd against the bsums: p[k]
+// lanes = (s_4k, s_4k+1) and p[4 + k] = (s_4k+2, s_4k+3), sign-extended.
+// A byte shuffle puts each dword's bytes in the order 0, 2, 1, 3, so its
+// even bytes are s_4k, s_4k+1 and its odd ones s_4k+2, s_4k+3.
+struct Q6ScalePairs {
+  __m512i p[8];
+};
+PENSIEVE_LANES_INLINE Q6ScalePairs q6_scale_pairs(const Q6Head& h) {
+  const __m512i per_lane =
+      _mm512_set_epi32(0x0f0d0e0c, 0x0b090a08, 0x07050604, 0x03010200, 0x0f0d0e0c, 0x0b090a08,
+                       0x07050604, 0x03010200, 0x0f0d0e0c, 0x0b090a08, 0x07050604, 0x03010200,
+                       0x0f0d0e0c, 0x0b090a08, 0x07050604, 0x03010200);
+  Q6ScalePairs out;
+  PENSIEVE_LANES_UNROLL
+  for (int k = 0; k < 4; ++k) {
+    const __m512i v = _mm512_shuffle_epi8(h.sc[k], per_lane);
+    out.p[k] = _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8);
+    out.p[4 + k] = _mm512_srai_epi16(v, 8);
+  }
+  return out;
+}
+// sum_s scale_s * bsum_s of one token's block (bsums at bs), per lane.
+PENSIEVE_LANES_INLINE __m512i q6_bsum_scale_sum(const Q6ScalePairs& pairs, const std::int16_t* bs) {
+  __m512i m = _mm512_setzero_si512();
+  PENSIEVE_LANES_UNROLL
+  for (int k = 0; k < 4; ++k) {
+    m = dpwssd_bcast(m, pairs.p[k], bs + 4 * k);
+    m = dpwssd_bcast(m, pairs.p[4 + k], bs + 4 * k + 2);
+  }
+  return m;
+}
+
 // Half H, run K (K < 2) of a Q6_K block: quants 128H + 32K + l (a, the low
 // nibbles of low-bits byte 64H + 32K + l) and 128H + 32(K + 2) + l (c, their
 // high nibbles), each with 2 bits of high-bits byte 128 + 32H + l on top
