@@ -33,10 +33,21 @@ using namespace quant_lanes;
 struct alignas(64) LaneBlock {
   __m512i q[64];      // quant vector k
   __m512i scale[16];  // sub-block scales: Q4_K / Q5_K 8 of 32 quants, Q6_K 16 of 16
-  __m512i mins2[8];   // Q4_K / Q5_K: min_j in both i16 halves
+  // Word pairs (sub-blocks 2j, 2j + 1) against the bsums, one vpdpwssd each:
+  // Q4_K / Q5_K min_j in both i16 halves, Q2_K its mins, Q6_K / Q3_K their
+  // scales (for the bias taken off once a block).
+  __m512i pairs2[8];
   __m512 d, dmin;
 };
 static_assert(sizeof(LaneBlock) == quant_dot_lane_panel_block_bytes);
+
+// The 16 sub-block scales (Q6_K, Q3_K: signed, under 16 bits) as word pairs.
+PENSIEVE_LANES_INLINE void scale_pairs(LaneBlock& L) {
+  PENSIEVE_LANES_UNROLL
+  for (int j = 0; j < 8; ++j)
+    L.pairs2[j] = _mm512_or_si512(_mm512_and_si512(L.scale[2 * j], _mm512_set1_epi32(0xffff)),
+                                  _mm512_slli_epi32(L.scale[2 * j + 1], 16));
+}
 
 template <int Bytes, int Quants, bool Fifth>
 PENSIEVE_AVX512_FN void k4_unpack(const std::byte* w, std::size_t row_bytes, std::int64_t nb,
@@ -56,9 +67,9 @@ PENSIEVE_AVX512_FN void k4_unpack(const std::byte* w, std::size_t row_bytes, std
     L.scale[0] = k4_scale<0>(h), L.scale[1] = k4_scale<1>(h), L.scale[2] = k4_scale<2>(h);
     L.scale[3] = k4_scale<3>(h), L.scale[4] = k4_scale<4>(h), L.scale[5] = k4_scale<5>(h);
     L.scale[6] = k4_scale<6>(h), L.scale[7] = k4_scale<7>(h);
-    L.mins2[0] = k4_min2<0>(h), L.mins2[1] = k4_min2<1>(h), L.mins2[2] = k4_min2<2>(h);
-    L.mins2[3] = k4_min2<3>(h), L.mins2[4] = k4_min2<4>(h), L.mins2[5] = k4_min2<5>(h);
-    L.mins2[6] = k4_min2<6>(h), L.mins2[7] = k4_min2<7>(h);
+    L.pairs2[0] = k4_min2<0>(h), L.pairs2[1] = k4_min2<1>(h), L.pairs2[2] = k4_min2<2>(h);
+    L.pairs2[3] = k4_min2<3>(h), L.pairs2[4] = k4_min2<4>(h), L.pairs2[5] = k4_min2<5>(h);
+    L.pairs2[6] = k4_min2<6>(h), L.pairs2[7] = k4_min2<7>(h);
     L.d = h.d;
     L.dmin = h.dmin;
   }
@@ -81,6 +92,7 @@ PENSIEVE_AVX512_FN void q6_unpack(const std::byte* w, std::size_t row_bytes, std
                         ((L.scale[S] = q6_scale<S>(h)), ...);
                       };
     scales(std::make_integer_sequence<int, 16>{});
+    scale_pairs(L);
     L.d = h.d;
   }
 }
@@ -134,6 +146,7 @@ PENSIEVE_AVX512_FN void q3_unpack(const std::byte* w, std::size_t row_bytes, std
                         ((L.scale[J] = one.template operator()<J>()), ...);
                       };
     scales(std::make_integer_sequence<int, 16>{});
+    scale_pairs(L);
     L.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(gather16(wb + 106, offsets), 16)));
   }
 }
@@ -178,7 +191,7 @@ PENSIEVE_AVX512_FN void q2_unpack(const std::byte* w, std::size_t row_bytes, std
       const int first = 2 * (p % 2);  // byte of min 2p in v
       const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(v, 8 * first + 4), _mm512_set1_epi32(0xf));
       const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(v, 8 * first + 12), _mm512_set1_epi32(0xf));
-      L.mins2[p] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+      L.pairs2[p] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
     }
     const __m512i head = gather16(wb + 80, offsets);
     L.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head));
@@ -187,9 +200,10 @@ PENSIEVE_AVX512_FN void q2_unpack(const std::byte* w, std::size_t row_bytes, std
 }
 
 // What a panel's blocks hold, per type: quant vectors per sub-block (8 for
-// sub-blocks of 32, 4 for 16), the bias each sub-block's sum starts from
-// (-(bsum_s << BiasShift): Q6_K's quants are taken as q + 32, Q3_K's as
-// q + 4; 0 for none) and whether the mins are taken off (Q4_K, Q5_K, Q2_K).
+// sub-blocks of 32, 4 for 16), the bias taken off each block's sum
+// (sum_s scale_s * bsum_s << BiasShift, from the scale pairs: Q6_K's quants
+// are taken as q + 32, Q3_K's as q + 4; 0 for none) and whether the mins
+// are taken off (Q4_K, Q5_K, Q2_K).
 struct PanelKind {
   int per, bias_shift;
   bool mins;
@@ -209,12 +223,8 @@ PENSIEVE_AVX512_FN void panel_dot(const LaneBlock* blocks, const QuantActRow* x,
   for (std::int64_t b = 0; b < nb; ++b) {
     const LaneBlock& L = blocks[b];
     __m512i sum[T];
-    alignas(64) std::int32_t bias[T][16];
     PENSIEVE_LANES_UNROLL
-    for (int t = 0; t < T; ++t) {
-      sum[t] = _mm512_setzero_si512();
-      if constexpr (K.bias_shift > 0) bsum_bias<K.bias_shift>(x[t], b, bias[t]);
-    }
+    for (int t = 0; t < T; ++t) sum[t] = _mm512_setzero_si512();
     PENSIEVE_LANES_UNROLL
     for (int s = 0; s < subs; ++s) {
       __m512i q[per];
@@ -222,22 +232,25 @@ PENSIEVE_AVX512_FN void panel_dot(const LaneBlock* blocks, const QuantActRow* x,
       for (int k = 0; k < per; ++k) q[k] = _mm512_load_si512(&L.q[s * per + k]);
       const __m512i scale = _mm512_load_si512(&L.scale[s]);
       PENSIEVE_LANES_UNROLL
-      for (int t = 0; t < T; ++t) {
-        const __m512i start =
-            K.bias_shift > 0 ? _mm512_set1_epi32(bias[t][s]) : _mm512_setzero_si512();
-        sum[t] = _mm512_add_epi32(
-            sum[t], sub_block_sum<per>(q, x[t].q + b * 256 + 4 * per * s, start, scale));
-      }
+      for (int t = 0; t < T; ++t)
+        sum[t] = _mm512_add_epi32(sum[t], sub_block_sum<per>(q, x[t].q + b * 256 + 4 * per * s,
+                                                             _mm512_setzero_si512(), scale));
     }
     PENSIEVE_LANES_UNROLL
     for (int t = 0; t < T; ++t) {
       const __m512 dx = _mm512_set1_ps(x[t].d[b]);
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, L.d), _mm512_cvtepi32_ps(sum[t]), acc[t]);
-      if constexpr (K.mins) {
-        const std::int16_t* bs = x[t].bsums + b * 16;
+      const std::int16_t* bs = x[t].bsums + b * 16;
+      if constexpr (K.bias_shift > 0) {
         __m512i m = _mm512_setzero_si512();
         PENSIEVE_LANES_UNROLL
-        for (int j = 0; j < 8; ++j) m = dpwssd_bcast(m, L.mins2[j], bs + 2 * j);
+        for (int j = 0; j < 8; ++j) m = dpwssd_bcast(m, L.pairs2[j], bs + 2 * j);
+        sum[t] = _mm512_sub_epi32(sum[t], _mm512_slli_epi32(m, K.bias_shift));
+      }
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, L.d), _mm512_cvtepi32_ps(sum[t]), acc[t]);
+      if constexpr (K.mins) {
+        __m512i m = _mm512_setzero_si512();
+        PENSIEVE_LANES_UNROLL
+        for (int j = 0; j < 8; ++j) m = dpwssd_bcast(m, L.pairs2[j], bs + 2 * j);
         const __m512 mscale = _mm512_xor_ps(_mm512_mul_ps(dx, L.dmin), sign);
         accm[t] = _mm512_fmadd_ps(mscale, _mm512_cvtepi32_ps(m), accm[t]);
       }

@@ -253,14 +253,6 @@ PENSIEVE_LANES_INLINE void q6_run(const std::byte* wb, std::size_t row_bytes, __
   }
 }
 
-// -(bsum_s << Shift) of token x's block b for s < 16: the start of each
-// sub-block's sum.
-template <int Shift>
-PENSIEVE_LANES_INLINE void bsum_bias(const QuantActRow& x, std::int64_t b, std::int32_t* out) {
-  const __m512i bs = _mm512_cvtepi16_epi32(load256(x.bsums + b * 16));
-  _mm512_store_si512(out, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(bs, Shift)));
-}
-
 // One token's sum over the N quant vectors q of one sub-block (activation
 // bytes at xq), from `start`, times the sub-block's scales.
 template <int N>
