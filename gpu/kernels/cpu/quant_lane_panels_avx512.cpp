@@ -241,16 +241,12 @@ PENSIEVE_AVX512_FN void panel_dot(const LaneBlock* blocks, const QuantActRow* x,
       const __m512 dx = _mm512_set1_ps(x[t].d[b]);
       const std::int16_t* bs = x[t].bsums + b * 16;
       if constexpr (K.bias_shift > 0) {
-        __m512i m = _mm512_setzero_si512();
-        PENSIEVE_LANES_UNROLL
-        for (int j = 0; j < 8; ++j) m = dpwssd_bcast(m, L.pairs2[j], bs + 2 * j);
+        const __m512i m = bsum_pairs_dot(L.pairs2, bs);
         sum[t] = _mm512_sub_epi32(sum[t], _mm512_slli_epi32(m, K.bias_shift));
       }
       acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, L.d), _mm512_cvtepi32_ps(sum[t]), acc[t]);
       if constexpr (K.mins) {
-        __m512i m = _mm512_setzero_si512();
-        PENSIEVE_LANES_UNROLL
-        for (int j = 0; j < 8; ++j) m = dpwssd_bcast(m, L.pairs2[j], bs + 2 * j);
+        const __m512i m = bsum_pairs_dot(L.pairs2, bs);
         const __m512 mscale = _mm512_xor_ps(_mm512_mul_ps(dx, L.dmin), sign);
         accm[t] = _mm512_fmadd_ps(mscale, _mm512_cvtepi32_ps(m), accm[t]);
       }

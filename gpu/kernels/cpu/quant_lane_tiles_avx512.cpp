@@ -80,10 +80,7 @@ PENSIEVE_AVX512_FN void k4_lane_tile(const std::byte* w, std::size_t row_bytes,
                               k4_min2<4>(h), k4_min2<5>(h), k4_min2<6>(h), k4_min2<7>(h)};
     PENSIEVE_LANES_UNROLL
     for (int t = 0; t < T; ++t) {
-      const std::int16_t* bs = x[t].bsums + b * 16;
-      __m512i m = _mm512_setzero_si512();
-      PENSIEVE_LANES_UNROLL
-      for (int j = 0; j < 8; ++j) m = dpwssd_bcast(m, mins2[j], bs + 2 * j);
+      const __m512i m = bsum_pairs_dot(mins2, x[t].bsums + b * 16);
       const __m512 dx = _mm512_set1_ps(x[t].d[b]);
       acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, h.d), _mm512_cvtepi32_ps(sum[t]), acc[t]);
       const __m512 mscale = _mm512_xor_ps(_mm512_mul_ps(dx, h.dmin), sign);
@@ -96,12 +93,11 @@ PENSIEVE_AVX512_FN void k4_lane_tile(const std::byte* w, std::size_t row_bytes,
 }
 
 // Q6_K. As the single-row kernel, the quants are taken unsigned (0..63) and
-// 32 * sum(scale_s * bsum_s) is taken off in int32, once a block: 8
-// vpdpwssd of the scales (pairs of words) with the bsums (the same integer;
-// a start of -32 * bsum_s for each sub-block's sum, as before, took a
-// broadcast from a stack array per sub-block and token). The high bits are transposed again
-// for each run: kept for both, they pushed the 8-token tile's sums out of
-// the registers.
+// 32 * sum(scale_s * bsum_s) is taken off in int32 once a block
+// (bsum_pairs_dot), not as a start for each sub-block's sum: that took a
+// broadcast per sub-block and token. The high bits are transposed again for
+// each run: kept for both, they pushed the 8-token tile's sums out of the
+// registers.
 template <int T>
 PENSIEVE_AVX512_FN void q6_k_lane_tile(const std::byte* w, std::size_t row_bytes,
                                        const QuantActRow* x, std::int64_t nb, float* y,
@@ -143,7 +139,7 @@ PENSIEVE_AVX512_FN void q6_k_lane_tile(const std::byte* w, std::size_t row_bytes
     PENSIEVE_LANES_UNROLL
     for (int t = 0; t < T; ++t) {
       const __m512 dx = _mm512_set1_ps(x[t].d[b]);
-      const __m512i bias = q6_bsum_scale_sum(pairs, x[t].bsums + b * 16);
+      const __m512i bias = bsum_pairs_dot(pairs.p, x[t].bsums + b * 16);
       const __m512i total = _mm512_sub_epi32(sum[t], _mm512_slli_epi32(bias, 5));
       acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dx, h.d), _mm512_cvtepi32_ps(total), acc[t]);
     }

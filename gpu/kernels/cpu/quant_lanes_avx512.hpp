@@ -201,10 +201,20 @@ PENSIEVE_LANES_INLINE __m512i q6_scale(const Q6Head& h) {
   return byte_s<S % 4>(h.sc[S / 4]);
 }
 
-// The 16 scales as pairs of words for vpdpwssd against the bsums: p[k]
-// lanes = (s_4k, s_4k+1) and p[4 + k] = (s_4k+2, s_4k+3), sign-extended.
-// A byte shuffle puts each dword's bytes in the order 0, 2, 1, 3, so its
-// even bytes are s_4k, s_4k+1 and its odd ones s_4k+2, s_4k+3.
+// Sum over j < 8 of the word pairs pairs[j] (sub-blocks 2j and 2j + 1 of
+// each lane's row) times the bsums 2j and 2j + 1 of one token's block at bs:
+// the K-quants' mins and the Q6_K / Q3_K bias, one vpdpwssd a pair.
+PENSIEVE_LANES_INLINE __m512i bsum_pairs_dot(const __m512i* pairs, const std::int16_t* bs) {
+  __m512i m = _mm512_setzero_si512();
+  PENSIEVE_LANES_UNROLL
+  for (int j = 0; j < 8; ++j) m = dpwssd_bcast(m, pairs[j], bs + 2 * j);
+  return m;
+}
+
+// The 16 scales as word pairs for bsum_pairs_dot: p[j] lanes = (s_2j,
+// s_2j+1), sign-extended. A byte shuffle puts each dword's bytes in the
+// order 0, 2, 1, 3, so its even bytes are s_4k, s_4k+1 and its odd ones
+// s_4k+2, s_4k+3.
 struct Q6ScalePairs {
   __m512i p[8];
 };
@@ -217,20 +227,10 @@ PENSIEVE_LANES_INLINE Q6ScalePairs q6_scale_pairs(const Q6Head& h) {
   PENSIEVE_LANES_UNROLL
   for (int k = 0; k < 4; ++k) {
     const __m512i v = _mm512_shuffle_epi8(h.sc[k], per_lane);
-    out.p[k] = _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8);
-    out.p[4 + k] = _mm512_srai_epi16(v, 8);
+    out.p[2 * k] = _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8);
+    out.p[2 * k + 1] = _mm512_srai_epi16(v, 8);
   }
   return out;
-}
-// sum_s scale_s * bsum_s of one token's block (bsums at bs), per lane.
-PENSIEVE_LANES_INLINE __m512i q6_bsum_scale_sum(const Q6ScalePairs& pairs, const std::int16_t* bs) {
-  __m512i m = _mm512_setzero_si512();
-  PENSIEVE_LANES_UNROLL
-  for (int k = 0; k < 4; ++k) {
-    m = dpwssd_bcast(m, pairs.p[k], bs + 4 * k);
-    m = dpwssd_bcast(m, pairs.p[4 + k], bs + 4 * k + 2);
-  }
-  return m;
 }
 
 // Half H, run K (K < 2) of a Q6_K block: quants 128H + 32K + l (a, the low
