@@ -11,15 +11,24 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace pensieve::kernels::cpu {
 
 #define PENSIEVE_VNNI_BCAST_FN \
   __attribute__((target("avx512f,avx512vnni"), always_inline)) inline
 
+#if defined(__clang__)
+inline std::int32_t load4(const void* p) {
+  std::int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+#endif
+
 PENSIEVE_VNNI_BCAST_FN __m512i dpbusd_bcast(__m512i acc, __m512i u, const void* s4) {
 #if defined(__clang__)
-  return _mm512_dpbusd_epi32(acc, u, _mm512_set1_epi32(*static_cast<const std::int32_t*>(s4)));
+  return _mm512_dpbusd_epi32(acc, u, _mm512_set1_epi32(load4(s4)));
 #else
   asm("vpdpbusd %2%{1to16%}, %1, %0"
       : "+v"(acc)
@@ -30,7 +39,7 @@ PENSIEVE_VNNI_BCAST_FN __m512i dpbusd_bcast(__m512i acc, __m512i u, const void* 
 
 PENSIEVE_VNNI_BCAST_FN __m512i dpwssd_bcast(__m512i acc, __m512i u, const void* s4) {
 #if defined(__clang__)
-  return _mm512_dpwssd_epi32(acc, u, _mm512_set1_epi32(*static_cast<const std::int32_t*>(s4)));
+  return _mm512_dpwssd_epi32(acc, u, _mm512_set1_epi32(load4(s4)));
 #else
   asm("vpdpwssd %2%{1to16%}, %1, %0"
       : "+v"(acc)
