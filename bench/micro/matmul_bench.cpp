@@ -11,6 +11,7 @@
 #include "bench/common/memory_bandwidth.hpp"
 #include "bench/micro/matmul_baseline.hpp"
 #include "gpu/kernels/cpu/matmul.hpp"
+#include "gpu/kernels/cpu/quant_matmul.hpp"
 #include "gpu/model/weight_arena.hpp"
 #include "gpu/formats/half.hpp"
 #include "gpu/formats/quant_block_check.hpp"
@@ -201,8 +202,13 @@ BENCHMARK(BM_MatmulDecode2Threads)
 // caches served part of it. Interleaved with the ceiling (see there), the
 // share of it each type's decode reaches and the types' bytes per second
 // side by side.
+//
+// A second arg of 1 runs a K-quant's token through its 8-row tiles (what
+// quant_matmul ran before the 16-row lane tiles took one token too), beside
+// the default path in the same interleaved run.
 void BM_DecodeDram2Threads(benchmark::State& state) {
   const auto dtype = DType(state.range(0));
+  const bool eight_row_tiles = state.range(1) != 0;
   const std::int64_t rows = 2816, cols = 1024;
   const std::size_t matrix_bytes = pensieve::model::dtype_row_bytes(dtype, cols) * rows;
   WeightRing ring(dtype, rows, cols, (std::size_t(1) << 30) / matrix_bytes + 1, Placement::huge_pages);
@@ -211,20 +217,29 @@ void BM_DecodeDram2Threads(benchmark::State& state) {
   std::vector<float> y(rows), scratch;
   std::size_t i = 0;
   for (auto _ : state) {
-    run_kernel(0, kc::ConstRowsView(x.data(), 1, cols, cols), ring.view(i++),
-               kc::RowsView{y.data(), 1, rows, rows}, pool, scratch);
+    const kc::ConstRowsView xv(x.data(), 1, cols, cols);
+    const kc::RowsView yv{y.data(), 1, rows, rows};
+    if (eight_row_tiles)
+      kc::quant_matmul(xv, ring.view(i++), yv, pool, scratch, kc::QuantDotPath::best,
+                       kc::QuantBatchTiles::token_tiles);
+    else
+      run_kernel(0, xv, ring.view(i++), yv, pool, scratch);
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(matrix_bytes));
-  state.SetLabel(pensieve::model::dtype_name(dtype));
+  state.SetLabel(std::string(pensieve::model::dtype_name(dtype)) +
+                 (eight_row_tiles ? " 8-row tiles" : ""));
 }
 BENCHMARK(BM_DecodeDram2Threads)
-    ->Arg(int(DType::f16))
-    ->Arg(int(DType::q8_0))
-    ->Arg(int(DType::q4_0))
-    ->Arg(int(DType::q4_k))
-    ->Arg(int(DType::q5_k))
-    ->Arg(int(DType::q6_k))
+    ->Args({int(DType::f16), 0})
+    ->Args({int(DType::q8_0), 0})
+    ->Args({int(DType::q4_0), 0})
+    ->Args({int(DType::q4_k), 0})
+    ->Args({int(DType::q5_k), 0})
+    ->Args({int(DType::q6_k), 0})
+    ->Args({int(DType::q4_k), 1})
+    ->Args({int(DType::q5_k), 1})
+    ->Args({int(DType::q6_k), 1})
     ->UseRealTime();
 
 // The read ceiling beside BM_MatmulDecode2Threads: two threads streaming a

@@ -124,6 +124,10 @@ TEST_CASE("inspect --cpu names the kernel of every weight type on this CPU", "[g
     std::snprintf(line, sizeof line, "  %-7s %s (quant_dot, chosen at run time)", dtype_name(t),
                   kc::quant_dot_path_name(kc::quant_dot_best_path(t)));
     CHECK_THAT(out.text, Catch::Contains(line));
+    // A K-quant with lane tiles takes them for one token too (quant_matmul).
+    if (kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::best)) {
+      CHECK_THAT(out.text, Catch::Contains(std::string(line) + "; 1 to 8 tokens: 16-row lane tiles"));
+    }
   }
 }
 

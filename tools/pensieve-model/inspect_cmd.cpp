@@ -138,13 +138,14 @@ std::string quant_kernel(model::DType t) {
            "batches of 2-64 tokens: 16-row x up to 8-token tiles; more: packed 32-row panels";
   std::string k = std::string(kc::quant_dot_path_name(kc::quant_dot_best_path(t))) +
                   " (quant_dot, chosen at run time)";
+  // quant_matmul's order: a K-quant's lane tiles take one token too.
+  if (kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::best))
+    return k + "; 1 to " + std::to_string(kc::quant_dot_lane_tile_tokens_max) + " tokens: " +
+           std::to_string(kc::quant_dot_lane_tile_rows) +
+           "-row lane tiles, more: lane panels (rows unpacked once)";
   if (kc::quant_dot_tile_fn(t, kc::QuantDotPath::best))
     k += "; one token: " + std::to_string(kc::quant_dot_tile_rows) + "-row tiles";
-  if (kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::best))
-    k += "; several tokens: " + std::to_string(kc::quant_dot_lane_tile_rows) +
-         "-row lane tiles x up to " + std::to_string(kc::quant_dot_lane_tile_tokens_max) +
-         " tokens, more: lane panels (rows unpacked once)";
-  else if (kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::best))
+  if (kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::best))
     k += "; several tokens: " + std::to_string(kc::quant_dot_lane_tile_rows) +
          "-row lane panels (rows unpacked once), up to " +
          std::to_string(kc::quant_dot_lane_tile_tokens_max) + " tokens a group";

@@ -52,12 +52,11 @@ PENSIEVE_LANES_INLINE void scale_pairs(LaneBlock& L) {
 template <int Bytes, int Quants, bool Fifth>
 PENSIEVE_AVX512_FN void k4_unpack(const std::byte* w, std::size_t row_bytes, std::int64_t nb,
                                   LaneBlock* out, const std::byte* pf, std::size_t pf_bytes) {
-  const __m512i offsets = lane_offsets(row_bytes);
   for (std::int64_t b = 0; b < nb; ++b) {
     lane_prefetch(pf, pf_bytes, b, nb);
     const std::byte* wb = w + b * Bytes;
     LaneBlock& L = out[b];
-    const K4Head h = k4_head(wb, offsets);
+    const K4Head h = k4_head(wb, row_bytes);
     __m512i fifth[8];
     if constexpr (Fifth) transpose16(wb + 16, row_bytes, fifth);
     k4_group<Quants, Fifth, 0>(wb, row_bytes, fifth, L.q, L.q + 8);
@@ -82,7 +81,7 @@ PENSIEVE_AVX512_FN void q6_unpack(const std::byte* w, std::size_t row_bytes, std
     lane_prefetch(pf, pf_bytes, b, nb);
     const std::byte* wb = w + b * 210;
     LaneBlock& L = out[b];
-    const Q6Head h = q6_head(wb, offsets);
+    const Q6Head h = q6_head(wb, row_bytes, offsets);
     q6_run<0, 0>(wb, row_bytes, L.q, L.q + 16);
     q6_run<0, 1>(wb, row_bytes, L.q + 8, L.q + 24);
     q6_run<1, 0>(wb, row_bytes, L.q + 32, L.q + 48);
@@ -176,8 +175,7 @@ PENSIEVE_AVX512_FN void q2_unpack(const std::byte* w, std::size_t row_bytes, std
     half.template operator()<0>();
     half.template operator()<1>();
     __m512i sc4[4];
-    PENSIEVE_LANES_UNROLL
-    for (int k = 0; k < 4; ++k) sc4[k] = gather16(wb + 4 * k, offsets);
+    transpose16x16(wb, row_bytes, sc4);
     auto fields = [&]<int... J>(std::integer_sequence<int, J...>)
                       PENSIEVE_AVX512_FN __attribute__((always_inline)) {
                         ((L.scale[J] = _mm512_and_si512(byte_u<J % 4>(sc4[J / 4]), _mm512_set1_epi32(0xf))),

@@ -1,6 +1,6 @@
 // The K-quant lane tiles of quant_dot.hpp on AVX-512 VNNI: 16 weight rows x
 // 1 to quant_dot_lane_tile_tokens_max tokens (Q4_K, Q5_K, Q6_K decode
-// batches), each weight row in one 32-bit lane of every vector
+// steps and batches), each weight row in one 32-bit lane of every vector
 // (quant_lanes_avx512.hpp), the blocks unpacked in registers.
 //
 // The 8-row token tiles (quant_tiles_avx512.cpp) keep a row's 64 quants in
@@ -46,7 +46,6 @@ PENSIEVE_AVX512_FN void k4_lane_tile(const std::byte* w, std::size_t row_bytes,
                                      const QuantActRow* x, std::int64_t nb, float* y,
                                      std::int64_t y_stride, unsigned store, const std::byte* pf,
                                      std::size_t pf_bytes) {
-  const __m512i offsets = lane_offsets(row_bytes);
   const __m512 sign = _mm512_set1_ps(-0.0f);
   __m512 acc[T], accm[T];
   PENSIEVE_LANES_UNROLL
@@ -54,7 +53,7 @@ PENSIEVE_AVX512_FN void k4_lane_tile(const std::byte* w, std::size_t row_bytes,
   for (std::int64_t b = 0; b < nb; ++b) {
     lane_prefetch(pf, pf_bytes, b, nb);
     const std::byte* wb = w + b * Bytes;
-    const K4Head h = k4_head(wb, offsets);
+    const K4Head h = k4_head(wb, row_bytes);
     __m512i fifth[8];
     if constexpr (Fifth) transpose16(wb + 16, row_bytes, fifth);
     __m512i sum[T];
@@ -110,7 +109,7 @@ PENSIEVE_AVX512_FN void q6_k_lane_tile(const std::byte* w, std::size_t row_bytes
   for (std::int64_t b = 0; b < nb; ++b) {
     lane_prefetch(pf, pf_bytes, b, nb);
     const std::byte* wb = w + b * 210;
-    const Q6Head h = q6_head(wb, offsets);
+    const Q6Head h = q6_head(wb, row_bytes, offsets);
     __m512i sum[T];
     PENSIEVE_LANES_UNROLL
     for (int t = 0; t < T; ++t) sum[t] = _mm512_setzero_si512();

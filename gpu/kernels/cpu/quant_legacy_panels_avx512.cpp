@@ -33,26 +33,6 @@ struct alignas(64) LegacyLaneBlock {
 };
 static_assert(sizeof(LegacyLaneBlock) == 11 * 64, "quant_dot_lane_panel_bytes's size");
 
-// 16 bytes at `at` of the 16 rows as out[k], lane r = dword k of row r:
-// per 128-bit lane g, rows 4g..4g+3 interleaved by dwords, then by qwords.
-PENSIEVE_LANES_INLINE void transpose16x16(const std::byte* at, std::size_t row_bytes,
-                                          __m512i* out) {
-  __m512i z[4];
-  PENSIEVE_LANES_UNROLL
-  for (int i = 0; i < 4; ++i) {
-    __m512i v = _mm512_castsi128_si512(load128(at + std::size_t(i) * row_bytes));
-    v = _mm512_inserti32x4(v, load128(at + std::size_t(4 + i) * row_bytes), 1);
-    v = _mm512_inserti32x4(v, load128(at + std::size_t(8 + i) * row_bytes), 2);
-    z[i] = _mm512_inserti32x4(v, load128(at + std::size_t(12 + i) * row_bytes), 3);
-  }
-  const __m512i a0 = _mm512_unpacklo_epi32(z[0], z[1]), a1 = _mm512_unpackhi_epi32(z[0], z[1]);
-  const __m512i a2 = _mm512_unpacklo_epi32(z[2], z[3]), a3 = _mm512_unpackhi_epi32(z[2], z[3]);
-  out[0] = _mm512_unpacklo_epi64(a0, a2);
-  out[1] = _mm512_unpackhi_epi64(a0, a2);
-  out[2] = _mm512_unpacklo_epi64(a1, a3);
-  out[3] = _mm512_unpackhi_epi64(a1, a3);
-}
-
 // Bits 0-3 of each lane spread to bit 4 of its 4 bytes (bit i to byte i).
 PENSIEVE_LANES_INLINE __m512i spread4_to_bit4(__m512i v) {
   const __m512i bits = _mm512_mullo_epi32(_mm512_and_si512(v, _mm512_set1_epi32(0xf)),

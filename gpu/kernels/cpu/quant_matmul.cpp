@@ -154,25 +154,29 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
     assert(x.cols == w[i].cols && y[i].cols == w[i].rows && y[i].rows == x.rows);
     dot[i] = quant_dot_fn(w[i].dtype, path);
     dot_rows[i] = x.rows > 1 ? quant_dot_rows_fn(w[i].dtype, path) : nullptr;
-    // One token: 8-row tiles where the weight has that many rows.
-    tile[i] = x.rows == 1 && w[i].rows >= quant_dot_tile_rows ? quant_dot_tile_fn(w[i].dtype, path)
-                                                              : nullptr;
+    // Preferred: 16 rows in the lanes x 1 to 8 tokens (the K-quants). One
+    // token too: one thread, from the L2, Q4_K 41.4 against 28.4 GB/s
+    // through the 8-row tiles, Q5_K 40.4 against 29.9, Q6_K 43.6 against
+    // 37.0; from DRAM 1.16-1.22x (AMD Zen 5, 2026-12-06,
+    // bench/results/2026-12-06-amd-zen5-one-token-lane-tiles.md).
+    lane_tile[i] = batch != QuantBatchTiles::token_tiles && w[i].rows >= quant_dot_lane_tile_rows
+                       ? quant_dot_lane_tile_fn(w[i].dtype, path)
+                       : nullptr;
+    // One token otherwise: 8-row tiles where the weight has that many rows.
+    tile[i] = x.rows == 1 && !lane_tile[i] && w[i].rows >= quant_dot_tile_rows
+                  ? quant_dot_tile_fn(w[i].dtype, path)
+                  : nullptr;
     // Several tokens: tiles of 8 rows x a few tokens where the path has them.
     token_tile[i] = x.rows > 1 && w[i].rows >= quant_dot_tile_rows
                         ? quant_dot_token_tile_fn(w[i].dtype, path)
                         : nullptr;
-    // Preferred to those: 16 rows in the lanes x up to 8 tokens.
-    lane_tile[i] = x.rows > 1 && batch != QuantBatchTiles::token_tiles &&
-                           w[i].rows >= quant_dot_lane_tile_rows
-                       ? quant_dot_lane_tile_fn(w[i].dtype, path)
-                       : nullptr;
     // Lane panels, the rows unpacked once: more tokens than a lane tile
     // takes, any batch of a type with panels only (Q2_K, Q3_K, the legacy
     // blocks of 32), and one token of a legacy block type, which the panel
     // runs through its one-token lane tile (M-100 Q4_0, one token: 1.70-1.90
     // against 2.42-2.83 ms an iteration through the single-row dots,
-    // alternated, 2026-12-06; the K-quants' one token stays on their tiles
-    // and dots, where a panel was no faster).
+    // alternated, 2026-12-06; the K-quants' one token takes their lane
+    // tiles, where a panel was no faster).
     const bool legacy = model::dtype_block_elems(w[i].dtype) == 32;
     lane_panel[i] = (x.rows > 1 || (legacy && !tile[i])) && batch == QuantBatchTiles::best &&
                             w[i].rows >= quant_dot_lane_tile_rows &&
