@@ -48,9 +48,9 @@ echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-); load: $(cut -d
 "$bin/pensieve-microbench" \
   --benchmark_filter='BM_MatmulBatch/(1|3|5|12)/(1|4|8|32)/|BM_KQuantBatch/(5|11|12)/(8|64)/|BM_FmaPeak|BM_Int8DotPeak' \
   --benchmark_min_time=0.2 --benchmark_out="$out-micro.json" --benchmark_out_format=json
-# Two threads, one token, every type from a 1 GiB ring, interleaved at random with the
-# 1 GiB read ceiling, 20 times each: medians that share the memory speed of the moment.
-"$bin/pensieve-microbench" --benchmark_filter='BM_DecodeDram2Threads|BM_ReadCeiling2Threads' \
-  --benchmark_repetitions=20 --benchmark_enable_random_interleaving=true --benchmark_min_time=0.1 \
-  --benchmark_report_aggregates_only=true --benchmark_out="$out-decode.json" --benchmark_out_format=json
+# Two threads, one token, every type from a 1 GiB ring, each sweep of the ring followed by one
+# read of the 1 GiB read ceiling, 15 pairs a type: the median of the pairs' ratios ("share"),
+# each pair at the memory speed of its moment.
+"$bin/pensieve-microbench" --benchmark_filter='BM_DecodeShare2Threads' \
+  --benchmark_out="$out-decode.json" --benchmark_out_format=json
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -9,6 +9,7 @@
 // argument picks the kernel: 0 the current one, 1 the baseline of
 // matmul_baseline.hpp, so one run compares both under the same load.
 #include "bench/common/memory_bandwidth.hpp"
+#include "bench/common/quantiles.hpp"
 #include "bench/micro/matmul_baseline.hpp"
 #include "gpu/kernels/cpu/matmul.hpp"
 #include "gpu/kernels/cpu/quant_matmul.hpp"
@@ -17,6 +18,8 @@
 #include "gpu/formats/quant_block_check.hpp"
 
 #include <benchmark/benchmark.h>
+
+#include <chrono>
 
 #include <cstdio>
 #include <cstring>
@@ -88,6 +91,7 @@ class WeightRing {
     return {dtype_, base_ + (i % count_) * matrix_bytes_, rows_, cols_, row_bytes_};
   }
   std::size_t matrix_bytes() const { return matrix_bytes_; }
+  std::size_t count() const { return count_; }
 
  private:
   // One matrix of random contents, copied: the copies sit at other
@@ -241,6 +245,67 @@ BENCHMARK(BM_DecodeDram2Threads)
     ->Args({int(DType::q5_k), 1})
     ->Args({int(DType::q6_k), 1})
     ->UseRealTime();
+
+// BM_DecodeDram2Threads's decode and BM_ReadCeiling2Threads's read back to
+// back in every iteration: one sweep of the 1 GiB ring of weights (about 20
+// ms), then one timed read of the probe's 1 GiB, so each pair shares the
+// memory speed of its moment. With random interleaving of separate
+// benchmarks the decode and the probe medians can come from different
+// minutes: in one such run the probe read 100-102 GB/s in its first
+// repetitions and 51-61 later, and the ratio of the medians mixed the two
+// (2026-12-06). Counters: "share" is the median of the pairs' decode / read
+// ratios, "decode GB/s" and "read GB/s" the medians of each. args: dtype, 1
+// for a K-quant's 8-row tiles (as BM_DecodeDram2Threads).
+void BM_DecodeShare2Threads(benchmark::State& state) {
+  const auto dtype = DType(state.range(0));
+  const bool eight_row_tiles = state.range(1) != 0;
+  const std::int64_t rows = 2816, cols = 1024;
+  const std::size_t matrix_bytes = pensieve::model::dtype_row_bytes(dtype, cols) * rows;
+  WeightRing ring(dtype, rows, cols, (std::size_t(1) << 30) / matrix_bytes + 1, Placement::huge_pages);
+  pensieve::bench::ReadBandwidthProbe probe(std::size_t(1) << 30, 2);
+  kc::ThreadPool pool(2);
+  auto x = random_rows(cols);
+  std::vector<float> y(rows), scratch;
+  const kc::ConstRowsView xv(x.data(), 1, cols, cols);
+  const kc::RowsView yv{y.data(), 1, rows, rows};
+  std::vector<double> shares, decodes, reads;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < ring.count(); ++i) {
+      if (eight_row_tiles)
+        kc::quant_matmul(xv, ring.view(i), yv, pool, scratch, kc::QuantDotPath::best,
+                         kc::QuantBatchTiles::token_tiles);
+      else
+        run_kernel(0, xv, ring.view(i), yv, pool, scratch);
+      benchmark::DoNotOptimize(y.data());
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double decode = double(matrix_bytes * ring.count()) / seconds / 1e9;
+    const double read = probe.measure(1).best_gb_per_s;
+    state.SetIterationTime(seconds);
+    shares.push_back(decode / read);
+    decodes.push_back(decode);
+    reads.push_back(read);
+  }
+  benchmark::DoNotOptimize(probe.checksum());
+  state.SetBytesProcessed(std::int64_t(state.iterations() * ring.count() * matrix_bytes));
+  state.counters["share"] = pensieve::bench::quantiles(shares).p50;
+  state.counters["decode GB/s"] = pensieve::bench::quantiles(decodes).p50;
+  state.counters["read GB/s"] = pensieve::bench::quantiles(reads).p50;
+  state.SetLabel(std::string(pensieve::model::dtype_name(dtype)) +
+                 (eight_row_tiles ? " 8-row tiles" : ""));
+}
+BENCHMARK(BM_DecodeShare2Threads)
+    ->Args({int(DType::f16), 0})
+    ->Args({int(DType::q8_0), 0})
+    ->Args({int(DType::q4_0), 0})
+    ->Args({int(DType::q4_k), 0})
+    ->Args({int(DType::q5_k), 0})
+    ->Args({int(DType::q6_k), 0})
+    ->Args({int(DType::q4_k), 1})
+    ->Args({int(DType::q6_k), 1})
+    ->Iterations(15)
+    ->UseManualTime();
 
 // The read ceiling beside BM_MatmulDecode2Threads: two threads streaming a
 // 1 GiB buffer on 2 MiB pages (model-bench's probe: 128 MiB read at 150 GB/s,
