@@ -64,8 +64,8 @@ struct Engine::Impl {
 
   // The threads' io_contexts go last: every channel and actor below belongs
   // to one of them (shutdown() has joined the threads by then).
-  rt::LoopThread control;
-  rt::LoopThread worker_thread;
+  rt::LoopThread control{"pv-control"};
+  rt::LoopThread worker_thread{"pv-worker"};
   model::Tokenizer tokenizer;
   model::ChatTemplate chat;
   std::string chat_note;  // why the model's own template is not the one in use

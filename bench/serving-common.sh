@@ -38,6 +38,25 @@ start_server() {
   return 1
 }
 
+# thread_cpu PID OUT: the CPU time (user + system, clock ticks) of each of
+# PID's threads by name, one "NAME TICKS" line each, into OUT: the server
+# names its threads by role (pv-stream and pv-compute-N: the forward pass on
+# the CPU backend; pv-worker, pv-control: the actors; pv-http-N; pv-rpc;
+# runtime/thread_name.hpp), so two of these around a run give each
+# role's share of the CPU.
+thread_cpu() {
+  local pid=$1 out=$2 t stat rest
+  local -a f
+  : >"$out"
+  for t in /proc/"$pid"/task/*; do
+    stat=$(cat "$t/stat" 2>/dev/null) || continue
+    rest=${stat##*) }  # the fields after the name, which may hold spaces
+    read -r -a f <<<"$rest"
+    # fields 14 and 15 of stat (utime, stime) are 12 and 13 of rest (from 1)
+    echo "$(cat "$t/comm" 2>/dev/null) $((f[11] + f[12]))" >>"$out"
+  done
+}
+
 # stop_servers: every server start_server started, stopped and waited for.
 stop_servers() {
   local p

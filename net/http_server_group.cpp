@@ -1,11 +1,15 @@
 #include "net/http_server_group.hpp"
 
+#include "runtime/thread_name.hpp"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+
+#include <string>
 
 namespace pensieve::net {
 
@@ -16,7 +20,11 @@ HttpServerGroup::HttpServerGroup(int threads) {
     contexts_.push_back(std::make_unique<asio::io_context>(1));
     work_.push_back(asio::make_work_guard(*contexts_.back()));
   }
-  for (auto& io : contexts_) threads_.emplace_back([&io] { io->run(); });
+  for (std::size_t i = 0; i < contexts_.size(); ++i)
+    threads_.emplace_back([&io = *contexts_[i], i] {
+      rt::name_this_thread("pv-http-" + std::to_string(i));
+      io.run();
+    });
 }
 
 HttpServerGroup::~HttpServerGroup() {

@@ -1,6 +1,7 @@
 #include "net/rpc_server.hpp"
 
 #include "net/rpc_connections.hpp"
+#include "runtime/thread_name.hpp"
 
 #include <kj/async-io.h>
 #include <kj/debug.h>
@@ -15,7 +16,10 @@ Result<std::unique_ptr<RpcServer>> RpcServer::start(actors::Engine& engine, boos
   // Shared: the loop thread may still be inside set_value() when get() returns.
   auto bound = std::make_shared<std::promise<Result<std::uint16_t>>>();
   auto port = bound->get_future();
-  server->thread_ = std::thread([&server = *server, bound] { server.run(*bound); });
+  server->thread_ = std::thread([&server = *server, bound] {
+    rt::name_this_thread("pv-rpc");
+    server.run(*bound);
+  });
   auto result = port.get();
   if (!result) {
     server->thread_.join();

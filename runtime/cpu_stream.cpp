@@ -4,13 +4,30 @@
 // and re-posts itself so one busy stream cannot starve the others.
 #include "runtime/cpu_stream.hpp"
 
+#include "runtime/thread_name.hpp"
+
 #include <boost/asio/post.hpp>
 
 #include <cstring>
+#include <latch>
+#include <memory>
 
 namespace pensieve::rt {
 namespace {
 constexpr int items_per_drain = 64;
+}
+
+CpuStreamPool::CpuStreamPool(std::size_t worker_threads) : workers_(worker_threads) {
+  // One naming task per worker: each waits at the latch until all have
+  // started, so no worker takes two. Shared: a worker may still be leaving
+  // arrive_and_wait when the constructor returns.
+  auto started = std::make_shared<std::latch>(std::ptrdiff_t(worker_threads) + 1);
+  for (std::size_t i = 0; i < worker_threads; ++i)
+    boost::asio::post(workers_, [started] {
+      name_this_thread("pv-stream");
+      started->arrive_and_wait();
+    });
+  started->arrive_and_wait();
 }
 
 CpuStream::CpuStream(CpuStreamPool& pool, std::string_view name, Tracer* tracer)

@@ -21,7 +21,9 @@ namespace pensieve::rt {
 
 class CpuStreamPool {
  public:
-  explicit CpuStreamPool(std::size_t worker_threads = 2) : workers_(worker_threads) {}
+  // The workers are named pv-stream (rt::name_this_thread): on the CPU
+  // backend the forward pass runs on them.
+  explicit CpuStreamPool(std::size_t worker_threads = 2);
   ~CpuStreamPool() { workers_.join(); }
   CpuStreamPool(const CpuStreamPool&) = delete;
   CpuStreamPool& operator=(const CpuStreamPool&) = delete;

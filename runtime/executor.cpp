@@ -1,9 +1,17 @@
 #include "runtime/executor.hpp"
 
+#include "runtime/thread_name.hpp"
+
+#include <string>
+
 namespace pensieve::rt {
 
-LoopThread::LoopThread()
-    : guard_(boost::asio::make_work_guard(context_)), thread_([this] { context_.run(); }) {}
+LoopThread::LoopThread(std::string_view name)
+    : guard_(boost::asio::make_work_guard(context_)),
+      thread_([this, name = std::string(name)] {
+        name_this_thread(name);
+        context_.run();
+      }) {}
 
 LoopThread::~LoopThread() { join(); }
 

@@ -10,13 +10,15 @@
 #include <boost/asio/io_context.hpp>
 
 #include <optional>
+#include <string_view>
 #include <thread>
 
 namespace pensieve::rt {
 
 class LoopThread {
  public:
-  LoopThread();
+  // name: the thread's (rt::name_this_thread).
+  explicit LoopThread(std::string_view name = "pv-loop");
   ~LoopThread();  // join()
   LoopThread(const LoopThread&) = delete;
   LoopThread& operator=(const LoopThread&) = delete;

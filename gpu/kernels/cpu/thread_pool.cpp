@@ -1,9 +1,11 @@
 #include "gpu/kernels/cpu/thread_pool.hpp"
 
+#include "runtime/thread_name.hpp"
 #include "runtime/thread_priority.hpp"
 
 #include <algorithm>
 #include <cassert>
+#include <string>
 
 namespace pensieve::kernels::cpu {
 
@@ -33,7 +35,11 @@ ThreadPool::ThreadPool(std::size_t n_threads, double min_parallel_cost)
       min_parallel_cost_(min_parallel_cost),
       scratch_(n_threads_) {
   workers_.reserve(n_threads_ - 1);
-  for (std::size_t i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (std::size_t i = 1; i < n_threads_; ++i)
+    workers_.emplace_back([this, i] {
+      rt::name_this_thread("pv-compute-" + std::to_string(i));
+      worker_loop(i);
+    });
 }
 
 ThreadPool::~ThreadPool() {
