@@ -1,9 +1,17 @@
 #include "gpu/model/tp_rank_threads.hpp"
 
+#include "runtime/thread_name.hpp"
+
+#include <string>
+
 namespace pensieve::model {
 
 TpRankThreads::TpRankThreads(std::int32_t ranks) : ranks_(ranks) {
-  for (std::int32_t r = 1; r < ranks; ++r) threads_.emplace_back([this, r] { loop(r); });
+  for (std::int32_t r = 1; r < ranks; ++r)
+    threads_.emplace_back([this, r] {
+      rt::name_this_thread("pv-tp-" + std::to_string(r));
+      loop(r);
+    });
 }
 
 TpRankThreads::~TpRankThreads() {

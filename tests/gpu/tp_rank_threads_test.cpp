@@ -5,8 +5,11 @@
 #include <catch2/catch.hpp>
 
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include <pthread.h>
 
 using pensieve::model::TpRankThreads;
 
@@ -30,4 +33,16 @@ TEST_CASE("every step runs each rank once, each rank always on the same thread, 
     CHECK(first[0] == std::this_thread::get_id());
     CHECK(std::set<std::thread::id>(first.begin(), first.end()).size() == n);
   }
+}
+
+TEST_CASE("rank r > 0 runs on a thread named pv-tp-r", "[tp]") {
+  TpRankThreads threads(3);
+  std::vector<std::string> names(3);
+  threads.run([&](std::int32_t r) {
+    char buf[16] = {};
+    pthread_getname_np(pthread_self(), buf, sizeof buf);
+    names[std::size_t(r)] = buf;
+  });
+  CHECK(names[1] == "pv-tp-1");
+  CHECK(names[2] == "pv-tp-2");
 }
