@@ -25,6 +25,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <fcntl.h>
@@ -200,87 +201,88 @@ BENCHMARK(BM_MatmulDecode2Threads)
     ->ArgsProduct({{int(DType::bf16)}, {0, 1, 2}, {0}, {2}})
     ->UseRealTime();
 
-// BM_MatmulDecode2Threads over a 1 GiB ring on 2 MiB pages (args dtype, the
-// current kernel), as BM_ReadCeiling2Threads reads: a 128 MiB ring read as
-// fast as 150 GB/s on the AMD VMs, more than their DRAM gives, so the host's
-// caches served part of it. Interleaved with the ceiling (see there), the
-// share of it each type's decode reaches and the types' bytes per second
-// side by side.
-//
-// A second arg of 1 runs a K-quant's token through its 8-row tiles (what
-// quant_matmul ran before the 16-row lane tiles took one token too), beside
-// the default path in the same interleaved run.
-void BM_DecodeDram2Threads(benchmark::State& state) {
-  const auto dtype = DType(state.range(0));
-  const bool eight_row_tiles = state.range(1) != 0;
-  const std::int64_t rows = 2816, cols = 1024;
-  const std::size_t matrix_bytes = pensieve::model::dtype_row_bytes(dtype, cols) * rows;
-  WeightRing ring(dtype, rows, cols, (std::size_t(1) << 30) / matrix_bytes + 1, Placement::huge_pages);
-  kc::ThreadPool pool(2);
-  auto x = random_rows(cols);
-  std::vector<float> y(rows), scratch;
-  std::size_t i = 0;
-  for (auto _ : state) {
+// One token against a 1 GiB ring of M-400's gate (2816 x 1024) on 2 MiB pages,
+// 2 threads, as BM_ReadCeiling2Threads reads: a 128 MiB ring read as fast as
+// 150 GB/s on the AMD VMs, more than their DRAM gives, so the host's caches
+// served part of it. args: dtype, and 1 to run a K-quant's token through its
+// 8-row tiles (what quant_matmul ran before the 16-row lane tiles took one
+// token too) instead of the default path.
+struct DramDecode {
+  explicit DramDecode(const benchmark::State& state)
+      : dtype(DType(state.range(0))),
+        eight_row_tiles(state.range(1) != 0),
+        matrix_bytes(pensieve::model::dtype_row_bytes(dtype, cols) * rows),
+        ring(dtype, rows, cols, (std::size_t(1) << 30) / matrix_bytes + 1, Placement::huge_pages),
+        x(random_rows(cols)),
+        y(rows) {}
+
+  // Matrix i of the ring (modulo its count) times the token.
+  void run(std::size_t i) {
     const kc::ConstRowsView xv(x.data(), 1, cols, cols);
     const kc::RowsView yv{y.data(), 1, rows, rows};
     if (eight_row_tiles)
-      kc::quant_matmul(xv, ring.view(i++), yv, pool, scratch, kc::QuantDotPath::best,
+      kc::quant_matmul(xv, ring.view(i), yv, pool, scratch, kc::QuantDotPath::best,
                        kc::QuantBatchTiles::token_tiles);
     else
-      run_kernel(0, xv, ring.view(i++), yv, pool, scratch);
+      run_kernel(0, xv, ring.view(i), yv, pool, scratch);
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(matrix_bytes));
-  state.SetLabel(std::string(pensieve::model::dtype_name(dtype)) +
-                 (eight_row_tiles ? " 8-row tiles" : ""));
+
+  std::string label() const {
+    return std::string(pensieve::model::dtype_name(dtype)) + (eight_row_tiles ? " 8-row tiles" : "");
+  }
+
+  static constexpr std::int64_t rows = 2816, cols = 1024;
+  DType dtype;
+  bool eight_row_tiles;
+  std::size_t matrix_bytes;
+  WeightRing ring;
+  kc::ThreadPool pool{2};
+  std::vector<float> x, y, scratch;
+};
+
+// The types both DRAM decode benchmarks run: each on the default path, and
+// the K-quants Q4_K and Q6_K on their 8-row tiles too.
+void dram_decode_types(benchmark::internal::Benchmark* b) {
+  for (DType t : {DType::f16, DType::q8_0, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k})
+    b->Args({int(t), 0});
+  b->Args({int(DType::q4_k), 1});
+  b->Args({int(DType::q6_k), 1});
+}
+
+// DramDecode interleaved with the ceiling (see there): the share of it each
+// type's decode reaches and the types' bytes per second side by side.
+void BM_DecodeDram2Threads(benchmark::State& state) {
+  DramDecode d(state);
+  std::size_t i = 0;
+  for (auto _ : state) d.run(i++);
+  state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(d.matrix_bytes));
+  state.SetLabel(d.label());
 }
 BENCHMARK(BM_DecodeDram2Threads)
-    ->Args({int(DType::f16), 0})
-    ->Args({int(DType::q8_0), 0})
-    ->Args({int(DType::q4_0), 0})
-    ->Args({int(DType::q4_k), 0})
-    ->Args({int(DType::q5_k), 0})
-    ->Args({int(DType::q6_k), 0})
-    ->Args({int(DType::q4_k), 1})
+    ->Apply(dram_decode_types)
     ->Args({int(DType::q5_k), 1})
-    ->Args({int(DType::q6_k), 1})
     ->UseRealTime();
 
-// BM_DecodeDram2Threads's decode and BM_ReadCeiling2Threads's read back to
-// back in every iteration: one sweep of the 1 GiB ring of weights (about 20
-// ms), then one timed read of the probe's 1 GiB, so each pair shares the
-// memory speed of its moment. With random interleaving of separate
-// benchmarks the decode and the probe medians can come from different
-// minutes: in one such run the probe read 100-102 GB/s in its first
-// repetitions and 51-61 later, and the ratio of the medians mixed the two
-// (2026-12-06). Counters: "share" is the median of the pairs' decode / read
-// ratios, "decode GB/s" and "read GB/s" the medians of each. args: dtype, 1
-// for a K-quant's 8-row tiles (as BM_DecodeDram2Threads).
+// DramDecode and BM_ReadCeiling2Threads's read back to back in every
+// iteration: one sweep of the 1 GiB ring of weights (about 20 ms), then one
+// timed read of the probe's 1 GiB, so each pair shares the memory speed of
+// its moment. With random interleaving of separate benchmarks the decode and
+// the probe medians can come from different minutes: in one such run the
+// probe read 100-102 GB/s in its first repetitions and 51-61 later, and the
+// ratio of the medians mixed the two (2026-12-06). Counters: "share" is the
+// median of the pairs' decode / read ratios, "decode GB/s" and "read GB/s"
+// the medians of each.
 void BM_DecodeShare2Threads(benchmark::State& state) {
-  const auto dtype = DType(state.range(0));
-  const bool eight_row_tiles = state.range(1) != 0;
-  const std::int64_t rows = 2816, cols = 1024;
-  const std::size_t matrix_bytes = pensieve::model::dtype_row_bytes(dtype, cols) * rows;
-  WeightRing ring(dtype, rows, cols, (std::size_t(1) << 30) / matrix_bytes + 1, Placement::huge_pages);
+  DramDecode d(state);
   pensieve::bench::ReadBandwidthProbe probe(std::size_t(1) << 30, 2);
-  kc::ThreadPool pool(2);
-  auto x = random_rows(cols);
-  std::vector<float> y(rows), scratch;
-  const kc::ConstRowsView xv(x.data(), 1, cols, cols);
-  const kc::RowsView yv{y.data(), 1, rows, rows};
+  const std::size_t sweep_bytes = d.matrix_bytes * d.ring.count();
   std::vector<double> shares, decodes, reads;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
-    for (std::size_t i = 0; i < ring.count(); ++i) {
-      if (eight_row_tiles)
-        kc::quant_matmul(xv, ring.view(i), yv, pool, scratch, kc::QuantDotPath::best,
-                         kc::QuantBatchTiles::token_tiles);
-      else
-        run_kernel(0, xv, ring.view(i), yv, pool, scratch);
-      benchmark::DoNotOptimize(y.data());
-    }
+    for (std::size_t i = 0; i < d.ring.count(); ++i) d.run(i);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double decode = double(matrix_bytes * ring.count()) / seconds / 1e9;
+    const double decode = double(sweep_bytes) / seconds / 1e9;
     const double read = probe.measure(1).best_gb_per_s;
     state.SetIterationTime(seconds);
     shares.push_back(decode / read);
@@ -288,24 +290,13 @@ void BM_DecodeShare2Threads(benchmark::State& state) {
     reads.push_back(read);
   }
   benchmark::DoNotOptimize(probe.checksum());
-  state.SetBytesProcessed(std::int64_t(state.iterations() * ring.count() * matrix_bytes));
+  state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(sweep_bytes));
   state.counters["share"] = pensieve::bench::quantiles(shares).p50;
   state.counters["decode GB/s"] = pensieve::bench::quantiles(decodes).p50;
   state.counters["read GB/s"] = pensieve::bench::quantiles(reads).p50;
-  state.SetLabel(std::string(pensieve::model::dtype_name(dtype)) +
-                 (eight_row_tiles ? " 8-row tiles" : ""));
+  state.SetLabel(d.label());
 }
-BENCHMARK(BM_DecodeShare2Threads)
-    ->Args({int(DType::f16), 0})
-    ->Args({int(DType::q8_0), 0})
-    ->Args({int(DType::q4_0), 0})
-    ->Args({int(DType::q4_k), 0})
-    ->Args({int(DType::q5_k), 0})
-    ->Args({int(DType::q6_k), 0})
-    ->Args({int(DType::q4_k), 1})
-    ->Args({int(DType::q6_k), 1})
-    ->Iterations(15)
-    ->UseManualTime();
+BENCHMARK(BM_DecodeShare2Threads)->Apply(dram_decode_types)->Iterations(15)->UseManualTime();
 
 // The read ceiling beside BM_MatmulDecode2Threads: two threads streaming a
 // 1 GiB buffer on 2 MiB pages (model-bench's probe: 128 MiB read at 150 GB/s,
