@@ -230,9 +230,11 @@ PENSIEVE_AVX512_FN void panel_dot(const LaneBlock* blocks, const QuantActRow* x,
       for (int k = 0; k < per; ++k) q[k] = _mm512_load_si512(&L.q[s * per + k]);
       const __m512i scale = _mm512_load_si512(&L.scale[s]);
       PENSIEVE_LANES_UNROLL
-      for (int t = 0; t < T; ++t)
+      for (int t = 0; t < T; ++t) {
         sum[t] = _mm512_add_epi32(sum[t], sub_block_sum<per>(q, x[t].q + b * 256 + 4 * per * s,
                                                              _mm512_setzero_si512(), scale));
+        settle(sum[t]);
+      }
     }
     PENSIEVE_LANES_UNROLL
     for (int t = 0; t < T; ++t) {

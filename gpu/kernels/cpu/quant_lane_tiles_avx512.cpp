@@ -69,6 +69,7 @@ PENSIEVE_AVX512_FN void k4_lane_tile(const std::byte* w, std::size_t row_bytes,
         sum[t] = _mm512_add_epi32(
             sum[t], _mm512_add_epi32(sub_block_sum<8>(lo, xq, _mm512_setzero_si512(), sa),
                                      sub_block_sum<8>(hi, xq + 32, _mm512_setzero_si512(), sb)));
+        settle(sum[t]);
       }
     };
     group.template operator()<0>();
@@ -128,6 +129,7 @@ PENSIEVE_AVX512_FN void q6_k_lane_tile(const std::byte* w, std::size_t row_bytes
         const __m512i s23 = _mm512_add_epi32(sub_block_sum<4>(c, xq + 64, zero, sc0),
                                              sub_block_sum<4>(c + 4, xq + 80, zero, sc1));
         sum[t] = _mm512_add_epi32(sum[t], _mm512_add_epi32(s01, s23));
+        settle(sum[t]);
       }
     };
     run.template operator()<0, 0>();

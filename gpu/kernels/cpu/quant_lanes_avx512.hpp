@@ -287,6 +287,19 @@ PENSIEVE_LANES_INLINE __m512i sub_block_sum(const __m512i* q, const std::int8_t*
   return _mm512_mullo_epi32(p, scale);
 }
 
+// v taken as it stands at this point, in a register; the tiles and panels
+// settle each token's sum after adding a sub-block's. Without it GCC 12
+// reassociates a block's integer adds and sinks every sub-block's vpmulld
+// to the end of the block: the 8-token Q6_K tile kept its 128 unscaled
+// sub-block sums on the stack until then (a store and a reload each), the
+// 8-token Q6_K panel 122. Settled, one thread on AMD Zen 5 (BM_KQuantBatch,
+// 2048 x 768, 2026-12-06): 8 tokens through the Q6_K tile 1.15-1.20x as
+// fast, Q4_K 1.07x; 16 and 64 tokens through the panels Q6_K and Q3_K
+// 1.30x, Q2_K 1.38x, Q4_K 1.10-1.18x.
+PENSIEVE_LANES_INLINE void settle(__m512i& v) {
+  asm("" : "+v"(v));
+}
+
 // Runs run(first, count) over n_tokens in near-equal groups of up to
 // quant_dot_lane_tile_tokens_max (9 tokens as 5 + 4: a group of one would
 // pay a whole pass over the panel for one token).
