@@ -194,43 +194,78 @@ Result<void> time_decode(model::CpuForward& fwd, const ModelRunOptions& o, Model
 }
 
 // Iterations of `batch` sequences decoding together: each sequence has its
-// own cache and prompt (decode_context tokens, prefilled together), then
-// every iteration is one forward pass over one new token per sequence.
+// own prompt (decode_context tokens, prefilled together), then every
+// iteration is one forward pass over one new token per sequence. Twice, in
+// lockstep: over contiguous F32 caches (one attention dispatch per sequence
+// and layer) and over a paged F16 pool as the server runs it (--kv-dtype's
+// default; one dispatch per layer for the whole batch), alternated step by
+// step so both see the same minutes of the machine.
 Result<DecodeBatchRow> time_decode_batch(model::CpuForward& fwd, const ModelRunOptions& o,
                                          std::int32_t batch, const ModelRunResult& r) {
   constexpr std::int32_t warmup_steps = 2;
+  constexpr std::int32_t block_tokens = 16;
   const auto& c = fwd.config();
   const std::int32_t steps = warmup_steps + o.decode_batch_steps;
+  const std::int32_t capacity = o.decode_context + steps;
   std::vector<model::ContiguousKvCache> kv;
   std::vector<std::vector<std::int32_t>> prompts;
   std::vector<model::ForwardSequence> seqs;
+  const std::int32_t blocks_per_seq = (capacity + block_tokens - 1) / block_tokens;
+  std::vector<std::vector<kv::BlockId>> blocks(static_cast<std::size_t>(batch));
+  std::uint32_t next_block = 0;
   for (std::int32_t b = 0; b < batch; ++b) {
-    kv.push_back(fwd.make_kv_cache(o.decode_context + steps));
+    kv.push_back(fwd.make_kv_cache(capacity));
     auto ids = prompt_ids(o.decode_context + b, c.vocab_size);
     prompts.emplace_back(ids.begin() + b, ids.end());  // a different prompt per sequence
+    for (std::int32_t j = 0; j < blocks_per_seq; ++j) blocks[std::size_t(b)].push_back(kv::BlockId{next_block++});
   }
-  for (std::int32_t b = 0; b < batch; ++b) seqs.push_back({prompts[std::size_t(b)], 0, &kv[std::size_t(b)], false});
+  kv::KvPool pool(fwd.kv_pool_config(std::int32_t(next_block), block_tokens, kv::KvDType::f16));
+  std::vector<model::PagedSequence> paged;
+  for (std::int32_t b = 0; b < batch; ++b) {
+    seqs.push_back({prompts[std::size_t(b)], 0, &kv[std::size_t(b)], false});
+    paged.push_back({prompts[std::size_t(b)], 0, blocks[std::size_t(b)], false});
+  }
   auto out = fwd.forward(seqs);
   if (!out) return out.error();
-  std::vector<std::int32_t> tokens(static_cast<std::size_t>(batch));
-  for (std::int32_t b = 0; b < batch; ++b) tokens[std::size_t(b)] = argmax(out->last(std::size_t(b)));
-  std::vector<double> seconds;
+  auto paged_out = fwd.forward_paged(paged, pool);
+  if (!paged_out) return paged_out.error();
+  // Each keeps its own tokens: F16 and F32 caches may pick different ones.
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(batch)), paged_tokens(tokens);
+  for (std::int32_t b = 0; b < batch; ++b) {
+    tokens[std::size_t(b)] = argmax(out->last(std::size_t(b)));
+    paged_tokens[std::size_t(b)] = argmax(paged_out->last(std::size_t(b)));
+  }
+  std::vector<double> seconds, paged_seconds;
   for (std::int32_t step = 0; step < steps; ++step) {
+    const std::int32_t pos = o.decode_context + step;
     for (std::int32_t b = 0; b < batch; ++b) {
       auto& k = kv[std::size_t(b)];
       seqs[std::size_t(b)] = {std::span(&tokens[std::size_t(b)], 1), k.size_tokens(), &k, false};
+      paged[std::size_t(b)] = {std::span(&paged_tokens[std::size_t(b)], 1), pos, blocks[std::size_t(b)], false};
     }
-    const auto start = Clock::now();
+    auto start = Clock::now();
     auto next = fwd.forward(seqs);
     const double s = seconds_since(start);
     if (!next) return next.error();
-    for (std::int32_t b = 0; b < batch; ++b) tokens[std::size_t(b)] = argmax(next->last(std::size_t(b)));
-    if (step >= warmup_steps) seconds.push_back(s);
+    start = Clock::now();
+    auto paged_next = fwd.forward_paged(paged, pool);
+    const double ps = seconds_since(start);
+    if (!paged_next) return paged_next.error();
+    for (std::int32_t b = 0; b < batch; ++b) {
+      tokens[std::size_t(b)] = argmax(next->last(std::size_t(b)));
+      paged_tokens[std::size_t(b)] = argmax(paged_next->last(std::size_t(b)));
+    }
+    if (step >= warmup_steps) {
+      seconds.push_back(s);
+      paged_seconds.push_back(ps);
+    }
   }
   std::sort(seconds.begin(), seconds.end());
+  std::sort(paged_seconds.begin(), paged_seconds.end());
   DecodeBatchRow row;
   row.batch = batch;
   row.median_seconds = seconds[seconds.size() / 2];
+  row.paged_median_seconds = paged_seconds[paged_seconds.size() / 2];
   row.flops = 2.0 * r.matrix_params * batch;
   if (r.decode_bandwidth_median > 0)
     row.bytes_seconds = r.weight_bytes_per_token / (r.decode_bandwidth_median * 1e9);

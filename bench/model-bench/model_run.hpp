@@ -76,7 +76,8 @@ struct MixedIterationRow {
 // weights read at the measured bandwidth and the FLOPs at the FMA peak.
 struct DecodeBatchRow {
   std::int32_t batch = 0;
-  double median_seconds = 0;  // per iteration of `batch` tokens
+  double median_seconds = 0;  // per iteration of `batch` tokens, contiguous F32 caches
+  double paged_median_seconds = 0;  // the same over a paged F16 pool (the server's path)
   double flops = 0;           // matrix FLOPs of one iteration
   double bytes_seconds = 0;   // weight bytes / the bandwidth measured beside it
   double flops_seconds = 0;   // flops / the FMA peak (set by the report)

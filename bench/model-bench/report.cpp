@@ -59,15 +59,17 @@ std::string decode_batch_table(const ModelBenchReport& r) {
   out += line("\nFMA peak (%s, %d threads): %.1f GFLOP/s\n\n", r.fma_peak.isa, r.fma_peak.threads,
               r.fma_peak.best_gflops);
   out += "| model | dtype | batch | iteration ms (median) | x batch 1 | tok/s | roofline ms (bytes / "
-         "FLOPs) | % of roofline |\n|---|---|---|---|---|---|---|---|\n";
+         "FLOPs) | % of roofline | paged F16 pool ms | x batch 1, paged |\n"
+         "|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& m : r.runs) {
-    const double one = m.decode_batches.empty() ? 0 : m.decode_batches.front().median_seconds;
+    const DecodeBatchRow* one = m.decode_batches.empty() ? nullptr : &m.decode_batches.front();
     for (const auto& b : m.decode_batches) {
-      out += line("| %s | %s | %d | %.2f | %.2f | %.1f | %.2f (%.2f / %.2f) | %.0f%% |\n",
+      out += line("| %s | %s | %d | %.2f | %.2f | %.1f | %.2f (%.2f / %.2f) | %.0f%% | %.2f | %.2f |\n",
                   m.shape.c_str(), m.dtype.c_str(), b.batch, 1e3 * b.median_seconds,
-                  one > 0 ? b.median_seconds / one : 0.0, b.batch / b.median_seconds,
+                  one ? b.median_seconds / one->median_seconds : 0.0, b.batch / b.median_seconds,
                   1e3 * roofline_seconds(b), 1e3 * b.bytes_seconds, 1e3 * b.flops_seconds,
-                  percent(roofline_seconds(b), b.median_seconds));
+                  percent(roofline_seconds(b), b.median_seconds), 1e3 * b.paged_median_seconds,
+                  one ? b.paged_median_seconds / one->paged_median_seconds : 0.0);
     }
   }
   return out;
@@ -125,6 +127,7 @@ json::array to_json(const std::vector<DecodeBatchRow>& rows) {
   for (const auto& b : rows)
     a.push_back(json::object{{"batch", b.batch},
                              {"median_seconds", b.median_seconds},
+                             {"paged_f16_median_seconds", b.paged_median_seconds},
                              {"matrix_flops", b.flops},
                              {"roofline_bytes_seconds", b.bytes_seconds},
                              {"roofline_flops_seconds", b.flops_seconds},
