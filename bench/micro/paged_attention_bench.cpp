@@ -183,6 +183,48 @@ BENCHMARK(BM_CpuAttention)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// M-100's decode step (12 heads over 4 KV heads of 64): one new token for
+// each of `seqs` sequences over `ctx` cached ones in the server's paged F16
+// pool, two threads. Args: sequences, context tokens, cold (1: a 64 MiB
+// read between calls, untimed, as a decode step's weights stream between
+// one layer's attention and the next step's).
+void BM_CpuAttentionM100Decode(benchmark::State& state) {
+  const auto n = std::int32_t(state.range(0)), ctx = std::int32_t(state.range(1));
+  const bool cold = state.range(2) != 0;
+  AttentionInputs in(std::vector<std::int32_t>(std::size_t(n), ctx),
+                     std::vector<std::int32_t>(std::size_t(n), 1), 12, 4, 64, kv::KvDType::f16);
+  cpu::ThreadPool threads(2, 0.0);
+  cpu::ThreadPoolRunner pool(threads);
+  const AttentionPlan plan = in.plan(pool.workers());
+  cpu::AttentionWorkspace ws;
+  std::vector<float> flush(cold ? (std::size_t(64) << 20) / sizeof(float) : 0, 1.0f);
+  for (auto _ : state) {
+    if (cold) {
+      // Read by both threads, so the worker is spinning, not asleep, when
+      // the timed call starts (as between a step's layers).
+      state.PauseTiming();
+      threads.parallel_for(2, [&](std::size_t b, std::size_t e, std::size_t) {
+        float part = 0;
+        const std::size_t half = flush.size() / 2;
+        for (std::size_t i = b * half; i < e * half; i += 16) part += flush[i];
+        benchmark::DoNotOptimize(part);
+      });
+      state.ResumeTiming();
+    }
+    cpu::paged_attention(in.paged(), plan, ws, pool);
+    benchmark::DoNotOptimize(in.out.data());
+  }
+  state.SetLabel(plan.decode.describe());
+  state.counters["kv_GBps"] =
+      benchmark::Counter(in.kv_bytes(kv::KvDType::f16) * double(state.iterations()) / 1e9,
+                         benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_CpuAttentionM100Decode)
+    ->ArgNames({"seqs", "ctx", "cold"})
+    ->ArgsProduct({{1, 8}, {64, 256, 1024}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
 // One prefill span (512 new over 1536 cached) and 15 decode rows at 2048:
 // one call for the whole batch (1) or one call for the prefill and one for the decodes (0).
 void BM_CpuAttentionMixedBatch(benchmark::State& state) {

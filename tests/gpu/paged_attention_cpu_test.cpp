@@ -1,6 +1,7 @@
 // The CPU paged attention kernel against a naive contiguous F64 reference,
 // and its batch invariance.
 #include "gpu/kernels/cpu/attention_contiguous.hpp"
+#include "gpu/kernels/cpu/attention_math.hpp"
 #include "gpu/kernels/cpu/paged_attention.hpp"
 #include "tests/gpu/paged_attention_fixture.hpp"
 
@@ -17,6 +18,12 @@ using pensieve::test::Batch;
 using pensieve::test::BatchSpec;
 
 namespace {
+
+#if defined(__AVX512F__)
+#define PENSIEVE_TEST_AVX512F true
+#else
+#define PENSIEVE_TEST_AVX512F false
+#endif
 
 std::vector<float> run_paged(const Batch& b, cpu::WorkRunner& runner,
                              AttentionPlanOptions options = {}) {
@@ -226,6 +233,35 @@ TEST_CASE("paged and contiguous attention agree bit for bit", "[paged_attention]
   cpu::AttentionWorkspace ws;
   cpu::contiguous_attention(p, plan, ws, serial);
   CHECK(std::memcmp(paged.data(), out.data(), out.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("paged attention reads an F16 pool with the bits of its values widened to F32",
+          "[paged_attention]") {
+  // Head sizes 32, 64 and 128 read the F16 rows in place (AVX-512 builds);
+  // 40 widens each tile first. Either way each output has the bits of the
+  // contiguous kernel over the same values held as F32.
+  std::mt19937_64 rng(16);
+  test::PooledRunner pooled(2);
+  for (const std::int32_t hd : {32, 64, 128, 40}) {
+    for (int trial = 0; trial < 3; ++trial) {
+      BatchSpec spec = random_spec(rng, 12, 700, 96);
+      spec.head_dim = hd;
+      spec.dtype = kv::KvDType::f16;
+      const Batch b = test::make_batch(spec, rng);
+      const auto paged = run_paged(b, pooled.runner);
+      const auto plan =
+          plan_paged_attention({b.q_start, b.spec.context_tokens}, b.spec.n_kv_heads).value();
+      std::vector<float> out(std::size_t(b.out_elems()), std::numeric_limits<float>::quiet_NaN());
+      cpu::AttentionWorkspace ws;
+      cpu::SerialRunner serial;
+      cpu::contiguous_attention(b.contiguous_params(out.data()), plan, ws, serial);
+      INFO("head_dim " << hd << " trial " << trial << " seqs " << b.num_seqs());
+      CHECK(std::memcmp(paged.data(), out.data(), out.size() * sizeof(float)) == 0);
+    }
+  }
+  CHECK(cpu::attention_tile_states_f16_direct(64, 0.0f) == PENSIEVE_TEST_AVX512F);
+  CHECK_FALSE(cpu::attention_tile_states_f16_direct(64, 50.0f));
+  CHECK_FALSE(cpu::attention_tile_states_f16_direct(40, 0.0f));
 }
 
 TEST_CASE("a batch whose shape is inconsistent is refused by the plan step", "[paged_attention]") {

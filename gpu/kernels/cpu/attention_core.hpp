@@ -5,13 +5,20 @@
 //   void rows(int32 seq, int32 kv_head, int32 begin, int32 end,
 //             const float** keys, const float** values, float* converted) const;
 // (converted has room for 2 * (end - begin) * head_dim floats for sources
-// that widen F16 to F32). Internal to gpu/kernels/cpu.
+// that widen F16 to F32). A source may also have
+//   bool rows_f16(int32 seq, int32 kv_head, int32 begin, int32 end,
+//                 const uint16** keys, const uint16** values) const;
+// which points at rows stored as F16 where they are and returns true, or
+// returns false (the rows are not F16): the kernels then read them in place.
+// Internal to gpu/kernels/cpu.
 #include "gpu/kernels/cpu/attention_math.hpp"
 #include "gpu/kernels/cpu/attention_work_runner.hpp"
 #include "gpu/kernels/cpu/attention_workspace.hpp"
 #include "gpu/kernels/cpu/paged_attention_plan.hpp"
 
 #include <algorithm>
+#include <concepts>
+#include <cstdint>
 #include <cstring>
 
 namespace pensieve::kernels::cpu {
@@ -36,6 +43,11 @@ namespace detail {
 // loop's FMA latency needs (one row of a 2-head group keeps 4 chains busy).
 inline constexpr std::size_t rows_per_pass = 2;
 
+template <class Source>
+concept HasF16Rows = requires(const Source& src, const std::uint16_t** rows) {
+  { src.rows_f16(0, 0, 0, 0, rows, rows) } -> std::same_as<bool>;
+};
+
 inline void size_scratch(AttentionScratch& s, std::int32_t tile, std::int32_t head_dim,
                          std::int32_t group, std::int64_t pairs) {
   const auto state = static_cast<std::size_t>(attention_state_floats(head_dim));
@@ -49,6 +61,8 @@ inline void size_scratch(AttentionScratch& s, std::int32_t tile, std::int32_t he
   s.converted.resize(2 * static_cast<std::size_t>(tile) * static_cast<std::size_t>(head_dim));
   s.keys.resize(static_cast<std::size_t>(tile));
   s.values.resize(static_cast<std::size_t>(tile));
+  s.keys_f16.resize(static_cast<std::size_t>(tile));
+  s.values_f16.resize(static_cast<std::size_t>(tile));
 }
 
 // One (work item, KV head): every (row, head of the group) over the item's
@@ -80,11 +94,18 @@ void run_item(const AttentionCoreArgs& a, const AttentionPlan& plan, const Atten
   }
   // A split row keeps one state per tile, empty ones included; other items
   // skip the tiles before their first row's window.
+  bool f16_direct = false;
+  if constexpr (HasF16Rows<Source>) f16_direct = attention_tile_states_f16_direct(hd, a.softcap);
   std::int32_t k_begin = item.kv_begin;
   if (merge == nullptr) k_begin = std::max(k_begin, key_lo(item.row_begin) / tile * tile);
   for (std::int32_t k0 = k_begin; k0 < kv_end; k0 += tile) {
     const std::int32_t k1 = std::min(k0 + tile, kv_end);
-    src.rows(item.seq, kv_head, k0, k1, s.keys.data(), s.values.data(), s.converted.data());
+    bool f16 = false;
+    if constexpr (HasF16Rows<Source>) {
+      f16 = f16_direct &&
+            src.rows_f16(item.seq, kv_head, k0, k1, s.keys_f16.data(), s.values_f16.data());
+    }
+    if (!f16) src.rows(item.seq, kv_head, k0, k1, s.keys.data(), s.values.data(), s.converted.data());
     const std::int32_t t = k0 / tile;
     auto partial_state = [&](std::int32_t qh) {
       return partial +
@@ -124,9 +145,15 @@ void run_item(const AttentionCoreArgs& a, const AttentionPlan& plan, const Atten
           s.group_states[std::size_t(slot)] = target;
         }
       }
-      attention_tile_states(s.group_q.data(), rows * group, s.keys.data() + (lo - k0),
-                            s.values.data() + (lo - k0), n_keys, hd, a.scale, s.scores.data(),
-                            s.group_states.data(), a.softcap);
+      if (f16) {
+        attention_tile_states_f16(s.group_q.data(), rows * group, s.keys_f16.data() + (lo - k0),
+                                  s.values_f16.data() + (lo - k0), n_keys, hd, a.scale,
+                                  s.scores.data(), s.group_states.data());
+      } else {
+        attention_tile_states(s.group_q.data(), rows * group, s.keys.data() + (lo - k0),
+                              s.values.data() + (lo - k0), n_keys, hd, a.scale, s.scores.data(),
+                              s.group_states.data(), a.softcap);
+      }
       if (merge == nullptr && !fresh) {
         for (std::int32_t i = 0; i < rows; ++i) {
           for (std::int32_t g = 0; g < group; ++g) {

@@ -1,8 +1,11 @@
 #include "gpu/kernels/cpu/attention_math.hpp"
 
 #include "gpu/kernels/cpu/exp_approx.hpp"
+#include "gpu/kernels/cpu/prefetch.hpp"
 
 #include <algorithm>
+#include <type_traits>
+#include <cassert>
 #include <bit>
 #include <cmath>
 
@@ -134,9 +137,36 @@ namespace {
 // into scores; returns their maximum. Eight keys' dot products are reduced
 // at once (lane_sums.hpp): the same lane sums and tree as dot(), so the same
 // bits as one key at a time.
-template <int C>
-float tile_scores(const float* q, const float* const* k, std::int32_t n_keys, float scale,
-                  float* scores) {
+// Sixteen elements of a key or value row as F32: F32 rows as they are, F16
+// rows (an F16 pool's, read in place) widened exactly.
+inline __m512 load16(const float* p) {
+  return _mm512_loadu_ps(p);
+}
+inline __m512 load16(const std::uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// The rows of key and value j, asked for in the L2 ahead of their use: an
+// F16 pool's rows are read in place, from wherever the pool's pages are.
+template <int C, class T>
+inline void prefetch_rows(const T* const* k, const T* const* v, std::int32_t j) {
+  constexpr int lines = (16 * C * int(sizeof(T)) + 63) / 64;
+  PENSIEVE_ATT_UNROLL
+  for (int l = 0; l < lines; ++l) {
+    prefetch_l2(reinterpret_cast<const char*>(k[j]) + 64 * l);
+    prefetch_l2(reinterpret_cast<const char*>(v[j]) + 64 * l);
+  }
+}
+
+// Keys ahead of the one in use that the first query's pass asks for.
+constexpr std::int32_t prefetch_keys = 8;
+
+template <int C, class T, bool Prefetch = false>
+float tile_scores(const float* q, const T* const* k, const T* const* v, std::int32_t n_keys,
+                  float scale, float* scores) {
+  if constexpr (Prefetch) {
+    for (std::int32_t j = 0; j < std::min(prefetch_keys, n_keys); ++j) prefetch_rows<C>(k, v, j);
+  }
   __m512 qv[C];
   PENSIEVE_ATT_UNROLL
   for (int c = 0; c < C; ++c) qv[c] = _mm512_loadu_ps(q + 16 * c);
@@ -145,12 +175,16 @@ float tile_scores(const float* q, const float* const* k, std::int32_t n_keys, fl
   __m512 vmax = _mm512_set1_ps(-INFINITY);
   std::int32_t j = 0;
   for (; j + 8 <= n_keys; j += 8) {
+    if constexpr (Prefetch) {
+      for (std::int32_t i = j + prefetch_keys; i < std::min(j + 2 * prefetch_keys, n_keys); ++i)
+        prefetch_rows<C>(k, v, i);
+    }
     __m512 acc[8];
     PENSIEVE_ATT_UNROLL
     for (int i = 0; i < 8; ++i) {
       acc[i] = _mm512_setzero_ps();
       PENSIEVE_ATT_UNROLL
-      for (int c = 0; c < C; ++c) acc[i] = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(k[j + i] + 16 * c), acc[i]);
+      for (int c = 0; c < C; ++c) acc[i] = _mm512_fmadd_ps(qv[c], load16(k[j + i] + 16 * c), acc[i]);
     }
     const __m512 sc = _mm512_mul_ps(hsum16_many<8>(acc), vscale);
     _mm512_mask_storeu_ps(scores + j, 0xff, sc);
@@ -160,7 +194,7 @@ float tile_scores(const float* q, const float* const* k, std::int32_t n_keys, fl
   for (; j < n_keys; ++j) {
     __m512 acc = _mm512_setzero_ps();
     PENSIEVE_ATT_UNROLL
-    for (int c = 0; c < C; ++c) acc = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(k[j] + 16 * c), acc);
+    for (int c = 0; c < C; ++c) acc = _mm512_fmadd_ps(qv[c], load16(k[j] + 16 * c), acc);
     scores[j] = reduce16(acc) * scale;
     m = std::max(m, scores[j]);
   }
@@ -170,15 +204,17 @@ float tile_scores(const float* q, const float* const* k, std::int32_t n_keys, fl
 // G queries of head_dim 16 * C at once; G * C <= 16 keeps the value sums in
 // registers. Per query, every operation is the one attention_tile_state()
 // does, in the same order.
-template <int C, int G>
-void tile_states_group(const float* const* q, const float* const* k, const float* const* v,
+template <int C, int G, class T>
+void tile_states_group(const float* const* q, const T* const* k, const T* const* v,
                        std::int32_t n_keys, float scale, float* scores, float* const* states) {
   static_assert(G * C <= 16);
   float m[G], l[G];
   PENSIEVE_ATT_UNROLL
   for (int g = 0; g < G; ++g) {
     float* sg = scores + std::int64_t(g) * n_keys;
-    m[g] = tile_scores<C>(q[g], k, n_keys, scale, sg);
+    constexpr bool in_place = std::is_same_v<T, std::uint16_t>;
+    m[g] = g == 0 ? tile_scores<C, T, in_place>(q[g], k, v, n_keys, scale, sg)
+                  : tile_scores<C, T>(q[g], k, v, n_keys, scale, sg);
     l[g] = exp_shifted_sum(sg, n_keys, m[g]);
   }
   __m512 acc[G][C];
@@ -193,7 +229,7 @@ void tile_states_group(const float* const* q, const float* const* k, const float
     for (int g = 0; g < G; ++g) p[g] = _mm512_set1_ps(scores[std::int64_t(g) * n_keys + j]);
     PENSIEVE_ATT_UNROLL
     for (int c = 0; c < C; ++c) {
-      const __m512 vv = _mm512_loadu_ps(v[j] + 16 * c);
+      const __m512 vv = load16(v[j] + 16 * c);
       PENSIEVE_ATT_UNROLL
       for (int g = 0; g < G; ++g) acc[g][c] = _mm512_fmadd_ps(p[g], vv, acc[g][c]);
     }
@@ -208,17 +244,17 @@ void tile_states_group(const float* const* q, const float* const* k, const float
 }
 
 // Up to 16 / C queries per pass; 0 when this head_dim has no grouped path.
-template <int C>
-std::int32_t tile_states_some(const float* const* q, std::int32_t n_q, const float* const* k,
-                              const float* const* v, std::int32_t n_keys, float scale,
+template <int C, class T>
+std::int32_t tile_states_some(const float* const* q, std::int32_t n_q, const T* const* k,
+                              const T* const* v, std::int32_t n_keys, float scale,
                               float* scores, float* const* states) {
   constexpr int max_g = std::min(4, 16 / C);
   const int g = std::min<std::int32_t>(n_q, max_g);
   switch (g) {
-    case 1: tile_states_group<C, 1>(q, k, v, n_keys, scale, scores, states); break;
-    case 2: tile_states_group<C, 2>(q, k, v, n_keys, scale, scores, states); break;
-    case 3: if constexpr (3 <= max_g) tile_states_group<C, 3>(q, k, v, n_keys, scale, scores, states); break;
-    case 4: if constexpr (4 <= max_g) tile_states_group<C, 4>(q, k, v, n_keys, scale, scores, states); break;
+    case 1: tile_states_group<C, 1, T>(q, k, v, n_keys, scale, scores, states); break;
+    case 2: tile_states_group<C, 2, T>(q, k, v, n_keys, scale, scores, states); break;
+    case 3: if constexpr (3 <= max_g) tile_states_group<C, 3, T>(q, k, v, n_keys, scale, scores, states); break;
+    case 4: if constexpr (4 <= max_g) tile_states_group<C, 4, T>(q, k, v, n_keys, scale, scores, states); break;
     default: break;
   }
   return g;
@@ -234,9 +270,9 @@ void attention_tile_states(const float* const* q, std::int32_t n_q, const float*
     std::int32_t done = 0;
 #if defined(__AVX512F__)
     switch (softcap > 0.0f ? 0 : head_dim) {
-      case 32: done = tile_states_some<2>(q + i, n_q - i, k, v, n_keys, scale, scores, states + i); break;
-      case 64: done = tile_states_some<4>(q + i, n_q - i, k, v, n_keys, scale, scores, states + i); break;
-      case 128: done = tile_states_some<8>(q + i, n_q - i, k, v, n_keys, scale, scores, states + i); break;
+      case 32: done = tile_states_some<2, float>(q + i, n_q - i, k, v, n_keys, scale, scores, states + i); break;
+      case 64: done = tile_states_some<4, float>(q + i, n_q - i, k, v, n_keys, scale, scores, states + i); break;
+      case 128: done = tile_states_some<8, float>(q + i, n_q - i, k, v, n_keys, scale, scores, states + i); break;
       default: break;
     }
 #endif
@@ -246,6 +282,39 @@ void attention_tile_states(const float* const* q, std::int32_t n_q, const float*
     }
     i += done;
   }
+}
+
+bool attention_tile_states_f16_direct(std::int32_t head_dim, float softcap) {
+#if defined(__AVX512F__)
+  return softcap <= 0.0f && (head_dim == 32 || head_dim == 64 || head_dim == 128);
+#else
+  (void)head_dim;
+  (void)softcap;
+  return false;
+#endif
+}
+
+void attention_tile_states_f16(const float* const* q, std::int32_t n_q,
+                               const std::uint16_t* const* k, const std::uint16_t* const* v,
+                               std::int32_t n_keys, std::int32_t head_dim, float scale,
+                               float* scores, float* const* states) {
+#if defined(__AVX512F__)
+  for (std::int32_t i = 0; i < n_q;) {
+    std::int32_t done = 0;
+    switch (head_dim) {
+      case 32: done = tile_states_some<2, std::uint16_t>(q + i, n_q - i, k, v, n_keys, scale, scores, states + i); break;
+      case 64: done = tile_states_some<4, std::uint16_t>(q + i, n_q - i, k, v, n_keys, scale, scores, states + i); break;
+      case 128: done = tile_states_some<8, std::uint16_t>(q + i, n_q - i, k, v, n_keys, scale, scores, states + i); break;
+      default: break;
+    }
+    assert(done > 0 && "attention_tile_states_f16: check attention_tile_states_f16_direct first");
+    i += done;
+  }
+#else
+  (void)q, (void)n_q, (void)k, (void)v, (void)n_keys, (void)head_dim, (void)scale, (void)scores,
+      (void)states;
+  assert(false && "attention_tile_states_f16: check attention_tile_states_f16_direct first");
+#endif
 }
 
 void attention_empty_state(float* state, std::int32_t head_dim) {

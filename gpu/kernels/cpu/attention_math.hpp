@@ -37,6 +37,22 @@ void attention_tile_states(const float* const* q, std::int32_t n_q, const float*
                            const float* const* v, std::int32_t n_keys, std::int32_t head_dim,
                            float scale, float* scores, float* const* states, float softcap = 0.0f);
 
+// Whether attention_tile_states_f16() has a kernel for this head size and
+// soft-cap on this build (AVX-512, head_dim 32, 64 or 128, no soft-cap).
+bool attention_tile_states_f16_direct(std::int32_t head_dim, float softcap);
+
+// attention_tile_states() over F16 keys and values read where they are
+// stored (an F16 pool's rows), each element widened exactly as it is loaded:
+// the bits of widening the rows to F32 first and calling
+// attention_tile_states(), without writing and re-reading the widened tile
+// (at 128 tokens of head_dim 64, 64 KiB of F32 K and V: past the L1, and
+// the widening took 46% of M-100's decode attention over 8 x 1024 tokens,
+// AMD Zen 5, 2026-12-06). Only where attention_tile_states_f16_direct().
+void attention_tile_states_f16(const float* const* q, std::int32_t n_q,
+                               const std::uint16_t* const* k, const std::uint16_t* const* v,
+                               std::int32_t n_keys, std::int32_t head_dim, float scale,
+                               float* scores, float* const* states);
+
 // The state of no keys at all (l = 0): attention_fold() treats it as the
 // identity on either side. A split row's tiles outside its window hold it.
 void attention_empty_state(float* state, std::int32_t head_dim);

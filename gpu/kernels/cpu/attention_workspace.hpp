@@ -15,6 +15,8 @@ struct AttentionScratch {
   std::vector<float> converted;    // a kv tile of K and V widened to F32
   std::vector<const float*> keys;  // the tile's key rows
   std::vector<const float*> values;
+  std::vector<const std::uint16_t*> keys_f16;  // the same rows in an F16 pool, read in place
+  std::vector<const std::uint16_t*> values_f16;
   std::vector<const float*> group_q;  // the query rows of a KV head's query heads
   std::vector<float*> group_states;   // and where their tile states go
 };
