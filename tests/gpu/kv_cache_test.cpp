@@ -4,7 +4,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <cmath>
+#include <iterator>
+#include <random>
 #include <numeric>
 
 using namespace pensieve;
@@ -115,6 +118,45 @@ TEST_CASE("the cache reports an append it cannot hold without changing anything"
   CHECK(r.free_blocks == 0);
   CHECK(r.referenced_tokens == 24);
   CHECK(r.unused_slots == 0);
+}
+
+TEST_CASE("reshape_and_cache stores every F32 value as f32_to_f16 rounds it", "[kv]") {
+  // Rows of 40 (2 heads of 20): two whole vectors of 16 and a tail of 8 on
+  // AVX-512 builds. Ties to even, the largest finite half and the rounding
+  // to infinity past it, subnormals, signed zeros, infinities and NaNs with
+  // payloads (the bits f32_to_f16 gives: quiet, payload 0x200, the sign).
+  KvPoolConfig c = small_config(KvDType::f16);
+  c.head_dim = 20;
+  KvCache cache(c);
+  BlockTable a = cache.new_sequence();
+  const auto slots = *cache.append(a, 3);
+  auto bits = [](std::uint32_t b) { return std::bit_cast<float>(b); };
+  const float edge[] = {0.1f, -0.2f, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 65504.0f, 65519.0f,
+                        65520.0f, -65520.0f, 1e-5f, -3e-8f, 2.9e-8f, 6e-8f, 0.0f, -0.0f,
+                        INFINITY, -INFINITY, bits(0x7fc00001u), bits(0xffbfffffu), bits(0x7f800001u),
+                        std::nextafter(1.0f, 2.0f), 3.14159f, -1e9f, 5.96046e-8f, 6.10352e-5f};
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-70000.0f, 70000.0f);
+  std::vector<float> k(3 * 40), v(k.size());
+  for (std::size_t i = 0; i < k.size(); ++i) {
+    k[i] = i < std::size(edge) ? edge[i] : u(rng) * (i % 3 == 0 ? 1e-9f : 1.0f);
+    v[i] = i + std::size(edge) < k.size() ? edge[(i * 7) % std::size(edge)] : u(rng);
+  }
+  kernels::ReshapeAndCacheParams p{k.data(), v.data(), KvDType::f32, slots.data(), 3, cache.pool().layer(0)};
+  kernels::cpu::reshape_and_cache(p);
+  const PagedKvView view = cache.pool().layer(0);
+  const auto* stored = static_cast<const std::uint16_t*>(view.data);
+  for (std::int32_t t = 0; t < 3; ++t) {
+    for (int which = 0; which < 2; ++which) {
+      const auto off = view.offset(std::int32_t(slots[t] / view.block_tokens), which,
+                                   std::int32_t(slots[t] % view.block_tokens), 0);
+      for (std::int32_t i = 0; i < 40; ++i) {
+        const float x = (which == 0 ? k : v)[std::size_t(t * 40 + i)];
+        INFO("token " << t << (which ? " V" : " K") << " element " << i << " value " << x);
+        CHECK(stored[off + i] == f32_to_f16(x));
+      }
+    }
+  }
 }
 
 TEST_CASE("reshape_and_cache skips padding slots and rounds to F16", "[kv]") {
