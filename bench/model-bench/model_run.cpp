@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <vector>
 
 #include <time.h>
@@ -193,83 +194,138 @@ Result<void> time_decode(model::CpuForward& fwd, const ModelRunOptions& o, Model
   return {};
 }
 
-// Iterations of `batch` sequences decoding together: each sequence has its
-// own prompt (decode_context tokens, prefilled together), then every
-// iteration is one forward pass over one new token per sequence. Twice, in
-// lockstep: over contiguous F32 caches (one attention dispatch per sequence
-// and layer) and over a paged F16 pool as the server runs it (--kv-dtype's
-// default; one dispatch per layer for the whole batch), alternated step by
-// step so both see the same minutes of the machine.
-Result<DecodeBatchRow> time_decode_batch(model::CpuForward& fwd, const ModelRunOptions& o,
-                                         std::int32_t batch, const ModelRunResult& r) {
-  constexpr std::int32_t warmup_steps = 2;
-  constexpr std::int32_t block_tokens = 16;
-  const auto& c = fwd.config();
-  const std::int32_t steps = warmup_steps + o.decode_batch_steps;
-  const std::int32_t capacity = o.decode_context + steps;
-  std::vector<model::ContiguousKvCache> kv;
-  std::vector<std::vector<std::int32_t>> prompts;
-  std::vector<model::ForwardSequence> seqs;
-  const std::int32_t blocks_per_seq = (capacity + block_tokens - 1) / block_tokens;
-  std::vector<std::vector<kv::BlockId>> blocks(static_cast<std::size_t>(batch));
-  std::uint32_t next_block = 0;
-  for (std::int32_t b = 0; b < batch; ++b) {
-    kv.push_back(fwd.make_kv_cache(capacity));
-    auto ids = prompt_ids(o.decode_context + b, c.vocab_size);
-    prompts.emplace_back(ids.begin() + b, ids.end());  // a different prompt per sequence
-    for (std::int32_t j = 0; j < blocks_per_seq; ++j) blocks[std::size_t(b)].push_back(kv::BlockId{next_block++});
-  }
-  kv::KvPool pool(fwd.kv_pool_config(std::int32_t(next_block), block_tokens, kv::KvDType::f16));
-  std::vector<model::PagedSequence> paged;
-  for (std::int32_t b = 0; b < batch; ++b) {
-    seqs.push_back({prompts[std::size_t(b)], 0, &kv[std::size_t(b)], false});
-    paged.push_back({prompts[std::size_t(b)], 0, blocks[std::size_t(b)], false});
-  }
-  auto out = fwd.forward(seqs);
-  if (!out) return out.error();
-  auto paged_out = fwd.forward_paged(paged, pool);
-  if (!paged_out) return paged_out.error();
-  // Each keeps its own tokens: F16 and F32 caches may pick different ones.
-  std::vector<std::int32_t> tokens(static_cast<std::size_t>(batch)), paged_tokens(tokens);
-  for (std::int32_t b = 0; b < batch; ++b) {
-    tokens[std::size_t(b)] = argmax(out->last(std::size_t(b)));
-    paged_tokens[std::size_t(b)] = argmax(paged_out->last(std::size_t(b)));
-  }
-  std::vector<double> seconds, paged_seconds;
-  for (std::int32_t step = 0; step < steps; ++step) {
-    const std::int32_t pos = o.decode_context + step;
+// Iterations of B sequences decoding together, for each B of
+// decode_batches: each sequence has its own prompt (decode_context tokens,
+// prefilled together), then every iteration is one forward pass over one
+// new token per sequence. Over contiguous F32 caches (one attention
+// dispatch per sequence and layer) and over a paged F16 pool as the server
+// runs it (--kv-dtype's default; one dispatch per layer for the batch),
+// each step both ways. The batch sizes take turns (time_decode_batches),
+// so a ratio between two of them compares the same minutes of the machine
+// (its speed drifts by 20% and more from minute to minute on the shared
+// VMs these figures come from).
+class DecodeBatchRun {
+ public:
+  static constexpr std::int32_t block_tokens = 16;
+
+  DecodeBatchRun(model::CpuForward& fwd, const ModelRunOptions& o, std::int32_t batch,
+                 std::int32_t capacity)
+      : fwd_(fwd), batch_(batch) {
+    const auto& c = fwd.config();
+    const std::int32_t blocks_per_seq = (capacity + block_tokens - 1) / block_tokens;
+    blocks_.resize(static_cast<std::size_t>(batch));
+    std::uint32_t next_block = 0;
     for (std::int32_t b = 0; b < batch; ++b) {
-      auto& k = kv[std::size_t(b)];
-      seqs[std::size_t(b)] = {std::span(&tokens[std::size_t(b)], 1), k.size_tokens(), &k, false};
-      paged[std::size_t(b)] = {std::span(&paged_tokens[std::size_t(b)], 1), pos, blocks[std::size_t(b)], false};
+      kv_.push_back(fwd.make_kv_cache(capacity));
+      auto ids = prompt_ids(o.decode_context + b, c.vocab_size);
+      prompts_.emplace_back(ids.begin() + b, ids.end());  // a different prompt per sequence
+      for (std::int32_t j = 0; j < blocks_per_seq; ++j) blocks_[std::size_t(b)].push_back(kv::BlockId{next_block++});
+    }
+    pool_ = std::make_unique<kv::KvPool>(
+        fwd.kv_pool_config(std::int32_t(next_block), block_tokens, kv::KvDType::f16));
+    tokens_.resize(static_cast<std::size_t>(batch));
+    paged_tokens_.resize(static_cast<std::size_t>(batch));
+  }
+
+  Result<void> prefill() {
+    std::vector<model::ForwardSequence> seqs;
+    std::vector<model::PagedSequence> paged;
+    for (std::int32_t b = 0; b < batch_; ++b) {
+      seqs.push_back({prompts_[std::size_t(b)], 0, &kv_[std::size_t(b)], false});
+      paged.push_back({prompts_[std::size_t(b)], 0, blocks_[std::size_t(b)], false});
+    }
+    auto out = fwd_.forward(seqs);
+    if (!out) return out.error();
+    auto paged_out = fwd_.forward_paged(paged, *pool_);
+    if (!paged_out) return paged_out.error();
+    // Each keeps its own tokens: F16 and F32 caches may pick different ones.
+    for (std::int32_t b = 0; b < batch_; ++b) {
+      tokens_[std::size_t(b)] = argmax(out->last(std::size_t(b)));
+      paged_tokens_[std::size_t(b)] = argmax(paged_out->last(std::size_t(b)));
+    }
+    return {};
+  }
+
+  // One iteration each way; `timed`: kept for the medians.
+  Result<void> step(bool timed) {
+    std::vector<model::ForwardSequence> seqs;
+    std::vector<model::PagedSequence> paged;
+    for (std::int32_t b = 0; b < batch_; ++b) {
+      auto& k = kv_[std::size_t(b)];
+      seqs.push_back({std::span(&tokens_[std::size_t(b)], 1), k.size_tokens(), &k, false});
+      // Both hold the same number of tokens: the prompt and one a step.
+      paged.push_back({std::span(&paged_tokens_[std::size_t(b)], 1), k.size_tokens(),
+                       blocks_[std::size_t(b)], false});
     }
     auto start = Clock::now();
-    auto next = fwd.forward(seqs);
+    auto next = fwd_.forward(seqs);
     const double s = seconds_since(start);
     if (!next) return next.error();
     start = Clock::now();
-    auto paged_next = fwd.forward_paged(paged, pool);
+    auto paged_next = fwd_.forward_paged(paged, *pool_);
     const double ps = seconds_since(start);
     if (!paged_next) return paged_next.error();
-    for (std::int32_t b = 0; b < batch; ++b) {
-      tokens[std::size_t(b)] = argmax(next->last(std::size_t(b)));
-      paged_tokens[std::size_t(b)] = argmax(paged_next->last(std::size_t(b)));
+    for (std::int32_t b = 0; b < batch_; ++b) {
+      tokens_[std::size_t(b)] = argmax(next->last(std::size_t(b)));
+      paged_tokens_[std::size_t(b)] = argmax(paged_next->last(std::size_t(b)));
     }
-    if (step >= warmup_steps) {
-      seconds.push_back(s);
-      paged_seconds.push_back(ps);
+    if (timed) {
+      seconds_.push_back(s);
+      paged_seconds_.push_back(ps);
+    }
+    return {};
+  }
+
+  DecodeBatchRow row(const ModelRunResult& r) {
+    std::sort(seconds_.begin(), seconds_.end());
+    std::sort(paged_seconds_.begin(), paged_seconds_.end());
+    DecodeBatchRow row;
+    row.batch = batch_;
+    row.median_seconds = seconds_[seconds_.size() / 2];
+    row.paged_median_seconds = paged_seconds_[paged_seconds_.size() / 2];
+    row.flops = 2.0 * r.matrix_params * batch_;
+    if (r.decode_bandwidth_median > 0)
+      row.bytes_seconds = r.weight_bytes_per_token / (r.decode_bandwidth_median * 1e9);
+    return row;
+  }
+
+ private:
+  model::CpuForward& fwd_;
+  std::int32_t batch_;
+  std::vector<model::ContiguousKvCache> kv_;
+  std::vector<std::vector<std::int32_t>> prompts_;
+  std::vector<std::vector<kv::BlockId>> blocks_;
+  std::unique_ptr<kv::KvPool> pool_;
+  std::vector<std::int32_t> tokens_, paged_tokens_;
+  std::vector<double> seconds_, paged_seconds_;
+};
+
+Result<std::vector<DecodeBatchRow>> time_decode_batches(model::CpuForward& fwd,
+                                                        const ModelRunOptions& o,
+                                                        const ModelRunResult& r) {
+  // Rounds of `chunk` timed steps per batch size, each run after one
+  // untimed step of its own: a batch size's steps stay back to back as in
+  // serving (a step right after another batch size's finds other weights
+  // and K/V in the caches: one sequence ran 1.5x slower that way), and
+  // every batch size sees each round's minutes of the machine.
+  constexpr std::int32_t chunk = 4;
+  const std::int32_t rounds = std::max(1, (o.decode_batch_steps + chunk - 1) / chunk);
+  const std::int32_t steps = rounds * (chunk + 1);
+  std::vector<std::unique_ptr<DecodeBatchRun>> runs;
+  for (std::int32_t batch : o.decode_batches) {
+    runs.push_back(std::make_unique<DecodeBatchRun>(fwd, o, batch, o.decode_context + steps));
+    if (auto ok = runs.back()->prefill(); !ok) return ok.error();
+  }
+  for (std::int32_t round = 0; round < rounds; ++round) {
+    for (auto& run : runs) {
+      for (std::int32_t i = 0; i <= chunk; ++i) {
+        if (auto ok = run->step(i > 0); !ok) return ok.error();
+      }
     }
   }
-  std::sort(seconds.begin(), seconds.end());
-  std::sort(paged_seconds.begin(), paged_seconds.end());
-  DecodeBatchRow row;
-  row.batch = batch;
-  row.median_seconds = seconds[seconds.size() / 2];
-  row.paged_median_seconds = paged_seconds[paged_seconds.size() / 2];
-  row.flops = 2.0 * r.matrix_params * batch;
-  if (r.decode_bandwidth_median > 0)
-    row.bytes_seconds = r.weight_bytes_per_token / (r.decode_bandwidth_median * 1e9);
-  return row;
+  std::vector<DecodeBatchRow> rows;
+  for (auto& run : runs) rows.push_back(run->row(r));
+  return rows;
 }
 
 // Attention FLOPs of `n` new tokens after `start` cached ones: QK^T and PV
@@ -394,10 +450,10 @@ Result<void> load_and_time(const std::filesystem::path& file, const ModelRunOpti
   r.weight_huge_page_bytes = double(fwd->weight_placement().huge_page_bytes);
   if (auto p = time_prefill(*fwd, options, r); !p) return p.error();
   if (auto d = time_decode(*fwd, options, r); !d) return d.error();
-  for (std::int32_t batch : options.decode_batches) {
-    auto row = time_decode_batch(*fwd, options, batch, r);
-    if (!row) return row.error();
-    r.decode_batches.push_back(*row);
+  if (!options.decode_batches.empty()) {
+    auto rows = time_decode_batches(*fwd, options, r);
+    if (!rows) return rows.error();
+    r.decode_batches = std::move(*rows);
   }
   for (const MixedShape& shape : options.mixed) {
     auto row = time_mixed(*fwd, options, shape, r);
