@@ -4,10 +4,10 @@
 #include "gpu/kernels/cpu/prefetch.hpp"
 
 #include <algorithm>
-#include <type_traits>
-#include <cassert>
 #include <bit>
+#include <cassert>
 #include <cmath>
+#include <type_traits>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -260,6 +260,20 @@ std::int32_t tile_states_some(const float* const* q, std::int32_t n_q, const T* 
   return g;
 }
 
+// The grouped path for this head size (16 * C for C = 2, 4, 8): queries
+// done, 0 when there is none.
+template <class T>
+std::int32_t tile_states_for_dim(std::int32_t head_dim, const float* const* q, std::int32_t n_q,
+                                 const T* const* k, const T* const* v, std::int32_t n_keys,
+                                 float scale, float* scores, float* const* states) {
+  switch (head_dim) {
+    case 32: return tile_states_some<2, T>(q, n_q, k, v, n_keys, scale, scores, states);
+    case 64: return tile_states_some<4, T>(q, n_q, k, v, n_keys, scale, scores, states);
+    case 128: return tile_states_some<8, T>(q, n_q, k, v, n_keys, scale, scores, states);
+    default: return 0;
+  }
+}
+
 }  // namespace
 #endif
 
@@ -269,12 +283,8 @@ void attention_tile_states(const float* const* q, std::int32_t n_q, const float*
   for (std::int32_t i = 0; i < n_q;) {
     std::int32_t done = 0;
 #if defined(__AVX512F__)
-    switch (softcap > 0.0f ? 0 : head_dim) {
-      case 32: done = tile_states_some<2, float>(q + i, n_q - i, k, v, n_keys, scale, scores, states + i); break;
-      case 64: done = tile_states_some<4, float>(q + i, n_q - i, k, v, n_keys, scale, scores, states + i); break;
-      case 128: done = tile_states_some<8, float>(q + i, n_q - i, k, v, n_keys, scale, scores, states + i); break;
-      default: break;
-    }
+    if (softcap <= 0.0f)
+      done = tile_states_for_dim(head_dim, q + i, n_q - i, k, v, n_keys, scale, scores, states + i);
 #endif
     if (done == 0) {
       attention_tile_state(q[i], k, v, n_keys, head_dim, scale, scores, states[i], softcap);
@@ -300,13 +310,8 @@ void attention_tile_states_f16(const float* const* q, std::int32_t n_q,
                                float* scores, float* const* states) {
 #if defined(__AVX512F__)
   for (std::int32_t i = 0; i < n_q;) {
-    std::int32_t done = 0;
-    switch (head_dim) {
-      case 32: done = tile_states_some<2, std::uint16_t>(q + i, n_q - i, k, v, n_keys, scale, scores, states + i); break;
-      case 64: done = tile_states_some<4, std::uint16_t>(q + i, n_q - i, k, v, n_keys, scale, scores, states + i); break;
-      case 128: done = tile_states_some<8, std::uint16_t>(q + i, n_q - i, k, v, n_keys, scale, scores, states + i); break;
-      default: break;
-    }
+    const std::int32_t done =
+        tile_states_for_dim(head_dim, q + i, n_q - i, k, v, n_keys, scale, scores, states + i);
     assert(done > 0 && "attention_tile_states_f16: check attention_tile_states_f16_direct first");
     i += done;
   }

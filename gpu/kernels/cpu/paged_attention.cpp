@@ -18,37 +18,44 @@ struct PagedSource {
   std::int32_t max_blocks_per_seq;
   WidenQ8Fn widen_q8;  // q8_0 pools: dequantises a head's row
 
+  // f(pos, block, in_block, run) for each run of keys [begin, end) of
+  // sequence seq that lie in one block.
+  template <class F>
+  void for_each_run(std::int32_t seq, std::int32_t begin, std::int32_t end, const F& f) const {
+    const std::int32_t bt = kv.block_tokens;
+    const std::int32_t* table = block_table + std::int64_t(seq) * max_blocks_per_seq;
+    for (std::int32_t pos = begin; pos < end;) {
+      const std::int32_t in_block = pos % bt, run = std::min(end - pos, bt - in_block);
+      f(pos, table[pos / bt], in_block, run);
+      pos += run;
+    }
+  }
+
   // An F16 pool's rows where they are: the kernels widen each element as they load it.
   bool rows_f16(std::int32_t seq, std::int32_t kv_head, std::int32_t begin, std::int32_t end,
                 const std::uint16_t** keys, const std::uint16_t** values) const {
     if (kv.dtype != kv::KvDType::f16) return false;
-    const std::int32_t bt = kv.block_tokens;
     const std::int64_t stride = kv.token_stride();
-    const std::int32_t* table = block_table + std::int64_t(seq) * max_blocks_per_seq;
     const auto* base = static_cast<const std::uint16_t*>(kv.data);
-    for (std::int32_t pos = begin; pos < end;) {
-      const std::int32_t in_block = pos % bt, run = std::min(end - pos, bt - in_block);
-      const std::int32_t block = table[pos / bt];
+    for_each_run(seq, begin, end, [&](std::int32_t pos, std::int32_t block, std::int32_t in_block,
+                                      std::int32_t run) {
       const std::uint16_t* k = base + kv.offset(block, 0, in_block, kv_head);
       const std::uint16_t* v = base + kv.offset(block, 1, in_block, kv_head);
       for (std::int32_t i = 0; i < run; ++i) {
         keys[pos - begin + i] = k + i * stride;
         values[pos - begin + i] = v + i * stride;
       }
-      pos += run;
-    }
+    });
     return true;
   }
 
   void rows(std::int32_t seq, std::int32_t kv_head, std::int32_t begin, std::int32_t end,
             const float** keys, const float** values, float* converted) const {
-    const std::int32_t bt = kv.block_tokens, hd = kv.head_dim;
+    const std::int32_t hd = kv.head_dim;
     const std::int64_t stride = kv.token_stride();
-    const std::int32_t* table = block_table + std::int64_t(seq) * max_blocks_per_seq;
     float* widened_v = converted + std::int64_t(end - begin) * hd;
-    for (std::int32_t pos = begin; pos < end;) {
-      const std::int32_t in_block = pos % bt, run = std::min(end - pos, bt - in_block);
-      const std::int32_t block = table[pos / bt];
+    for_each_run(seq, begin, end, [&](std::int32_t pos, std::int32_t block, std::int32_t in_block,
+                                      std::int32_t run) {
       const std::int64_t k_off = kv.offset(block, 0, in_block, kv_head),
                          v_off = kv.offset(block, 1, in_block, kv_head);
       for (std::int32_t i = 0; i < run; ++i) {
@@ -72,8 +79,7 @@ struct PagedSource {
           values[j] = widened_v + std::int64_t(j) * hd;
         }
       }
-      pos += run;
-    }
+    });
   }
 };
 
