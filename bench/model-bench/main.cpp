@@ -6,6 +6,7 @@
 // K-quant mixes, which the project cannot write: llama-quantize of a
 // generated F16 model).
 #include "bench/common/fma_peak.hpp"
+#include "bench/common/int8_dot_peak.hpp"
 #include "bench/common/machine_info.hpp"
 #include "bench/common/memory_bandwidth.hpp"
 #include "bench/common/sgemm_rate.hpp"
@@ -180,10 +181,13 @@ int main(int argc, char** argv) {
   report.bandwidth.push_back(probe.measure(5));
   report.sgemm.push_back(pb::measure_sgemm(512, 2816, 1024, threads, 5));
   report.fma_peak = pb::measure_fma_peak(threads, 5);
+  report.int8_peak = pb::measure_int8_dot_peak(threads, 5);
   args->run.bandwidth_sample = [&probe] { return probe.measure(1).best_gb_per_s; };
-  std::fprintf(stderr, "ceilings: %.1f GB/s read, %.1f GFLOP/s sgemm, %.1f GFLOP/s FMA peak\n",
+  std::fprintf(stderr,
+               "ceilings: %.1f GB/s read, %.1f GFLOP/s sgemm, %.1f GFLOP/s FMA peak, %.1f GOP/s "
+               "int8 dot peak\n",
                report.bandwidth.back().best_gb_per_s, report.sgemm.back().best_gflops,
-               report.fma_peak.best_gflops);
+               report.fma_peak.best_gflops, report.int8_peak.best_gops);
 
   int failures = 0;
   for (const auto& name : args->ceilings_only ? std::vector<std::string>{} : args->models) {
@@ -223,10 +227,11 @@ int main(int argc, char** argv) {
 
   const pb::FmaPeakResult peak_end = pb::measure_fma_peak(threads, 3);
   if (peak_end.best_gflops > report.fma_peak.best_gflops) report.fma_peak = peak_end;
-  for (auto& run : report.runs)
-  {
-    for (auto& row : run.decode_batches) row.flops_seconds = row.flops / (report.fma_peak.best_gflops * 1e9);
-    for (auto& row : run.mixed) row.flops_seconds = row.flops / (report.fma_peak.best_gflops * 1e9);
+  const pb::Int8DotPeakResult int8_end = pb::measure_int8_dot_peak(threads, 3);
+  if (int8_end.best_gops > report.int8_peak.best_gops) report.int8_peak = int8_end;
+  for (auto& run : report.runs) {
+    for (auto& row : run.decode_batches) row.flops_seconds = pb::compute_seconds(report, run, row.flops);
+    for (auto& row : run.mixed) row.flops_seconds = pb::compute_seconds(report, run, row.flops);
   }
   report.load_average_end = pb::load_average();
   std::fputs(pb::format_table(report).c_str(), stdout);

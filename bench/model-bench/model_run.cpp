@@ -64,6 +64,22 @@ double matrix_params(const model::ModelWeights& w) {
   return n;
 }
 
+// The share of matrix_params whose weights are quantised blocks: those run
+// integer dots on the activations quantised as ggml does (the default
+// numerics), held against the int8 dot peak instead of the FMA peak.
+double integer_matrix_share(const model::ModelWeights& w) {
+  double n = 0;
+  auto add = [&n](const model::Tensor& t) {
+    if (model::dtype_block_elems(t.dtype) > 1) n += static_cast<double>(t.numel());
+  };
+  add(w.output);
+  for (const auto& l : w.layers)
+    for (const model::Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      add(*t);
+  const double all = matrix_params(w);
+  return all > 0 ? n / all : 0.0;
+}
+
 double count_params(const model::ModelWeights& w) {
   double n = static_cast<double>(w.token_embedding.numel() + w.output_norm.numel());
   if (!w.config.tied_output) n += static_cast<double>(w.output.numel());
@@ -442,6 +458,7 @@ Result<void> load_and_time(const std::filesystem::path& file, const ModelRunOpti
   r.tied_output = weights->config.tied_output;
   r.weight_bytes_per_token = decode_weight_bytes(*weights);
   r.matrix_params = matrix_params(*weights);
+  r.integer_matrix_share = integer_matrix_share(*weights);
   model::CpuForwardOptions fo;
   fo.n_threads = options.threads;
   fo.weights_on_huge_pages = options.weights_on_huge_pages;

@@ -69,18 +69,20 @@ struct MixedIterationRow {
   double single_prefill_seconds = 0; // one sequence prefilling shape.tokens() from position 0, median
   double flops = 0;                  // matrices + attention of the mixed iteration
   double bytes_seconds = 0;          // weight bytes / the decode rows' median bandwidth
-  double flops_seconds = 0;          // flops / the FMA peak (set by the report)
+  double flops_seconds = 0;          // flops at the FMA and int8 dot peaks (set by the report)
 };
 
 // One decode batch size: its iteration time and the lower bound from the
-// weights read at the measured bandwidth and the FLOPs at the FMA peak.
+// weights read at the measured bandwidth and the FLOPs at the compute peaks
+// (the int8 dot peak for the quantised matrices' share, the FMA peak for
+// the rest).
 struct DecodeBatchRow {
   std::int32_t batch = 0;
   double median_seconds = 0;  // per iteration of `batch` tokens, contiguous F32 caches
   double paged_median_seconds = 0;  // the same over a paged F16 pool (the server's path)
   double flops = 0;           // matrix FLOPs of one iteration
   double bytes_seconds = 0;   // weight bytes / the bandwidth measured beside it
-  double flops_seconds = 0;   // flops / the FMA peak (set by the report)
+  double flops_seconds = 0;   // flops at the FMA and int8 dot peaks (set by the report)
 };
 
 struct ModelRunResult {
@@ -111,6 +113,7 @@ struct ModelRunResult {
   std::vector<double> decode_chunk_fractions;
   double decode_fraction_between_probes = 0;
   double matrix_params = 0;             // the layer matrices and the output head
+  double integer_matrix_share = 0;      // of matrix_params: quantised blocks (integer dots)
   std::vector<DecodeBatchRow> decode_batches;
   std::vector<MixedIterationRow> mixed;
 };

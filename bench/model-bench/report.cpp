@@ -45,9 +45,20 @@ double adjacent_decode_ceiling(const ModelRunResult& m) {
 double percent(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
 
 // The lower bound of a decode iteration: its weight bytes at the bandwidth
-// measured beside the model's decode, or its FLOPs at the FMA peak,
+// measured beside the model's decode, or its FLOPs at the compute peaks,
 // whichever is slower.
 double roofline_seconds(const DecodeBatchRow& b) { return std::max(b.bytes_seconds, b.flops_seconds); }
+
+// The peaks the FLOP column is held against.
+std::string peaks_line(const ModelBenchReport& r) {
+  if (r.int8_peak.best_gops <= 0)
+    return line("\nFMA peak (%s, %d threads): %.1f GFLOP/s (no int8 dot peak: every matrix at "
+                "it)\n\n",
+                r.fma_peak.isa, r.fma_peak.threads, r.fma_peak.best_gflops);
+  return line("\nFMA peak (%s, %d threads): %.1f GFLOP/s; int8 dot peak (zmm vpdpbusd): %.1f "
+              "GOP/s, the quantised matrices' share of the FLOPs held against it\n\n",
+              r.fma_peak.isa, r.fma_peak.threads, r.fma_peak.best_gflops, r.int8_peak.best_gops);
+}
 
 // Each model's decode iterations by batch size, against one sequence's and
 // against the roofline.
@@ -56,8 +67,7 @@ std::string decode_batch_table(const ModelBenchReport& r) {
   bool any = false;
   for (const auto& m : r.runs) any = any || !m.decode_batches.empty();
   if (!any) return out;
-  out += line("\nFMA peak (%s, %d threads): %.1f GFLOP/s\n\n", r.fma_peak.isa, r.fma_peak.threads,
-              r.fma_peak.best_gflops);
+  out += peaks_line(r);
   out += "| model | dtype | batch | iteration ms (median) | x batch 1 | tok/s | roofline ms (bytes / "
          "FLOPs) | % of roofline | paged F16 pool ms | x batch 1, paged |\n"
          "|---|---|---|---|---|---|---|---|---|---|\n";
@@ -138,6 +148,12 @@ json::array to_json(const std::vector<DecodeBatchRow>& rows) {
 
 }  // namespace
 
+double compute_seconds(const ModelBenchReport& report, const ModelRunResult& run, double flops) {
+  const double fma = report.fma_peak.best_gflops * 1e9, int8 = report.int8_peak.best_gops * 1e9;
+  if (int8 <= 0) return flops / fma;
+  return flops * (run.integer_matrix_share / int8 + (1.0 - run.integer_matrix_share) / fma);
+}
+
 std::string format_table(const ModelBenchReport& r) {
   std::string out;
   out += line("cpu: %s; %s; quant dot kernels: %s\n", r.machine.cpu_model.c_str(),
@@ -207,6 +223,7 @@ json::object to_json(const ModelBenchReport& r, const ModelRunResult& m) {
           {"generate_seconds", m.generate_seconds},
           {"weight_huge_page_bytes", m.weight_huge_page_bytes},
           {"matrix_params", m.matrix_params},
+          {"integer_matrix_share", m.integer_matrix_share},
           {"decode_batches", to_json(m.decode_batches)},
           {"mixed_iterations", to_json(m.mixed)}};
 }
@@ -234,6 +251,7 @@ std::string format_json(const ModelBenchReport& r) {
       {"fma_peak_gflops", r.fma_peak.best_gflops},
       {"fma_peak_isa", r.fma_peak.isa},
       {"fma_peak_threads", r.fma_peak.threads},
+      {"int8_dot_peak_gops", r.int8_peak.best_gops},
       {"bandwidth_measurements", bandwidth},
       {"sgemm_measurements", sgemm},
       {"decode_context_tokens", r.options.decode_context},

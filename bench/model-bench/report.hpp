@@ -2,6 +2,7 @@
 // The benchmark's output: a text table for people and a JSON document for
 // bench/results/ (command line, machine, ceilings, one entry per model).
 #include "bench/common/fma_peak.hpp"
+#include "bench/common/int8_dot_peak.hpp"
 #include "bench/common/machine_info.hpp"
 #include "bench/common/memory_bandwidth.hpp"
 #include "bench/common/sgemm_rate.hpp"
@@ -22,6 +23,7 @@ struct ModelBenchReport {
   std::vector<BandwidthResult> bandwidth;  // every measurement of the run, in order
   std::vector<SgemmResult> sgemm;
   FmaPeakResult fma_peak;  // the best of the run's measurements, all threads
+  Int8DotPeakResult int8_peak;  // likewise; 0 without AVX-512 VNNI
   std::vector<ModelRunResult> runs;
   ModelRunOptions options;
 
@@ -29,6 +31,14 @@ struct ModelBenchReport {
   double bandwidth_gb_per_s() const;
   double sgemm_gflops() const;
 };
+
+// The compute lower bound of `flops` for one of run's iterations: its
+// quantised matrices' share at the int8 dot peak, the rest at the FMA peak
+// (all at the FMA peak where there is no int8 peak). Attention and the
+// float matrices both count in the rest's share of a mixed iteration only
+// as far as run.integer_matrix_share leaves them: the split is by matrix
+// parameters.
+double compute_seconds(const ModelBenchReport& report, const ModelRunResult& run, double flops);
 
 std::string format_table(const ModelBenchReport& report);
 std::string format_json(const ModelBenchReport& report);
