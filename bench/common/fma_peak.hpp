@@ -8,10 +8,7 @@
 #include <immintrin.h>
 #endif
 
-#include <algorithm>
-#include <chrono>
-#include <thread>
-#include <vector>
+#include "bench/common/threads_rate.hpp"
 
 namespace pensieve::bench {
 
@@ -77,19 +74,9 @@ inline FmaPeakResult measure_fma_peak(int n_threads, int reps, long steps = 20'0
 #elif defined(__AVX2__) && defined(__FMA__)
   r.isa = "avx2 ymm";
 #endif
-  std::vector<float> sink(static_cast<std::size_t>(n_threads));
-  for (int rep = 0; rep < reps; ++rep) {
-    const auto start = std::chrono::steady_clock::now();
-    std::vector<std::thread> threads;
-    for (int t = 0; t < n_threads; ++t)
-      threads.emplace_back([&, t] { sink[std::size_t(t)] = fma_peak_detail::run_chains(steps); });
-    for (auto& t : threads) t.join();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const double flops = 2.0 * fma_peak_detail::lanes() * 16 * double(steps) * n_threads;
-    r.best_gflops = std::max(r.best_gflops, flops / s * 1e-9);
-  }
-  volatile float keep = sink.empty() ? 0.0f : sink[0];
-  (void)keep;
+  const double flops = 2.0 * fma_peak_detail::lanes() * 16 * double(steps) * n_threads;
+  r.best_gflops =
+      best_threads_rate(n_threads, reps, flops, [steps] { return fma_peak_detail::run_chains(steps); }) * 1e-9;
   return r;
 }
 

@@ -11,10 +11,7 @@
 #include <immintrin.h>
 #endif
 
-#include <algorithm>
-#include <chrono>
-#include <thread>
-#include <vector>
+#include "bench/common/threads_rate.hpp"
 
 namespace pensieve::bench {
 
@@ -54,19 +51,9 @@ inline Int8DotPeakResult measure_int8_dot_peak(int n_threads, int reps, long ste
   Int8DotPeakResult r;
   r.threads = n_threads;
 #if defined(__AVX512VNNI__)
-  std::vector<int> sink(static_cast<std::size_t>(n_threads));
-  for (int rep = 0; rep < reps; ++rep) {
-    const auto start = std::chrono::steady_clock::now();
-    std::vector<std::thread> threads;
-    for (int t = 0; t < n_threads; ++t)
-      threads.emplace_back([&, t] { sink[std::size_t(t)] = int8_peak_detail::run_chains(steps); });
-    for (auto& t : threads) t.join();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const double ops = 2.0 * 64 * int8_peak_detail::chains * double(steps) * n_threads;
-    r.best_gops = std::max(r.best_gops, ops / s * 1e-9);
-  }
-  volatile int keep = sink.empty() ? 0 : sink[0];
-  (void)keep;
+  const double ops = 2.0 * 64 * int8_peak_detail::chains * double(steps) * n_threads;
+  r.best_gops =
+      best_threads_rate(n_threads, reps, ops, [steps] { return int8_peak_detail::run_chains(steps); }) * 1e-9;
 #else
   (void)reps;
   (void)steps;
