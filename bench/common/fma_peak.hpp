@@ -20,9 +20,11 @@ struct FmaPeakResult {
 
 namespace fma_peak_detail {
 
+// Independent accumulators: enough to cover the FMA latency on both ports.
+constexpr int chains = 16;
+
 // 2 x lanes x chains x steps FLOPs; the result feeds a sink so the loop stays.
 inline float run_chains(long steps) {
-  constexpr int chains = 16;
 #if defined(__AVX512F__)
   __m512 acc[chains], b = _mm512_set1_ps(0.999f), c = _mm512_set1_ps(1e-3f);
   for (auto& a : acc) a = _mm512_set1_ps(1.0f);
@@ -74,7 +76,7 @@ inline FmaPeakResult measure_fma_peak(int n_threads, int reps, long steps = 20'0
 #elif defined(__AVX2__) && defined(__FMA__)
   r.isa = "avx2 ymm";
 #endif
-  const double flops = 2.0 * fma_peak_detail::lanes() * 16 * double(steps) * n_threads;
+  const double flops = 2.0 * fma_peak_detail::lanes() * fma_peak_detail::chains * double(steps) * n_threads;
   r.best_gflops =
       best_threads_rate(n_threads, reps, flops, [steps] { return fma_peak_detail::run_chains(steps); }) * 1e-9;
   return r;

@@ -6,6 +6,8 @@
 // 2 MiB pages, as CpuForward holds them). Rates are per CPU second, robust to
 // a shared machine; each row reports GFLOP/s and the weight bytes read per
 // second, so a row is a share of either ceiling (bench/README.md).
+#include "bench/common/fma_peak.hpp"
+#include "bench/common/int8_dot_peak.hpp"
 #include "gpu/formats/half.hpp"
 #include "gpu/formats/quant_block_check.hpp"
 #include "gpu/kernels/cpu/matmul.hpp"
@@ -32,66 +34,33 @@ namespace {
 namespace kc = pensieve::kernels::cpu;
 using pensieve::model::DType;
 
-// Independent accumulators: enough to cover the FMA latency on both ports.
-constexpr int peak_chains = 16;
+// The one-thread peaks, through the loops model-bench measures them with
+// (bench/common): 1024 steps of every chain a call.
+constexpr long peak_steps = 1024;
 
 void BM_FmaPeak(benchmark::State& state) {
-  constexpr int reps = 256;
+  namespace fp = pensieve::bench::fma_peak_detail;
+  for (auto _ : state) benchmark::DoNotOptimize(fp::run_chains(peak_steps));
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * fp::lanes() * fp::chains * peak_steps * double(state.iterations()) * 1e-9,
+                         benchmark::Counter::kIsRate);
 #if defined(__AVX512F__)
-  using V = __m512;
-  constexpr int lanes = 16;
-  auto fma = [](V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); };
-  V acc[peak_chains], b = _mm512_set1_ps(0.999f), c = _mm512_set1_ps(1e-3f);
-  for (auto& a : acc) a = _mm512_set1_ps(1.0f);
   state.SetLabel("avx512 zmm fma");
 #elif defined(__AVX2__) && defined(__FMA__)
-  using V = __m256;
-  constexpr int lanes = 8;
-  auto fma = [](V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); };
-  V acc[peak_chains], b = _mm256_set1_ps(0.999f), c = _mm256_set1_ps(1e-3f);
-  for (auto& a : acc) a = _mm256_set1_ps(1.0f);
   state.SetLabel("avx2 ymm fma");
 #else
-  using V = float;
-  constexpr int lanes = 1;
-  auto fma = [](V a, V b, V c) { return __builtin_fmaf(a, b, c); };
-  V acc[peak_chains], b = 0.999f, c = 1e-3f;
-  for (auto& a : acc) a = 1.0f;
   state.SetLabel("scalar fma");
 #endif
-  for (auto _ : state) {
-    for (int r = 0; r < reps; ++r) {
-#pragma GCC unroll 16
-      for (int i = 0; i < peak_chains; ++i) acc[i] = fma(acc[i], b, c);
-    }
-    benchmark::DoNotOptimize(acc);
-  }
-  state.counters["GFLOP/s"] = benchmark::Counter(
-      2.0 * lanes * peak_chains * reps * double(state.iterations()) * 1e-9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_FmaPeak);
 
 // vpdpbusd: 4 u8 x s8 products summed into each int32 lane (2 ops each).
 void BM_Int8DotPeak(benchmark::State& state) {
 #if defined(__AVX512VNNI__)
-  constexpr int reps = 256;
-  // 12 chains cover vpdpbusd's latency on two ports and leave registers
-  // free: with 16, GCC 12 kept two accumulators on the stack, and their
-  // store-to-load round trips held the loop to one vpdpbusd a cycle (566
-  // against 1,090 GOP/s on one AMD Zen 5 core, 2026-12-06).
-  constexpr int chains = 12;
-  __m512i acc[chains];
-  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
-  for (auto& v : acc) v = _mm512_setzero_si512();
-  for (auto _ : state) {
-    for (int r = 0; r < reps; ++r) {
-#pragma GCC unroll 16
-      for (int i = 0; i < chains; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
-    }
-    benchmark::DoNotOptimize(acc);
-  }
+  namespace ip = pensieve::bench::int8_peak_detail;
+  for (auto _ : state) benchmark::DoNotOptimize(ip::run_chains(peak_steps));
   state.counters["GOP/s"] = benchmark::Counter(
-      2.0 * 64 * chains * reps * double(state.iterations()) * 1e-9, benchmark::Counter::kIsRate);
+      2.0 * 64 * ip::chains * peak_steps * double(state.iterations()) * 1e-9, benchmark::Counter::kIsRate);
   state.SetLabel("avx512-vnni zmm vpdpbusd");
 #else
   state.SkipWithError("skipped: this build has no AVX-512 VNNI");

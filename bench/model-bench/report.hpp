@@ -32,12 +32,11 @@ struct ModelBenchReport {
   double sgemm_gflops() const;
 };
 
-// The compute lower bound of `flops` for one of run's iterations: its
-// quantised matrices' share at the int8 dot peak, the rest at the FMA peak
-// (all at the FMA peak where there is no int8 peak). Attention and the
-// float matrices both count in the rest's share of a mixed iteration only
-// as far as run.integer_matrix_share leaves them: the split is by matrix
-// parameters.
+// The compute lower bound of `flops` for one of run's iterations: the share
+// run.integer_matrix_share (of the matrix parameters: the quantised ones) at
+// the int8 dot peak, the rest at the FMA peak; all at the FMA peak where
+// there is no int8 peak. A mixed iteration's attention FLOPs are split the
+// same way, an approximation: they run in F32.
 double compute_seconds(const ModelBenchReport& report, const ModelRunResult& run, double flops);
 
 std::string format_table(const ModelBenchReport& report);
