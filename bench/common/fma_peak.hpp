@@ -66,6 +66,11 @@ inline constexpr double lanes() {
 #endif
 }
 
+// FLOPs of one step of run_chains: an FMA (2) a lane of every chain.
+inline constexpr double ops_per_step() {
+  return 2.0 * lanes() * chains;
+}
+
 }  // namespace fma_peak_detail
 
 inline FmaPeakResult measure_fma_peak(int n_threads, int reps, long steps = 20'000'000) {
@@ -76,7 +81,7 @@ inline FmaPeakResult measure_fma_peak(int n_threads, int reps, long steps = 20'0
 #elif defined(__AVX2__) && defined(__FMA__)
   r.isa = "avx2 ymm";
 #endif
-  const double flops = 2.0 * fma_peak_detail::lanes() * fma_peak_detail::chains * double(steps) * n_threads;
+  const double flops = fma_peak_detail::ops_per_step() * double(steps) * n_threads;
   r.best_gflops =
       best_threads_rate(n_threads, reps, flops, [steps] { return fma_peak_detail::run_chains(steps); }) * 1e-9;
   return r;

@@ -42,7 +42,7 @@ void BM_FmaPeak(benchmark::State& state) {
   namespace fp = pensieve::bench::fma_peak_detail;
   for (auto _ : state) benchmark::DoNotOptimize(fp::run_chains(peak_steps));
   state.counters["GFLOP/s"] =
-      benchmark::Counter(2.0 * fp::lanes() * fp::chains * peak_steps * double(state.iterations()) * 1e-9,
+      benchmark::Counter(fp::ops_per_step() * peak_steps * double(state.iterations()) * 1e-9,
                          benchmark::Counter::kIsRate);
 #if defined(__AVX512F__)
   state.SetLabel("avx512 zmm fma");
@@ -60,7 +60,7 @@ void BM_Int8DotPeak(benchmark::State& state) {
   namespace ip = pensieve::bench::int8_peak_detail;
   for (auto _ : state) benchmark::DoNotOptimize(ip::run_chains(peak_steps));
   state.counters["GOP/s"] = benchmark::Counter(
-      2.0 * 64 * ip::chains * peak_steps * double(state.iterations()) * 1e-9, benchmark::Counter::kIsRate);
+      ip::ops_per_step() * peak_steps * double(state.iterations()) * 1e-9, benchmark::Counter::kIsRate);
   state.SetLabel("avx512-vnni zmm vpdpbusd");
 #else
   state.SkipWithError("skipped: this build has no AVX-512 VNNI");
