@@ -52,8 +52,9 @@ PENSIEVE_LANES_INLINE void scale_pairs(LaneBlock& L) {
 template <int Bytes, int Quants, bool Fifth>
 PENSIEVE_AVX512_FN void k4_unpack(const std::byte* w, std::size_t row_bytes, std::int64_t nb,
                                   LaneBlock* out, const std::byte* pf, std::size_t pf_bytes) {
+  LanePrefetch prefetch(pf, pf_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
-    lane_prefetch(pf, pf_bytes, b, nb);
+    prefetch.block();
     const std::byte* wb = w + b * Bytes;
     LaneBlock& L = out[b];
     const K4Head h = k4_head(wb, row_bytes);
@@ -77,8 +78,9 @@ PENSIEVE_AVX512_FN void k4_unpack(const std::byte* w, std::size_t row_bytes, std
 PENSIEVE_AVX512_FN void q6_unpack(const std::byte* w, std::size_t row_bytes, std::int64_t nb,
                                   LaneBlock* out, const std::byte* pf, std::size_t pf_bytes) {
   const __m512i offsets = lane_offsets(row_bytes);
+  LanePrefetch prefetch(pf, pf_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
-    lane_prefetch(pf, pf_bytes, b, nb);
+    prefetch.block();
     const std::byte* wb = w + b * 210;
     LaneBlock& L = out[b];
     const Q6Head h = q6_head(wb, row_bytes, offsets);
@@ -106,8 +108,9 @@ PENSIEVE_AVX512_FN void q3_unpack(const std::byte* w, std::size_t row_bytes, std
                                   LaneBlock* out, const std::byte* pf, std::size_t pf_bytes) {
   const __m512i offsets = lane_offsets(row_bytes);
   const __m512i m3 = _mm512_set1_epi8(0x03), m4bit = _mm512_set1_epi8(0x04);
+  LanePrefetch prefetch(pf, pf_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
-    lane_prefetch(pf, pf_bytes, b, nb);
+    prefetch.block();
     const std::byte* wb = w + b * 110;
     LaneBlock& L = out[b];
     __m512i high[8];
@@ -157,8 +160,9 @@ PENSIEVE_AVX512_FN void q2_unpack(const std::byte* w, std::size_t row_bytes, std
                                   LaneBlock* out, const std::byte* pf, std::size_t pf_bytes) {
   const __m512i offsets = lane_offsets(row_bytes);
   const __m512i m3 = _mm512_set1_epi8(0x03);
+  LanePrefetch prefetch(pf, pf_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
-    lane_prefetch(pf, pf_bytes, b, nb);
+    prefetch.block();
     const std::byte* wb = w + b * 84;
     LaneBlock& L = out[b];
     auto half = [&]<int N>() PENSIEVE_AVX512_FN __attribute__((always_inline)) {

@@ -50,8 +50,9 @@ PENSIEVE_AVX512_FN void k4_lane_tile(const std::byte* w, std::size_t row_bytes,
   __m512 acc[T], accm[T];
   PENSIEVE_LANES_UNROLL
   for (int t = 0; t < T; ++t) acc[t] = accm[t] = _mm512_setzero_ps();
+  LanePrefetch prefetch(pf, pf_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
-    lane_prefetch(pf, pf_bytes, b, nb);
+    prefetch.block();
     const std::byte* wb = w + b * Bytes;
     const K4Head h = k4_head(wb, row_bytes);
     __m512i fifth[8];
@@ -107,8 +108,9 @@ PENSIEVE_AVX512_FN void q6_k_lane_tile(const std::byte* w, std::size_t row_bytes
   __m512 acc[T];
   PENSIEVE_LANES_UNROLL
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  LanePrefetch prefetch(pf, pf_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
-    lane_prefetch(pf, pf_bytes, b, nb);
+    prefetch.block();
     const std::byte* wb = w + b * 210;
     const Q6Head h = q6_head(wb, row_bytes, offsets);
     __m512i sum[T];

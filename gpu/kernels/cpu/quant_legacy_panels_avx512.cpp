@@ -82,8 +82,9 @@ PENSIEVE_AVX512_FN void legacy_unpack(const std::byte* w, std::size_t row_bytes,
   const __m512i offsets = lane_offsets(row_bytes);
   const __m512i ones = _mm512_set1_epi8(1);
   const __m512i grid = _mm512_broadcast_i32x4(load128(iq4nl_values));
+  LanePrefetch prefetch(pf, pf_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
-    lane_prefetch(pf, pf_bytes, b, nb);
+    prefetch.block();
     const std::byte* wb = w + b * K.bytes;
     LegacyLaneBlock& L = out[b];
     __m512i t[4];
@@ -154,8 +155,9 @@ PENSIEVE_AVX512_FN void legacy_tile1(const std::byte* w, std::size_t row_bytes, 
   const __m512i grid = _mm512_broadcast_i32x4(load128(iq4nl_values));
   const __m256i flip = _mm256_set1_epi8(char(0x80));
   __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
+  LanePrefetch prefetch(pf, pf_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
-    lane_prefetch(pf, pf_bytes, b, nb);
+    prefetch.block();
     const std::byte* wb = w + b * K.bytes;
     __m512i t[4];
     transpose16x16(wb + K.quants, row_bytes, t);
