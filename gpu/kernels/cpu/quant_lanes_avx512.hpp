@@ -9,6 +9,7 @@
 // Every function carries the AVX-512 target attribute (see
 // quant_avx512_common.hpp) and is always inlined: the kernels keep these
 // vectors in registers only while their indices are constants.
+#include "gpu/kernels/cpu/block_shares.hpp"
 #include "gpu/kernels/cpu/prefetch.hpp"
 #include "gpu/kernels/cpu/quant_activations.hpp"
 #include "gpu/kernels/cpu/quant_avx512_common.hpp"
@@ -127,38 +128,27 @@ PENSIEVE_LANES_INLINE __m512i bcast4(const void* p) {
   return _mm512_set1_epi32(v);
 }
 
-// The prefetches of a tile's blocks: block b of nb takes lines
-// [lines * b / nb, lines * (b + 1) / nb) of [pf, pf + pf_bytes), into the L1
-// (the next tile's 16 rows, 10 KiB at 768 Q6_K columns): the block reads 16
-// rows at once, more streams than the L1's own prefetcher follows. From
-// DRAM, 8 tokens, one thread: Q6_K 108 against 119-133 us into the L2, Q5_K
-// 75 against 86 (BM_KQuantBatch, AMD Zen 5, 2026-12-06). The bounds step
-// by the quotient and a remainder count, not two divisions a block.
+// The prefetches of a tile's blocks: each block its share of [pf, pf +
+// pf_bytes) (BlockShares), into the L1 (the next tile's 16 rows, 10 KiB at
+// 768 Q6_K columns): the block reads 16 rows at once, more streams than the
+// L1's own prefetcher follows. From DRAM, 8 tokens, one thread: Q6_K 108
+// against 119-133 us into the L2, Q5_K 75 against 86 (BM_KQuantBatch, AMD
+// Zen 5, 2026-12-06).
 class LanePrefetch {
  public:
   PENSIEVE_LANES_INLINE LanePrefetch(const std::byte* pf, std::size_t pf_bytes, std::int64_t nb)
-      : next_(pf), nb_(std::size_t(nb)) {
-    if (pf == nullptr || nb <= 0) return;
-    const std::size_t lines = (pf_bytes + 63) / 64;
-    per_block_ = lines / nb_;
-    remainder_ = lines % nb_;
-  }
+      : next_(pf), shares_(pf ? (pf_bytes + 63) / 64 : 0, std::size_t(nb)) {}
   // The next block's lines.
   PENSIEVE_LANES_INLINE void block() {
     if (next_ == nullptr) return;
-    std::size_t n = per_block_;
-    count_ += remainder_;
-    if (count_ >= nb_) {
-      count_ -= nb_;
-      ++n;
-    }
+    const std::size_t n = shares_.next();
     for (std::size_t l = 0; l < n; ++l) prefetch_l1(next_ + 64 * l);
     next_ += 64 * n;
   }
 
  private:
   const std::byte* next_;
-  std::size_t nb_, per_block_ = 0, remainder_ = 0, count_ = 0;
+  BlockShares shares_;
 };
 
 PENSIEVE_LANES_INLINE __m512i lane_offsets(std::size_t row_bytes) {
