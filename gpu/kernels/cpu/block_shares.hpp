@@ -13,7 +13,9 @@ namespace pensieve::kernels::cpu {
 class BlockShares {
  public:
   constexpr BlockShares(std::size_t total, std::size_t parts)
-      : parts_(parts), per_part_(parts ? total / parts : 0), remainder_(parts ? total % parts : 0) {}
+      : parts_(parts),
+        per_part_(parts ? total / parts : 0),
+        remainder_(parts ? total % parts : 0) {}
 
   // The next part's count.
   constexpr std::size_t next() {

@@ -44,8 +44,7 @@ PENSIEVE_LANES_INLINE __m512i row_pair(const std::byte* a, const std::byte* b) {
 // dwords, then of qwords, gives 4 rows' dword j (lane 0) and j + 4 (lane 1)
 // for rows 0-3 | 4-7 and 8-11 | 12-15; one 128-bit shuffle per output puts
 // the lanes in row order. 8 loads, 8 inserts and 24 shuffles.
-PENSIEVE_LANES_INLINE void transpose16(const std::byte* at, std::size_t row_bytes,
-                                           __m512i* out) {
+PENSIEVE_LANES_INLINE void transpose16(const std::byte* at, std::size_t row_bytes, __m512i* out) {
   __m512i c[2][4];
   PENSIEVE_LANES_UNROLL
   for (int h = 0; h < 2; ++h) {
@@ -152,9 +151,8 @@ class LanePrefetch {
 };
 
 PENSIEVE_LANES_INLINE __m512i lane_offsets(std::size_t row_bytes) {
-  return _mm512_mullo_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-      _mm512_set1_epi32(std::int32_t(row_bytes)));
+  return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                            _mm512_set1_epi32(std::int32_t(row_bytes)));
 }
 
 // ---- A block of 16 rows unpacked into lanes ----
@@ -222,8 +220,7 @@ struct Q6Head {
   __m512i sc[4];
   __m512 d;
 };
-PENSIEVE_LANES_INLINE Q6Head q6_head(const std::byte* wb, std::size_t row_bytes,
-                                     __m512i offsets) {
+PENSIEVE_LANES_INLINE Q6Head q6_head(const std::byte* wb, std::size_t row_bytes, __m512i offsets) {
   Q6Head h;
   transpose16x16(wb + 192, row_bytes, h.sc);
   h.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(gather16(wb + 206, offsets), 16)));
