@@ -13,17 +13,17 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
-#include <string>
+#include <iterator>
 
 namespace {
 
 #if defined(__AVX512VNNI__) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 
 #define PV_DP(i) "vpdpbusd %%zmm31, %%zmm30, %%zmm" #i "\n"
-#define PV_DP12                                                                              \
-  PV_DP(0)                                                                                   \
-  PV_DP(1) PV_DP(2) PV_DP(3) PV_DP(4) PV_DP(5) PV_DP(6) PV_DP(7) PV_DP(8) PV_DP(9) PV_DP(10) \
-      PV_DP(11)
+#define PV_DP12 \
+  PV_DP(0)      \
+  PV_DP(1)      \
+  PV_DP(2) PV_DP(3) PV_DP(4) PV_DP(5) PV_DP(6) PV_DP(7) PV_DP(8) PV_DP(9) PV_DP(10) PV_DP(11)
 #define PV_DPB(i, off) "vpdpbusd " #off "(%1)%{1to16%}, %%zmm30, %%zmm" #i "\n"
 #define PV_CLOBBERS                                                                               \
   "memory", "cc", "zmm0", "zmm1", "zmm2", "zmm3", "zmm4", "zmm5", "zmm6", "zmm7", "zmm8", "zmm9", \
@@ -42,13 +42,13 @@ constexpr std::uint32_t one_f32_bits = 0x3f800000;
       PV_Z(5) PV_Z(6) PV_Z(7) PV_Z(8) PV_Z(9) PV_Z(10) PV_Z(11) PV_Z(12) PV_Z(13) PV_Z(14)         \
           PV_Z(15) PV_Z(16) PV_Z(17) PV_Z(18) PV_Z(19) PV_Z(20) PV_Z(21) PV_Z(22) PV_Z(23)
 
-// The step loops: n steps, each 12 vpdpbusd and the companions.
-#define PV_LOOP(name, companions)                                     \
-  void name(long n) {                                                 \
-    asm volatile(PV_INIT "1:\n" PV_DP12 companions "dec %0\njnz 1b\n" \
-                 : "+r"(n)                                            \
-                 : "r"(operand_bytes), "r"(one_f32_bits)              \
-                 : PV_CLOBBERS, "zmm30", "zmm31");                    \
+// The step loops: n steps of `body`.
+#define PV_LOOP(name, body)                              \
+  void name(long n) {                                    \
+    asm volatile(PV_INIT "1:\n" body "dec %0\njnz 1b\n"  \
+                 : "+r"(n)                               \
+                 : "r"(operand_bytes), "r"(one_f32_bits) \
+                 : PV_CLOBBERS, "zmm30", "zmm31");       \
   }
 
 // Companions on zmm12 and up: op(i) writes zmm i.
@@ -64,26 +64,23 @@ constexpr std::uint32_t one_f32_bits = 0x3f800000;
 #define PV_AND(i) "vpandd %%zmm31, %%zmm30, %%zmm" #i "\n"
 #define PV_UNPCK(i) "vpunpckldq %%zmm31, %%zmm30, %%zmm" #i "\n"
 
-PV_LOOP(alone, "")
-PV_LOOP(with_vpmulld, PV_SIX(PV_MULLD))
-PV_LOOP(with_vpdpwssd, PV_SIX(PV_DPWSSD))
-PV_LOOP(with_vfmadd, PV_SIX(PV_FMA))
-PV_LOOP(with_vpsrld, PV_SIX(PV_SRLD))
-PV_LOOP(with_vshufi64x2, PV_SIX(PV_SHUFI))
-PV_LOOP(with_vinserti64x4, PV_SIX(PV_INSERT))
-PV_LOOP(with_vcvtdq2ps, PV_SIX(PV_CVT))
-PV_LOOP(with_12_vpandd, PV_TWELVE(PV_AND))
-PV_LOOP(with_12_vpunpckldq, PV_TWELVE(PV_UNPCK))
+PV_LOOP(alone, PV_DP12)
+PV_LOOP(with_vpmulld, PV_DP12 PV_SIX(PV_MULLD))
+PV_LOOP(with_vpdpwssd, PV_DP12 PV_SIX(PV_DPWSSD))
+PV_LOOP(with_vfmadd, PV_DP12 PV_SIX(PV_FMA))
+PV_LOOP(with_vpsrld, PV_DP12 PV_SIX(PV_SRLD))
+PV_LOOP(with_vshufi64x2, PV_DP12 PV_SIX(PV_SHUFI))
+PV_LOOP(with_vinserti64x4, PV_DP12 PV_SIX(PV_INSERT))
+PV_LOOP(with_vcvtdq2ps, PV_DP12 PV_SIX(PV_CVT))
+PV_LOOP(with_12_vpandd, PV_DP12 PV_TWELVE(PV_AND))
+PV_LOOP(with_12_vpunpckldq, PV_DP12 PV_TWELVE(PV_UNPCK))
 
 // The lane tiles' form: the activation's 4 bytes broadcast from memory.
-void broadcast_operands(long n) {
-  asm volatile(PV_INIT "1:\n" PV_DPB(0, 0) PV_DPB(1, 4) PV_DPB(2, 8) PV_DPB(3, 12) PV_DPB(4, 16)
-                   PV_DPB(5, 20) PV_DPB(6, 24) PV_DPB(7, 28) PV_DPB(8, 32) PV_DPB(9, 36)
-                       PV_DPB(10, 40) PV_DPB(11, 44) "dec %0\njnz 1b\n"
-               : "+r"(n)
-               : "r"(operand_bytes), "r"(one_f32_bits)
-               : PV_CLOBBERS, "zmm30", "zmm31");
-}
+#define PV_DPB12                                                                                  \
+  PV_DPB(0, 0)                                                                                    \
+  PV_DPB(1, 4) PV_DPB(2, 8) PV_DPB(3, 12) PV_DPB(4, 16) PV_DPB(5, 20) PV_DPB(6, 24) PV_DPB(7, 28) \
+      PV_DPB(8, 32) PV_DPB(9, 36) PV_DPB(10, 40) PV_DPB(11, 44)
+PV_LOOP(broadcast_operands, PV_DPB12)
 
 struct Mix {
   const char* label;
