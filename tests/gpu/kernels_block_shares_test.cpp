@@ -26,7 +26,7 @@ TEST_CASE("BlockShares steps the division formula's shares", "[kernels][prefetch
   }
 }
 
-TEST_CASE("BlockShares of nothing or over no parts is empty; in a constant expression too",
+TEST_CASE("BlockShares of nothing or over no parts is empty, in a constant expression too",
           "[kernels][prefetch]") {
   BlockShares none(0, 5);
   for (int p = 0; p < 5; ++p) REQUIRE(none.next() == 0);
