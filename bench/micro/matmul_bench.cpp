@@ -204,13 +204,14 @@ BENCHMARK(BM_MatmulDecode2Threads)
 // One token against a 1 GiB ring of M-400's gate (2816 x 1024) on 2 MiB pages,
 // 2 threads, as BM_ReadCeiling2Threads reads: a 128 MiB ring read as fast as
 // 150 GB/s on the AMD VMs, more than their DRAM gives, so the host's caches
-// served part of it. args: dtype, and 1 to run a K-quant's token through its
-// 8-row tiles (what quant_matmul ran before the 16-row lane tiles took one
-// token too) instead of the default path.
+// served part of it. args: dtype, and the kernel of a K-quant's token: 0 the
+// default path (the CPU's tuning, cpu_tuning.hpp), 1 its 8-row tiles (the
+// single-row dots for Q6_K), 2 and 3 its 16-row lane tiles prefetching into
+// the L1 and the L2.
 struct DramDecode {
   explicit DramDecode(const benchmark::State& state)
       : dtype(DType(state.range(0))),
-        eight_row_tiles(state.range(1) != 0),
+        kernel(int(state.range(1))),
         matrix_bytes(pensieve::model::dtype_row_bytes(dtype, cols) * rows),
         ring(dtype, rows, cols, (std::size_t(1) << 30) / matrix_bytes + 1, Placement::huge_pages),
         x(random_rows(cols)),
@@ -220,21 +221,28 @@ struct DramDecode {
   void run(std::size_t i) {
     const kc::ConstRowsView xv(x.data(), 1, cols, cols);
     const kc::RowsView yv{y.data(), 1, rows, rows};
-    if (eight_row_tiles)
+    if (kernel == 1)
       kc::quant_matmul(xv, ring.view(i), yv, pool, scratch, kc::QuantDotPath::best,
                        kc::QuantBatchTiles::token_tiles);
+    else if (kernel >= 2)
+      kc::quant_matmul(xv, ring.view(i), yv, pool, scratch, kc::QuantDotPath::best,
+                       kc::QuantBatchTiles::lane_tiles,
+                       kc::CpuTuning{"bench", true,
+                                     kernel == 2 ? kc::PrefetchInto::l1 : kc::PrefetchInto::l2});
     else
       run_kernel(0, xv, ring.view(i), yv, pool, scratch);
     benchmark::DoNotOptimize(y.data());
   }
 
   std::string label() const {
-    return std::string(pensieve::model::dtype_name(dtype)) + (eight_row_tiles ? " 8-row tiles" : "");
+    static const char* const kernels[] = {"", " 8-row tiles", " lane tiles into L1",
+                                          " lane tiles into L2"};
+    return std::string(pensieve::model::dtype_name(dtype)) + kernels[kernel];
   }
 
   static constexpr std::int64_t rows = 2816, cols = 1024;
   DType dtype;
-  bool eight_row_tiles;
+  int kernel;
   std::size_t matrix_bytes;
   WeightRing ring;
   kc::ThreadPool pool{2};
@@ -242,12 +250,15 @@ struct DramDecode {
 };
 
 // The types both DRAM decode benchmarks run: each on the default path, and
-// the K-quants Q4_K and Q6_K on their 8-row tiles too.
+// the K-quants Q4_K and Q6_K on their 8-row tiles and lane tiles (both
+// prefetch levels) too.
 void dram_decode_types(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::f16, DType::q8_0, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k})
     b->Args({int(t), 0});
-  b->Args({int(DType::q4_k), 1});
-  b->Args({int(DType::q6_k), 1});
+  for (int kernel : {1, 2, 3}) {
+    b->Args({int(DType::q4_k), kernel});
+    b->Args({int(DType::q6_k), kernel});
+  }
 }
 
 // DramDecode interleaved with the ceiling (see there): the share of it each

@@ -11,6 +11,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <span>
+#include <utility>
 #include <vector>
 
 namespace kc = pensieve::kernels::cpu;
@@ -31,6 +33,27 @@ constexpr DType lane_types[] = {DType::q4_k, DType::q5_k, DType::q6_k};
 constexpr DType panel_types[] = {DType::q4_0, DType::q4_1, DType::q5_0,   DType::q5_1,
                                  DType::iq4_nl, DType::q2_k, DType::q3_k, DType::q4_k,
                                  DType::q5_k, DType::q6_k};
+
+// Each type with each prefetch level: the levels are separate kernels.
+std::vector<std::pair<DType, kc::PrefetchInto>> by_prefetch(std::span<const DType> types) {
+  std::vector<std::pair<DType, kc::PrefetchInto>> out;
+  for (DType t : types)
+    for (kc::PrefetchInto pf : {kc::PrefetchInto::l1, kc::PrefetchInto::l2}) out.emplace_back(t, pf);
+  return out;
+}
+std::vector<std::pair<DType, kc::PrefetchInto>> lane_types_by_prefetch() {
+  return by_prefetch(lane_types);
+}
+std::vector<std::pair<DType, kc::PrefetchInto>> panel_types_by_prefetch() {
+  return by_prefetch(panel_types);
+}
+
+// The tunings of the CPUs in cpu_tuning_for's table.
+std::vector<kc::CpuTuning> tunings() {
+  return {kc::cpu_tuning_for({kc::CpuVendor::amd, 0x1a, 0x02}),
+          kc::cpu_tuning_for({kc::CpuVendor::amd, 0x19, 0x11}),
+          kc::cpu_tuning_for({kc::CpuVendor::intel, 0x6, 0x8f})};
+}
 
 // random_blocks' F16 fields with every other byte `fill`: all quants, scales
 // and mins at their largest (0xff; Q6_K's scales -1) or Q6_K's scales at
@@ -64,15 +87,23 @@ TEST_CASE(
     "[kernels][quant][quant_dot]") {
   for (DType t : quantised_dtypes) {
     INFO(pensieve::model::dtype_name(t));
-    CHECK(kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::portable) == nullptr);
-    CHECK(kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::avx2) == nullptr);
-    CHECK(kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::portable) == nullptr);
-    CHECK(kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::avx2) == nullptr);
-    const bool tiles = t == DType::q4_k || t == DType::q5_k || t == DType::q6_k;
-    const bool panels = t != DType::q8_0;  // Q8_0 has its own token tiles (q8_matmul)
-    const bool runs = kc::quant_dot_path_supported(kc::QuantDotPath::avx512);
-    CHECK((kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::avx512) != nullptr) == (tiles && runs));
-    CHECK((kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::avx512) != nullptr) == (panels && runs));
+    for (kc::PrefetchInto pf : {kc::PrefetchInto::l1, kc::PrefetchInto::l2}) {
+      CHECK(kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::portable, pf) == nullptr);
+      CHECK(kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::avx2, pf) == nullptr);
+      CHECK(kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::portable, pf) == nullptr);
+      CHECK(kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::avx2, pf) == nullptr);
+      const bool tiles = t == DType::q4_k || t == DType::q5_k || t == DType::q6_k;
+      const bool panels = t != DType::q8_0;  // Q8_0 has its own token tiles (q8_matmul)
+      const bool runs = kc::quant_dot_path_supported(kc::QuantDotPath::avx512);
+      CHECK((kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::avx512, pf) != nullptr) ==
+            (tiles && runs));
+      CHECK((kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::avx512, pf) != nullptr) ==
+            (panels && runs));
+    }
+    // The two prefetch levels are two kernels.
+    if (kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::avx512, kc::PrefetchInto::l1))
+      CHECK(kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::avx512, kc::PrefetchInto::l1) !=
+            kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::avx512, kc::PrefetchInto::l2));
   }
 }
 
@@ -85,8 +116,8 @@ TEST_CASE(
     return;
   }
   constexpr int rows = kc::quant_dot_lane_tile_rows, max_tokens = kc::quant_dot_lane_tile_tokens_max;
-  for (DType t : lane_types) {
-    const kc::QuantDotLaneTileFn tile = kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::avx512);
+  for (const auto& [t, pf] : lane_types_by_prefetch()) {
+    const kc::QuantDotLaneTileFn tile = kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::avx512, pf);
     const kc::QuantDotFn ref = kc::quant_dot_fn(t, kc::QuantDotPath::portable);
     REQUIRE(tile != nullptr);
     for (std::int64_t nb : {1, 2, 3, 5, 9}) {
@@ -102,7 +133,8 @@ TEST_CASE(
             tile(w.data(), row_bytes, x.rows.data(), n, nb, y.data(), stride, store, w.data(),
                  w.size());
             INFO(pensieve::model::dtype_name(t) << " blocks " << nb << " pattern " << pattern
-                                                << " tokens " << n << " store " << store);
+                                                << " tokens " << n << " store " << store
+                                                << " prefetch into L" << (int(pf) + 1));
             CHECK(stores_masked_rows(ref, w, row_bytes, x.rows, n, nb, y, rows, stride, store));
           }
         }
@@ -120,8 +152,8 @@ TEST_CASE(
     return;
   }
   constexpr int rows = kc::quant_dot_lane_tile_rows, max_tokens = 33;
-  for (DType t : panel_types) {
-    const kc::QuantDotLanePanelFn panel = kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::avx512);
+  for (const auto& [t, pf] : panel_types_by_prefetch()) {
+    const kc::QuantDotLanePanelFn panel = kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::avx512, pf);
     const kc::QuantDotFn ref = kc::quant_dot_fn(t, kc::QuantDotPath::portable);
     REQUIRE(panel != nullptr);
     const std::int64_t elems = pensieve::model::dtype_block_elems(t);
@@ -143,7 +175,8 @@ TEST_CASE(
             panel(w.data(), row_bytes, x.rows.data(), n, nb, y.data(), stride, store, scratch,
                   w.data(), w.size());
             INFO(pensieve::model::dtype_name(t) << " blocks " << nb << " pattern " << pattern
-                                                << " tokens " << n << " store " << store);
+                                                << " tokens " << n << " store " << store
+                                                << " prefetch into L" << (int(pf) + 1));
             CHECK(stores_masked_rows(ref, w, row_bytes, x.rows, n, nb, y, rows, stride, store));
           }
         }
@@ -175,23 +208,28 @@ TEST_CASE(
         std::vector<float> best(std::size_t(n * rows)), lanes(best.size()), tiles(best.size()),
             scratch;
         const kc::ConstRowsView xv(x.data(), n, cols, cols);
-        kc::quant_matmul(xv, wv, kc::RowsView{best.data(), n, rows, rows}, pool, scratch,
-                         kc::QuantDotPath::avx512, kc::QuantBatchTiles::best);
-        kc::quant_matmul(xv, wv, kc::RowsView{lanes.data(), n, rows, rows}, pool, scratch,
-                         kc::QuantDotPath::avx512, kc::QuantBatchTiles::lane_tiles);
         kc::quant_matmul(xv, wv, kc::RowsView{tiles.data(), n, rows, rows}, pool, scratch,
                          kc::QuantDotPath::avx512, kc::QuantBatchTiles::token_tiles);
-        bool as_tiles = true, as_reference = true;
-        for (std::int64_t tk = 0; tk < n; ++tk) {
-          for (std::int64_t o = 0; o < rows; ++o) {
-            const std::size_t i = std::size_t(tk * rows + o);
-            as_tiles = as_tiles && same_bits(best[i], tiles[i]) && same_bits(lanes[i], tiles[i]);
-            as_reference = as_reference && same_bits(best[i], ref(wv.row(o), acts.row(tk), nb));
+        // Every CPU's tuning: one token through the lane tiles or the 8-row
+        // tiles, prefetching into the L1 or the L2.
+        for (const kc::CpuTuning& tuning : tunings()) {
+          kc::quant_matmul(xv, wv, kc::RowsView{best.data(), n, rows, rows}, pool, scratch,
+                           kc::QuantDotPath::avx512, kc::QuantBatchTiles::best, tuning);
+          kc::quant_matmul(xv, wv, kc::RowsView{lanes.data(), n, rows, rows}, pool, scratch,
+                           kc::QuantDotPath::avx512, kc::QuantBatchTiles::lane_tiles, tuning);
+          bool as_tiles = true, as_reference = true;
+          for (std::int64_t tk = 0; tk < n; ++tk) {
+            for (std::int64_t o = 0; o < rows; ++o) {
+              const std::size_t i = std::size_t(tk * rows + o);
+              as_tiles = as_tiles && same_bits(best[i], tiles[i]) && same_bits(lanes[i], tiles[i]);
+              as_reference = as_reference && same_bits(best[i], ref(wv.row(o), acts.row(tk), nb));
+            }
           }
+          INFO(pensieve::model::dtype_name(t) << " rows " << rows << " tokens " << n << " tuning "
+                                              << tuning.name);
+          CHECK(as_tiles);
+          CHECK(as_reference);
         }
-        INFO(pensieve::model::dtype_name(t) << " rows " << rows << " tokens " << n);
-        CHECK(as_tiles);
-        CHECK(as_reference);
       }
     }
   }

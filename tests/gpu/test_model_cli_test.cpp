@@ -117,6 +117,11 @@ TEST_CASE("inspect --cpu names the kernel of every weight type on this CPU", "[g
   INFO(out.text);
   REQUIRE(out.status == 0);
   CHECK_THAT(out.text, Catch::Contains(std::string("best ") + pensieve::kernels::cpu::quant_dot_isa()));
+  CHECK_THAT(out.text, Catch::Contains(std::string("cpu: tuning ") +
+                                       pensieve::kernels::cpu::host_cpu_tuning().name + " (" +
+                                       pensieve::kernels::cpu::cpu_signature_name(
+                                           pensieve::kernels::cpu::host_cpu_signature()) +
+                                       ")"));
   namespace kc = pensieve::kernels::cpu;
   for (DType t : {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl, DType::q2_k,
                   DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k}) {
@@ -124,9 +129,15 @@ TEST_CASE("inspect --cpu names the kernel of every weight type on this CPU", "[g
     std::snprintf(line, sizeof line, "  %-7s %s (quant_dot, chosen at run time)", dtype_name(t),
                   kc::quant_dot_path_name(kc::quant_dot_best_path(t)));
     CHECK_THAT(out.text, Catch::Contains(line));
-    // A K-quant with lane tiles takes them for one token too (quant_matmul).
-    if (kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::best)) {
-      CHECK_THAT(out.text, Catch::Contains(std::string(line) + "; 1 to 8 tokens: 16-row lane tiles"));
+    // A K-quant with lane tiles takes them for its batches, and for one
+    // token where the CPU's tuning says (quant_matmul).
+    const kc::CpuTuning& tuning = kc::host_cpu_tuning();
+    if (kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::best, tuning.lane_prefetch)) {
+      const std::string one =
+          t == DType::q6_k ? "; one token: single-row dots" : "; one token: 8-row tiles";
+      CHECK_THAT(out.text, Catch::Contains(std::string(line) + (tuning.one_token_lane_tiles
+                                                                    ? "; 1 to 8 tokens: 16-row lane tiles"
+                                                                    : one + "; 2 to 8 tokens: 16-row lane tiles")));
     }
   }
 }

@@ -138,14 +138,23 @@ std::string quant_kernel(model::DType t) {
            "batches of 2-64 tokens: 16-row x up to 8-token tiles; more: packed 32-row panels";
   std::string k = std::string(kc::quant_dot_path_name(kc::quant_dot_best_path(t))) +
                   " (quant_dot, chosen at run time)";
-  // quant_matmul's order: a K-quant's lane tiles take one token too.
-  if (kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::best))
-    return k + "; 1 to " + std::to_string(kc::quant_dot_lane_tile_tokens_max) + " tokens: " +
-           std::to_string(kc::quant_dot_lane_tile_rows) +
-           "-row lane tiles, more: lane panels (rows unpacked once)";
+  // quant_matmul's order: a K-quant's lane tiles take its batches, and one
+  // token too where this CPU's tuning says (cpu_tuning.hpp).
+  const kc::CpuTuning& tuning = kc::host_cpu_tuning();
+  const std::string lanes = std::to_string(kc::quant_dot_lane_tile_rows) +
+                            "-row lane tiles, more: lane panels (rows unpacked once)";
+  const std::string max = std::to_string(kc::quant_dot_lane_tile_tokens_max);
+  if (kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::best, tuning.lane_prefetch)) {
+    if (tuning.one_token_lane_tiles) return k + "; 1 to " + max + " tokens: " + lanes;
+    return k + "; one token: " +
+           (kc::quant_dot_tile_fn(t, kc::QuantDotPath::best)
+                ? std::to_string(kc::quant_dot_tile_rows) + "-row tiles"
+                : std::string("single-row dots")) +
+           "; 2 to " + max + " tokens: " + lanes;
+  }
   if (kc::quant_dot_tile_fn(t, kc::QuantDotPath::best))
     k += "; one token: " + std::to_string(kc::quant_dot_tile_rows) + "-row tiles";
-  if (kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::best))
+  if (kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::best, tuning.lane_prefetch))
     k += "; several tokens: " + std::to_string(kc::quant_dot_lane_tile_rows) +
          "-row lane panels (rows unpacked once), up to " +
          std::to_string(kc::quant_dot_lane_tile_tokens_max) + " tokens a group";
@@ -169,6 +178,12 @@ void print_cpu(const std::set<model::DType>& used) {
               kc::matmul_path_supported(kc::MatmulPath::avx512) ? "yes" : "no",
               kc::matmul_path_supported(kc::MatmulPath::avx2) ? "yes" : "no",
               kc::matmul_path_name(kc::MatmulPath::best));
+  const kc::CpuTuning& tuning = kc::host_cpu_tuning();
+  std::printf("cpu: tuning %s (%s): K-quant one token through %s; lane tiles and panels "
+              "prefetch into the %s\n",
+              tuning.name, kc::cpu_signature_name(kc::host_cpu_signature()).c_str(),
+              tuning.one_token_lane_tiles ? "the 16-row lane tiles" : "the 8-row tiles",
+              tuning.lane_prefetch == kc::PrefetchInto::l1 ? "L1" : "L2");
   const std::string float_kernel =
       kc::matmul_best_path() == kc::MatmulPath::avx512
           ? "avx512 dot tiles; 2-8 tokens (F32: 2-16): 8-token x 3-row small-batch tiles; then "

@@ -6,6 +6,8 @@
 // it). The Q8_0 decode tile lost all its prefetches that way (408caeb, fixed
 // in eb8ad46: decode from DRAM fell ~20%) while its tests, which check values, passed.
 // A volatile asm statement is never removed.
+#include "gpu/kernels/cpu/cpu_tuning.hpp"
+
 namespace pensieve::kernels::cpu {
 
 inline void prefetch_l2(const void* p) {
@@ -23,6 +25,15 @@ inline void prefetch_l1(const void* p) {
 #else
   __builtin_prefetch(p, 0, 3);
 #endif
+}
+
+// Into the level P names.
+template <PrefetchInto P>
+inline void prefetch_into(const void* p) {
+  if constexpr (P == PrefetchInto::l1)
+    prefetch_l1(p);
+  else
+    prefetch_l2(p);
 }
 
 // `Lines` lines from p on.

@@ -272,16 +272,16 @@ QuantDotTokenTileFn quant_dot_token_tile_fn(DType t, QuantDotPath path) {
   return nullptr;
 }
 
-QuantDotLaneTileFn quant_dot_lane_tile_fn(DType t, QuantDotPath path) {
+QuantDotLaneTileFn quant_dot_lane_tile_fn(DType t, QuantDotPath path, PrefetchInto pf) {
   if (path == QuantDotPath::best) path = quant_dot_best_path(t);
   if (path != QuantDotPath::avx512 || !cpu_has_avx512_vnni()) return nullptr;
-  return quant_dot_avx512_lane_tile_fn(t);
+  return quant_dot_avx512_lane_tile_fn(t, pf);
 }
 
-QuantDotLanePanelFn quant_dot_lane_panel_fn(DType t, QuantDotPath path) {
+QuantDotLanePanelFn quant_dot_lane_panel_fn(DType t, QuantDotPath path, PrefetchInto pf) {
   if (path == QuantDotPath::best) path = quant_dot_best_path(t);
   if (path != QuantDotPath::avx512 || !cpu_has_avx512_vnni()) return nullptr;
-  return quant_dot_avx512_lane_panel_fn(t);
+  return quant_dot_avx512_lane_panel_fn(t, pf);
 }
 
 std::size_t quant_dot_lane_panel_bytes(DType t, std::int64_t n_blocks) {

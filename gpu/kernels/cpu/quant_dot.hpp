@@ -16,6 +16,7 @@
 //
 // The vectorised paths compute the same integers (exact in any order) and
 // then the same F32 steps, so every path gives the scalar reference's bits.
+#include "gpu/kernels/cpu/cpu_tuning.hpp"
 #include "gpu/kernels/cpu/quant_activations.hpp"
 
 #include <cstddef>
@@ -108,16 +109,17 @@ QuantDotTokenTileFn quant_dot_token_tile_fn(model::DType t, QuantDotPath path);
 // rows (a decode batch), each weight row in one 32-bit lane
 // (quant_lane_tiles_avx512.cpp): y[t * y_stride + r] = the QuantDotFn of
 // weight row r and activation row t, bit for bit, stored for the rows whose
-// bit r of `store` is set; [pf, pf + pf_bytes) is fetched into the L2 in
-// step (pf may be null). No reduction per block: the integer sums of the 16
-// rows accumulate in the lanes of one vector.
+// bit r of `store` is set; [pf, pf + pf_bytes) is fetched in step (pf may
+// be null). No reduction per block: the integer sums of the 16 rows
+// accumulate in the lanes of one vector.
 constexpr int quant_dot_lane_tile_rows = 16;
 constexpr int quant_dot_lane_tile_tokens_max = 8;
 using QuantDotLaneTileFn = QuantDotTokenTileFn;  // the same call, 16 rows and up to 8 tokens
 
-// The lane tile of type t on `path` (best as quant_dot_fn resolves it);
+// The lane tile of type t on `path` (best as quant_dot_fn resolves it),
+// prefetching into `pf` (the level the CPU's tuning names: cpu_tuning.hpp);
 // null where that path has none for t: AVX-512 VNNI for Q4_K, Q5_K and Q6_K.
-QuantDotLaneTileFn quant_dot_lane_tile_fn(model::DType t, QuantDotPath path);
+QuantDotLaneTileFn quant_dot_lane_tile_fn(model::DType t, QuantDotPath path, PrefetchInto pf);
 
 // The same 16 rows against any number of activation rows (prefill chunks):
 // the rows' blocks are unpacked once into `scratch`
@@ -133,7 +135,7 @@ using QuantDotLanePanelFn = void (*)(const std::byte* w, std::size_t row_bytes,
                                      const QuantActRow* x, int n_tokens, std::int64_t n_blocks,
                                      float* y, std::int64_t y_stride, unsigned store,
                                      void* scratch, const std::byte* pf, std::size_t pf_bytes);
-QuantDotLanePanelFn quant_dot_lane_panel_fn(model::DType t, QuantDotPath path);
+QuantDotLanePanelFn quant_dot_lane_panel_fn(model::DType t, QuantDotPath path, PrefetchInto pf);
 
 // The scalar references (the definitions), one per type.
 float quant_dot_q8_0(const std::byte* w, const QuantActRow& x, std::int64_t nb);
@@ -161,8 +163,8 @@ QuantDotRowsFn quant_dot_avx512_rows_fn(model::DType t);
 QuantDotTileFn quant_dot_avx512_tile_fn(model::DType t);
 QuantDotTokenTileFn quant_dot_avx512_token_tile_fn(model::DType t);
 QuantDotTokenTileFn quant_dot_avx2_token_tile_fn(model::DType t);
-QuantDotLaneTileFn quant_dot_avx512_lane_tile_fn(model::DType t);
-QuantDotLanePanelFn quant_dot_avx512_lane_panel_fn(model::DType t);
-QuantDotLanePanelFn quant_dot_avx512_legacy_panel_fn(model::DType t);  // the blocks of 32
+QuantDotLaneTileFn quant_dot_avx512_lane_tile_fn(model::DType t, PrefetchInto pf);
+QuantDotLanePanelFn quant_dot_avx512_lane_panel_fn(model::DType t, PrefetchInto pf);
+QuantDotLanePanelFn quant_dot_avx512_legacy_panel_fn(model::DType t, PrefetchInto pf);  // blocks of 32
 
 }  // namespace pensieve::kernels::cpu

@@ -49,10 +49,10 @@ PENSIEVE_LANES_INLINE void scale_pairs(LaneBlock& L) {
                                   _mm512_slli_epi32(L.scale[2 * j + 1], 16));
 }
 
-template <int Bytes, int Quants, bool Fifth>
+template <int Bytes, int Quants, bool Fifth, PrefetchInto P>
 PENSIEVE_AVX512_FN void k4_unpack(const std::byte* w, std::size_t row_bytes, std::int64_t nb,
                                   LaneBlock* out, const std::byte* pf, std::size_t pf_bytes) {
-  LanePrefetch prefetch(pf, pf_bytes, nb);
+  LanePrefetch<P> prefetch(pf, pf_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
     prefetch.block();
     const std::byte* wb = w + b * Bytes;
@@ -75,10 +75,11 @@ PENSIEVE_AVX512_FN void k4_unpack(const std::byte* w, std::size_t row_bytes, std
   }
 }
 
+template <PrefetchInto P>
 PENSIEVE_AVX512_FN void q6_unpack(const std::byte* w, std::size_t row_bytes, std::int64_t nb,
                                   LaneBlock* out, const std::byte* pf, std::size_t pf_bytes) {
   const __m512i offsets = lane_offsets(row_bytes);
-  LanePrefetch prefetch(pf, pf_bytes, nb);
+  LanePrefetch<P> prefetch(pf, pf_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
     prefetch.block();
     const std::byte* wb = w + b * 210;
@@ -104,11 +105,12 @@ PENSIEVE_AVX512_FN void q6_unpack(const std::byte* w, std::size_t row_bytes, std
 // 16 scales (-32..31) are a nibble of bytes 96-103 (low for sub-blocks < 8)
 // and 2 bits of byte 104 + (j & 3); d is the F16 at 108 (the high word at
 // 106: a 4-byte gather at 108 would read past the weight's last block).
+template <PrefetchInto P>
 PENSIEVE_AVX512_FN void q3_unpack(const std::byte* w, std::size_t row_bytes, std::int64_t nb,
                                   LaneBlock* out, const std::byte* pf, std::size_t pf_bytes) {
   const __m512i offsets = lane_offsets(row_bytes);
   const __m512i m3 = _mm512_set1_epi8(0x03), m4bit = _mm512_set1_epi8(0x04);
-  LanePrefetch prefetch(pf, pf_bytes, nb);
+  LanePrefetch<P> prefetch(pf, pf_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
     prefetch.block();
     const std::byte* wb = w + b * 110;
@@ -156,11 +158,12 @@ PENSIEVE_AVX512_FN void q3_unpack(const std::byte* w, std::size_t row_bytes, std
 // Q2_K (84 bytes): quant 128n + 32s + l is bits 2s of byte 16 + 32n + l;
 // sub-block j's scale is the low nibble of byte j, its min the high one; d
 // and dmin the F16s at 80 and 82.
+template <PrefetchInto P>
 PENSIEVE_AVX512_FN void q2_unpack(const std::byte* w, std::size_t row_bytes, std::int64_t nb,
                                   LaneBlock* out, const std::byte* pf, std::size_t pf_bytes) {
   const __m512i offsets = lane_offsets(row_bytes);
   const __m512i m3 = _mm512_set1_epi8(0x03);
-  LanePrefetch prefetch(pf, pf_bytes, nb);
+  LanePrefetch<P> prefetch(pf, pf_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
     prefetch.block();
     const std::byte* wb = w + b * 84;
@@ -277,28 +280,33 @@ PENSIEVE_AVX512_FN void lane_panel(const std::byte* w, std::size_t rb, const Qua
   });
 }
 
-}  // namespace
-
-QuantDotLanePanelFn quant_dot_avx512_lane_panel_fn(DType t) {
+template <PrefetchInto P>
+QuantDotLanePanelFn lane_panel_fn(DType t) {
   switch (t) {
     case DType::q4_k:
-      return lane_panel<k4_panel, k4_unpack<144, 16, false>>;
+      return lane_panel<k4_panel, k4_unpack<144, 16, false, P>>;
     case DType::q5_k:
-      return lane_panel<k4_panel, k4_unpack<176, 48, true>>;
+      return lane_panel<k4_panel, k4_unpack<176, 48, true, P>>;
     case DType::q6_k:
-      return lane_panel<q6_panel, q6_unpack>;
+      return lane_panel<q6_panel, q6_unpack<P>>;
     case DType::q3_k:
-      return lane_panel<q3_panel, q3_unpack>;
+      return lane_panel<q3_panel, q3_unpack<P>>;
     case DType::q2_k:
-      return lane_panel<q2_panel, q2_unpack>;
+      return lane_panel<q2_panel, q2_unpack<P>>;
     default:
-      return quant_dot_avx512_legacy_panel_fn(t);
+      return quant_dot_avx512_legacy_panel_fn(t, P);
   }
+}
+
+}  // namespace
+
+QuantDotLanePanelFn quant_dot_avx512_lane_panel_fn(DType t, PrefetchInto pf) {
+  return pf == PrefetchInto::l1 ? lane_panel_fn<PrefetchInto::l1>(t) : lane_panel_fn<PrefetchInto::l2>(t);
 }
 
 #else
 
-QuantDotLanePanelFn quant_dot_avx512_lane_panel_fn(DType) {
+QuantDotLanePanelFn quant_dot_avx512_lane_panel_fn(DType, PrefetchInto) {
   return nullptr;
 }
 

@@ -41,7 +41,7 @@ using namespace quant_lanes;
 
 // Q4_K / Q5_K: the quants 64 values at a time, each group's vectors used by
 // every token before the next group is unpacked.
-template <int Bytes, int Quants, bool Fifth, int T>
+template <int Bytes, int Quants, bool Fifth, int T, PrefetchInto P>
 PENSIEVE_AVX512_FN void k4_lane_tile(const std::byte* w, std::size_t row_bytes,
                                      const QuantActRow* x, std::int64_t nb, float* y,
                                      std::int64_t y_stride, unsigned store, const std::byte* pf,
@@ -50,7 +50,7 @@ PENSIEVE_AVX512_FN void k4_lane_tile(const std::byte* w, std::size_t row_bytes,
   __m512 acc[T], accm[T];
   PENSIEVE_LANES_UNROLL
   for (int t = 0; t < T; ++t) acc[t] = accm[t] = _mm512_setzero_ps();
-  LanePrefetch prefetch(pf, pf_bytes, nb);
+  LanePrefetch<P> prefetch(pf, pf_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
     prefetch.block();
     const std::byte* wb = w + b * Bytes;
@@ -99,7 +99,7 @@ PENSIEVE_AVX512_FN void k4_lane_tile(const std::byte* w, std::size_t row_bytes,
 // broadcast per sub-block and token. The high bits are transposed again for
 // each run: kept for both, they pushed the 8-token tile's sums out of the
 // registers.
-template <int T>
+template <int T, PrefetchInto P>
 PENSIEVE_AVX512_FN void q6_k_lane_tile(const std::byte* w, std::size_t row_bytes,
                                        const QuantActRow* x, std::int64_t nb, float* y,
                                        std::int64_t y_stride, unsigned store, const std::byte* pf,
@@ -108,7 +108,7 @@ PENSIEVE_AVX512_FN void q6_k_lane_tile(const std::byte* w, std::size_t row_bytes
   __m512 acc[T];
   PENSIEVE_LANES_UNROLL
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  LanePrefetch prefetch(pf, pf_bytes, nb);
+  LanePrefetch<P> prefetch(pf, pf_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
     prefetch.block();
     const std::byte* wb = w + b * 210;
@@ -154,42 +154,48 @@ PENSIEVE_AVX512_FN void q6_k_lane_tile(const std::byte* w, std::size_t row_bytes
 }
 
 // The tiles for 1..quant_dot_lane_tile_tokens_max tokens.
-template <int Bytes, int Quants, bool Fifth>
+template <int Bytes, int Quants, bool Fifth, PrefetchInto P>
 PENSIEVE_AVX512_FN void k4_lane_tiles(const std::byte* w, std::size_t rb, const QuantActRow* x,
                                       int n_tokens, std::int64_t nb, float* y,
                                       std::int64_t y_stride, unsigned store, const std::byte* pf,
                                       std::size_t pf_bytes) {
   with_token_count<quant_dot_lane_tile_tokens_max>(n_tokens, [&]<int T>() {
-    k4_lane_tile<Bytes, Quants, Fifth, T>(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
+    k4_lane_tile<Bytes, Quants, Fifth, T, P>(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
   });
 }
+template <PrefetchInto P>
 PENSIEVE_AVX512_FN void q6_k_lane_tiles(const std::byte* w, std::size_t rb, const QuantActRow* x,
                                         int n_tokens, std::int64_t nb, float* y,
                                         std::int64_t y_stride, unsigned store, const std::byte* pf,
                                         std::size_t pf_bytes) {
   with_token_count<quant_dot_lane_tile_tokens_max>(n_tokens, [&]<int T>() {
-    q6_k_lane_tile<T>(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
+    q6_k_lane_tile<T, P>(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
   });
 }
 
-}  // namespace
-
-QuantDotLaneTileFn quant_dot_avx512_lane_tile_fn(DType t) {
+template <PrefetchInto P>
+QuantDotLaneTileFn lane_tile_fn(DType t) {
   switch (t) {
     case DType::q4_k:
-      return k4_lane_tiles<144, 16, false>;
+      return k4_lane_tiles<144, 16, false, P>;
     case DType::q5_k:
-      return k4_lane_tiles<176, 48, true>;
+      return k4_lane_tiles<176, 48, true, P>;
     case DType::q6_k:
-      return q6_k_lane_tiles;
+      return q6_k_lane_tiles<P>;
     default:
       return nullptr;
   }
 }
 
+}  // namespace
+
+QuantDotLaneTileFn quant_dot_avx512_lane_tile_fn(DType t, PrefetchInto pf) {
+  return pf == PrefetchInto::l1 ? lane_tile_fn<PrefetchInto::l1>(t) : lane_tile_fn<PrefetchInto::l2>(t);
+}
+
 #else
 
-QuantDotLaneTileFn quant_dot_avx512_lane_tile_fn(DType) {
+QuantDotLaneTileFn quant_dot_avx512_lane_tile_fn(DType, PrefetchInto) {
   return nullptr;
 }
 

@@ -128,11 +128,14 @@ PENSIEVE_LANES_INLINE __m512i bcast4(const void* p) {
 }
 
 // The prefetches of a tile's blocks: each block its share of [pf, pf +
-// pf_bytes) (BlockShares), into the L1 (the next tile's 16 rows, 10 KiB at
-// 768 Q6_K columns): the block reads 16 rows at once, more streams than the
-// L1's own prefetcher follows. From DRAM, 8 tokens, one thread: Q6_K 108
-// against 119-133 us into the L2, Q5_K 75 against 86 (BM_KQuantBatch, AMD
-// Zen 5, 2026-12-06).
+// pf_bytes) (BlockShares), into the level P (the next tile's 16 rows, 10
+// KiB at 768 Q6_K columns): the block reads 16 rows at once, more streams
+// than the caches' own prefetchers follow. Which level is faster depends on
+// the core (cpu_tuning.hpp): on AMD Zen 5 the L1 (from DRAM, 8 tokens, one
+// thread: Q6_K 108 against 119-133 us into the L2, Q5_K 75 against 86,
+// BM_KQuantBatch, 2026-12-06), on AMD Zen 4 the L2 (the same 8 tokens
+// 1.7x as fast as into the L1, 2026-12-07).
+template <PrefetchInto P>
 class LanePrefetch {
  public:
   PENSIEVE_LANES_INLINE LanePrefetch(const std::byte* pf, std::size_t pf_bytes, std::int64_t nb)
@@ -141,7 +144,7 @@ class LanePrefetch {
   PENSIEVE_LANES_INLINE void block() {
     if (next_ == nullptr) return;
     const std::size_t n = shares_.next();
-    for (std::size_t l = 0; l < n; ++l) prefetch_l1(next_ + 64 * l);
+    for (std::size_t l = 0; l < n; ++l) prefetch_into<P>(next_ + 64 * l);
     next_ += 64 * n;
   }
 

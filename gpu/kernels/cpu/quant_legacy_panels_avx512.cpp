@@ -75,14 +75,14 @@ PENSIEVE_LANES_INLINE void legacy_values(__m512i t, __m512i fifth, __m512i grid,
   }
 }
 
-template <LegacyKind K>
+template <LegacyKind K, PrefetchInto P>
 PENSIEVE_AVX512_FN void legacy_unpack(const std::byte* w, std::size_t row_bytes, std::int64_t nb,
                                       LegacyLaneBlock* out, const std::byte* pf,
                                       std::size_t pf_bytes) {
   const __m512i offsets = lane_offsets(row_bytes);
   const __m512i ones = _mm512_set1_epi8(1);
   const __m512i grid = _mm512_broadcast_i32x4(load128(iq4nl_values));
-  LanePrefetch prefetch(pf, pf_bytes, nb);
+  LanePrefetch<P> prefetch(pf, pf_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
     prefetch.block();
     const std::byte* wb = w + b * K.bytes;
@@ -146,7 +146,7 @@ PENSIEVE_AVX512_FN void legacy_panel_dot(const LegacyLaneBlock* blocks, const Qu
 // One token (a decode step) straight from the rows: each block unpacked in
 // registers and multiplied at once, where a panel would write its buffer to
 // read it back once. The same sums and F32 steps as legacy_panel_dot<K, 1>.
-template <LegacyKind K>
+template <LegacyKind K, PrefetchInto P>
 PENSIEVE_AVX512_FN void legacy_tile1(const std::byte* w, std::size_t row_bytes, const QuantActRow& x,
                                      std::int64_t nb, float* y, unsigned store, const std::byte* pf,
                                      std::size_t pf_bytes) {
@@ -155,7 +155,7 @@ PENSIEVE_AVX512_FN void legacy_tile1(const std::byte* w, std::size_t row_bytes, 
   const __m512i grid = _mm512_broadcast_i32x4(load128(iq4nl_values));
   const __m256i flip = _mm256_set1_epi8(char(0x80));
   __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
-  LanePrefetch prefetch(pf, pf_bytes, nb);
+  LanePrefetch<P> prefetch(pf, pf_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
     prefetch.block();
     const std::byte* wb = w + b * K.bytes;
@@ -186,14 +186,14 @@ PENSIEVE_AVX512_FN void legacy_tile1(const std::byte* w, std::size_t row_bytes, 
   _mm512_mask_storeu_ps(y, __mmask16(store), _mm512_add_ps(acc, accm));
 }
 
-template <LegacyKind K>
+template <LegacyKind K, PrefetchInto P>
 PENSIEVE_AVX512_FN void legacy_panel(const std::byte* w, std::size_t rb, const QuantActRow* x,
                                      int n_tokens, std::int64_t nb, float* y,
                                      std::int64_t y_stride, unsigned store, void* scratch,
                                      const std::byte* pf, std::size_t pf_bytes) {
-  if (n_tokens == 1) return legacy_tile1<K>(w, rb, *x, nb, y, store, pf, pf_bytes);
+  if (n_tokens == 1) return legacy_tile1<K, P>(w, rb, *x, nb, y, store, pf, pf_bytes);
   auto* blocks = static_cast<LegacyLaneBlock*>(scratch);
-  legacy_unpack<K>(w, rb, nb, blocks, pf, pf_bytes);
+  legacy_unpack<K, P>(w, rb, nb, blocks, pf, pf_bytes);
   for_token_groups(n_tokens, [&](int t, int n) {
     with_token_count<quant_dot_lane_tile_tokens_max>(n, [&]<int T>() {
       legacy_panel_dot<K, T>(blocks, x + t, nb, y + t * y_stride, y_stride, store);
@@ -201,28 +201,34 @@ PENSIEVE_AVX512_FN void legacy_panel(const std::byte* w, std::size_t rb, const Q
   });
 }
 
-}  // namespace
-
-QuantDotLanePanelFn quant_dot_avx512_legacy_panel_fn(DType t) {
+template <PrefetchInto P>
+QuantDotLanePanelFn legacy_panel_fn(DType t) {
   switch (t) {
     case DType::q4_0:
-      return legacy_panel<q4_0_kind>;
+      return legacy_panel<q4_0_kind, P>;
     case DType::q4_1:
-      return legacy_panel<q4_1_kind>;
+      return legacy_panel<q4_1_kind, P>;
     case DType::q5_0:
-      return legacy_panel<q5_0_kind>;
+      return legacy_panel<q5_0_kind, P>;
     case DType::q5_1:
-      return legacy_panel<q5_1_kind>;
+      return legacy_panel<q5_1_kind, P>;
     case DType::iq4_nl:
-      return legacy_panel<iq4_nl_kind>;
+      return legacy_panel<iq4_nl_kind, P>;
     default:
       return nullptr;
   }
 }
 
+}  // namespace
+
+QuantDotLanePanelFn quant_dot_avx512_legacy_panel_fn(DType t, PrefetchInto pf) {
+  return pf == PrefetchInto::l1 ? legacy_panel_fn<PrefetchInto::l1>(t)
+                                : legacy_panel_fn<PrefetchInto::l2>(t);
+}
+
 #else
 
-QuantDotLanePanelFn quant_dot_avx512_legacy_panel_fn(DType) {
+QuantDotLanePanelFn quant_dot_avx512_legacy_panel_fn(DType, PrefetchInto) {
   return nullptr;
 }
 

@@ -124,13 +124,14 @@ static_assert(std::size_t(quant_dot_lane_tile_rows) == row_grain,
 }  // namespace
 
 void quant_matmul(ConstRowsView x, const WeightView& w, RowsView y, ThreadPool& pool,
-                  std::vector<float>& scratch, QuantDotPath path, QuantBatchTiles batch) {
-  quant_matmul_many(x, std::span(&w, 1), std::span(&y, 1), pool, scratch, path, batch);
+                  std::vector<float>& scratch, QuantDotPath path, QuantBatchTiles batch,
+                  const CpuTuning& tuning) {
+  quant_matmul_many(x, std::span(&w, 1), std::span(&y, 1), pool, scratch, path, batch, tuning);
 }
 
 void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
                        std::span<const RowsView> y, ThreadPool& pool, std::vector<float>& scratch,
-                       QuantDotPath path, QuantBatchTiles batch) {
+                       QuantDotPath path, QuantBatchTiles batch, const CpuTuning& tuning) {
   assert(w.size() == y.size() && w.size() <= quant_max_weights);
   QuantDotFn dot[quant_max_weights];
   QuantDotRowsFn dot_rows[quant_max_weights];
@@ -154,13 +155,17 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
     assert(x.cols == w[i].cols && y[i].cols == w[i].rows && y[i].rows == x.rows);
     dot[i] = quant_dot_fn(w[i].dtype, path);
     dot_rows[i] = x.rows > 1 ? quant_dot_rows_fn(w[i].dtype, path) : nullptr;
-    // Preferred: 16 rows in the lanes x 1 to 8 tokens (the K-quants). One
-    // token too: one thread, from the L2, Q4_K 41.4 against 28.4 GB/s
-    // through the 8-row tiles, Q5_K 40.4 against 29.9, Q6_K 43.6 against
-    // 37.0; from DRAM 1.16-1.22x (AMD Zen 5, 2026-12-06,
-    // bench/results/2026-12-06-amd-zen5-one-token-lane-tiles.md).
-    lane_tile[i] = batch != QuantBatchTiles::token_tiles && w[i].rows >= quant_dot_lane_tile_rows
-                       ? quant_dot_lane_tile_fn(w[i].dtype, path)
+    // Preferred: 16 rows in the lanes x 2 to 8 tokens (the K-quants), and
+    // one token where the CPU's tuning says (cpu_tuning.hpp: on AMD Zen 5
+    // one thread from the L2 read Q4_K at 41.4 against 28.4 GB/s through the
+    // 8-row tiles, 2026-12-06; on AMD Zen 4 two threads from DRAM read 22-24
+    // through the lane tiles against 26-30 through the 8-row tiles,
+    // 2026-12-07).
+    const bool lanes_for_one = batch == QuantBatchTiles::lane_tiles ||
+                               (batch == QuantBatchTiles::best && tuning.one_token_lane_tiles);
+    lane_tile[i] = batch != QuantBatchTiles::token_tiles && (x.rows > 1 || lanes_for_one) &&
+                           w[i].rows >= quant_dot_lane_tile_rows
+                       ? quant_dot_lane_tile_fn(w[i].dtype, path, tuning.lane_prefetch)
                        : nullptr;
     // One token otherwise: 8-row tiles where the weight has that many rows.
     tile[i] = x.rows == 1 && !lane_tile[i] && w[i].rows >= quant_dot_tile_rows
@@ -181,7 +186,7 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
     lane_panel[i] = (x.rows > 1 || (legacy && !tile[i])) && batch == QuantBatchTiles::best &&
                             w[i].rows >= quant_dot_lane_tile_rows &&
                             (!lane_tile[i] || x.rows > quant_dot_lane_tile_tokens_max)
-                        ? quant_dot_lane_panel_fn(w[i].dtype, path)
+                        ? quant_dot_lane_panel_fn(w[i].dtype, path, tuning.lane_prefetch)
                         : nullptr;
     assert(dot[i] && "quant_matmul: a path this CPU lacks");
     n_blocks[i] = w[i].cols / model::dtype_block_elems(w[i].dtype);

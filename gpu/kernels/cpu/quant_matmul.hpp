@@ -21,10 +21,13 @@
 
 namespace pensieve::kernels::cpu {
 
-// Which tiles a batch of several tokens takes: the best the path has (lane
-// tiles, and their panels above 8 tokens), the lane tiles without panels,
-// or the 8-row token tiles even where the path has lane tiles (the
-// benchmarks' and tests' side-by-side runs).
+// Which tiles a batch takes: the best the path has for the CPU (`tuning`:
+// lane tiles, and their panels above 8 tokens; one token through the lane
+// tiles or the 8-row tiles as the tuning says), the lane tiles without
+// panels at any token count, or the 8-row tiles (one token) and token tiles
+// even where the path has lane tiles (the benchmarks' and tests'
+// side-by-side runs). The lane tiles and panels prefetch where the tuning
+// says. Every choice gives the same bits.
 enum class QuantBatchTiles { best, token_tiles, lane_tiles };
 
 // x: {n_tokens, w.cols}, w quantised {rows, cols}; y: {n_tokens, w.rows}.
@@ -32,7 +35,8 @@ enum class QuantBatchTiles { best, token_tiles, lane_tiles };
 // must be one the CPU runs (quant_dot_path_supported).
 void quant_matmul(ConstRowsView x, const WeightView& w, RowsView y, ThreadPool& pool,
                   std::vector<float>& scratch, QuantDotPath path = QuantDotPath::best,
-                  QuantBatchTiles batch = QuantBatchTiles::best);
+                  QuantBatchTiles batch = QuantBatchTiles::best,
+                  const CpuTuning& tuning = host_cpu_tuning());
 
 // The same for up to quant_max_weights weights (of any quantised types)
 // over the same activations in one pool dispatch: y[i] = x . w[i]^T, every
@@ -42,6 +46,7 @@ constexpr std::size_t quant_max_weights = 4;
 void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
                        std::span<const RowsView> y, ThreadPool& pool, std::vector<float>& scratch,
                        QuantDotPath path = QuantDotPath::best,
-                       QuantBatchTiles batch = QuantBatchTiles::best);
+                       QuantBatchTiles batch = QuantBatchTiles::best,
+                       const CpuTuning& tuning = host_cpu_tuning());
 
 }  // namespace pensieve::kernels::cpu

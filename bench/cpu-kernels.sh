@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CPU kernel figures of bench/README.md ("K-quant mixes", AMD Zen 5 rows) in one
+# The CPU kernel figures of bench/README.md ("K-quant mixes", a table per CPU) in one
 # command: makes the M-100 F16 file and its llama-quantize Q4_K_M / Q5_K_M / Q6_K mixes
 # (seed 7, untied output head) once, then runs model-bench over F16, Q8_0 and the three
 # mixes (decode batches 1 and 8, the mixed shapes) and the one-thread small-batch matmul
@@ -8,7 +8,7 @@
 # pairs of 4 + 4 x 127 @ 512 (512 x 576 against 4 x 127 x 576 + 4 x 512): the single-sequence
 # prefill with the same attention work.
 #
-#   bench/amd-zen5-kernels.sh LLAMA_QUANTIZE OUT_PREFIX [COMMIT]
+#   bench/cpu-kernels.sh LLAMA_QUANTIZE OUT_PREFIX [COMMIT]
 #
 # LLAMA_QUANTIZE: a llama.cpp llama-quantize binary (built outside the project).
 # OUT_PREFIX: e.g. bench/results/2026-12-02-amd-zen5-kernels (writes -model.json,
@@ -36,6 +36,7 @@ bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 cp "$build/bench/model-bench" "$build/bench/pensieve-microbench" "$bin/"
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+"$build/tools/pensieve-model" inspect --cpu | grep '^cpu: tuning'
 "$bin/model-bench" --threads 2 --models M-100 --dtypes f16,q8_0 --vocab-from "$vocab" \
   --model-dir "$dir" --reuse-models \
   --gguf "M-100:Q4_K_M:$dir/M-100-Q4_K_M.gguf" --gguf "M-100:Q5_K_M:$dir/M-100-Q5_K_M.gguf" \
@@ -46,7 +47,7 @@ echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-); load: $(cut -d
 # caches and from DRAM (DType numbers: 1 f16, 3 q8_0, 5 q4_k, 11 q5_k, 12 q6_k); the
 # K-quants' lane tiles beside their 8-row token tiles at 8 tokens.
 "$bin/pensieve-microbench" \
-  --benchmark_filter='BM_MatmulBatch/(1|3|5|12)/(1|4|8|32)/|BM_KQuantBatch/(5|11|12)/(8|64)/|BM_FmaPeak|BM_Int8DotPeak' \
+  --benchmark_filter='BM_MatmulBatch/(1|3|5|12)/(1|4|8|32)/|BM_KQuantBatch/(5|11|12)/(8|64)/|BM_LanePrefetch/(5|12)/(1|8)/|BM_FmaPeak|BM_Int8DotPeak' \
   --benchmark_min_time=0.2 --benchmark_out="$out-micro.json" --benchmark_out_format=json
 # Two threads, one token, every type from a 1 GiB ring, each sweep of the ring followed by one
 # read of the 1 GiB read ceiling, 15 pairs a type: the median of the pairs' ratios ("share"),

@@ -1,0 +1,73 @@
+#include "gpu/kernels/cpu/cpu_tuning.hpp"
+
+#include <cstdio>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+namespace pensieve::kernels::cpu {
+
+CpuSignature decode_cpu_signature(const char (&vendor)[12], std::uint32_t eax) {
+  CpuSignature cpu;
+  if (std::memcmp(vendor, "AuthenticAMD", 12) == 0)
+    cpu.vendor = CpuVendor::amd;
+  else if (std::memcmp(vendor, "GenuineIntel", 12) == 0)
+    cpu.vendor = CpuVendor::intel;
+  const unsigned base_family = (eax >> 8) & 0xfu, base_model = (eax >> 4) & 0xfu;
+  const unsigned ext_family = (eax >> 20) & 0xffu, ext_model = (eax >> 16) & 0xfu;
+  cpu.family = base_family == 0xfu ? base_family + ext_family : base_family;
+  cpu.model = base_family == 0x6u || base_family == 0xfu ? (ext_model << 4) | base_model : base_model;
+  return cpu;
+}
+
+CpuTuning cpu_tuning_for(const CpuSignature& cpu) {
+  // Zen 5 (AMD EPYC, family 0x1a model 0x02, 2026-12-06): one token through
+  // the lane tiles, one thread from DRAM 1.16-1.22x the 8-row tiles'
+  // speed; their prefetch into the L1, 8 tokens from DRAM Q6_K 108 against
+  // 119-133 us into the L2 (bench/results/2026-12-06-amd-zen5-one-token-lane-tiles.md).
+  if (cpu.vendor == CpuVendor::amd && cpu.family >= 0x1au) return {"amd-zen5", true, PrefetchInto::l1};
+  // Zen 4 (AMD EPYC, family 0x19 model 0x11, 2026-12-07): prefetching into
+  // the L1 held the lane tiles to about half of what they read prefetching
+  // into the L2 (one token from DRAM, 2 threads: 11-14 against 22-24 GB/s),
+  // and the 8-row tiles still read 26-30 GB/s
+  // (bench/results/2026-12-07-amd-zen4-kquant-tuning.md).
+  if (cpu.vendor == CpuVendor::amd && cpu.family == 0x19u) return {"amd-zen4", false, PrefetchInto::l2};
+  // Intel and the rest: the 8-row tiles for one token, measured near the
+  // read on an Intel Xeon (2026-12-02), and the L2, where every other tile
+  // prefetches.
+  return {"generic", false, PrefetchInto::l2};
+}
+
+CpuSignature host_cpu_signature() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(0, &a, &b, &c, &d) == 0) return {};
+  char vendor[12];
+  std::memcpy(vendor, &b, 4);
+  std::memcpy(vendor + 4, &d, 4);
+  std::memcpy(vendor + 8, &c, 4);
+  if (a < 1 || __get_cpuid(1, &a, &b, &c, &d) == 0) return decode_cpu_signature(vendor, 0);
+  return decode_cpu_signature(vendor, a);
+#else
+  return {};
+#endif
+}
+
+const CpuTuning& host_cpu_tuning() {
+  // CPUID leaves the guest on a VM (a trap to the hypervisor): read once.
+  static const CpuTuning tuning = cpu_tuning_for(host_cpu_signature());
+  return tuning;
+}
+
+std::string cpu_signature_name(const CpuSignature& cpu) {
+  const char* vendor = cpu.vendor == CpuVendor::amd     ? "amd"
+                       : cpu.vendor == CpuVendor::intel ? "intel"
+                                                        : "other";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%s family 0x%x model 0x%x", vendor, cpu.family, cpu.model);
+  return buf;
+}
+
+}  // namespace pensieve::kernels::cpu

@@ -1,0 +1,55 @@
+#pragma once
+// Kernel choices that differ between CPUs with the same instruction sets.
+// The features (__builtin_cpu_supports) say which kernels can run; which of
+// them runs fastest depends on the core: AMD Zen 4 executes AVX-512 on
+// 256-bit halves, Zen 5 server cores on full 512-bit units, and the two
+// fetch differently. Each choice here was measured on the CPU it names
+// (bench/README.md, "CPU kernels per core"); a CPU not in the table takes
+// the choices measured on most of them.
+//
+// None of these choices changes a bit of any result: the kernels they pick
+// between compute the same numbers (the kernel tests check each against the
+// scalar reference), so a choice is a matter of speed only.
+#include <cstdint>
+#include <string>
+
+namespace pensieve::kernels::cpu {
+
+// Where a kernel's software prefetch of the next tile's weights puts them.
+enum class PrefetchInto : std::uint8_t { l1, l2 };
+
+// The CPU as CPUID leaf 0 and 1 describe it.
+enum class CpuVendor : std::uint8_t { amd, intel, other };
+struct CpuSignature {
+  CpuVendor vendor = CpuVendor::other;
+  unsigned family = 0;  // base family, plus the extended family where the base is 0xf
+  unsigned model = 0;   // base model, plus the extended model (high nibble) for families 6 and 0xf
+};
+
+// vendor: the 12 characters of leaf 0 (EBX, EDX, ECX); eax: leaf 1's EAX.
+CpuSignature decode_cpu_signature(const char (&vendor)[12], std::uint32_t eax);
+
+struct CpuTuning {
+  const char* name;  // "amd-zen5", "amd-zen4", "generic"
+  // One token of a K-quant (Q4_K, Q5_K, Q6_K) through the 16-row lane tiles;
+  // otherwise through the 8-row tiles (Q4_K, Q5_K) and the single-row dots
+  // (Q6_K). Batches of 2 and more take the lane tiles everywhere.
+  bool one_token_lane_tiles;
+  // Where the lane tiles and lane panels prefetch the next tile's rows.
+  PrefetchInto lane_prefetch;
+};
+
+// The table: AMD family 0x1a (Zen 5), AMD family 0x19 (Zen 3 and Zen 4;
+// Zen 3 has no AVX-512, so only the choices' defaults matter there), and
+// every other CPU.
+CpuTuning cpu_tuning_for(const CpuSignature& cpu);
+
+// This machine's signature (CPUID; the default signature off x86) and its
+// tuning, read once per process.
+CpuSignature host_cpu_signature();
+const CpuTuning& host_cpu_tuning();
+
+// "amd family 0x19 model 0x11" and the like.
+std::string cpu_signature_name(const CpuSignature& cpu);
+
+}  // namespace pensieve::kernels::cpu
