@@ -191,31 +191,31 @@ BENCHMARK(BM_KQuantBatch)
                    {0, 1}});
 
 // The lane tiles (1 to 8 tokens) and panels (more) of the K-quants with
-// their prefetch of the next tile into the L1 or the L2, side by side in one
-// binary (which is faster depends on the core: cpu_tuning.hpp). args: dtype,
-// tokens, level (0: L1, 1: L2), source as BM_MatmulBatch's.
+// their prefetch of the next tile side by side in one binary (which is
+// fastest depends on the core: cpu_tuning.hpp). args: dtype, tokens,
+// prefetch (0: into the L1, 1: the L2, 2: the L1 by quant groups, which the
+// panels take as 0), source as BM_MatmulBatch's.
 void BM_LanePrefetch(benchmark::State& state) {
   const auto dtype = DType(state.range(0));
-  const auto level = state.range(2) == 0 ? kc::PrefetchInto::l1 : kc::PrefetchInto::l2;
+  const auto prefetch = kc::PrefetchInto(state.range(2));
   const bool dram = state.range(3) != 0;
-  if (!kc::quant_dot_lane_tile_fn(dtype, kc::QuantDotPath::best, level)) {
+  if (!kc::quant_dot_lane_tile_fn(dtype, kc::QuantDotPath::best, prefetch)) {
     state.SkipWithError("skipped: this CPU has no lane tiles");
     return;
   }
-  const kc::CpuTuning tuning{"bench", true, level};
+  const kc::CpuTuning tuning{"bench", true, prefetch, prefetch};
   run_batch(state, dtype, state.range(1), dram,
             [&tuning](auto x, const kc::WeightView& w, auto y, kc::ThreadPool& pool, auto& scratch) {
               kc::quant_matmul(x, w, y, pool, scratch, kc::QuantDotPath::best,
                                kc::QuantBatchTiles::best, tuning);
             });
-  state.SetLabel(std::string(pensieve::model::dtype_name(dtype)) +
-                 (level == kc::PrefetchInto::l1 ? " into L1" : " into L2") +
-                 (dram ? " dram" : " cached"));
+  state.SetLabel(std::string(pensieve::model::dtype_name(dtype)) + " " +
+                 kc::prefetch_into_name(prefetch) + (dram ? " dram" : " cached"));
 }
 BENCHMARK(BM_LanePrefetch)
     ->ArgsProduct({{int(DType::q4_k), int(DType::q5_k), int(DType::q6_k)},
                    {1, 2, 8, 64},
-                   {0, 1},
+                   {0, 1, 2},
                    {0, 1}});
 
 // What quant_matmul ran for a Q8_0 decode batch on AVX2 before its token

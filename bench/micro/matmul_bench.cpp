@@ -206,8 +206,8 @@ BENCHMARK(BM_MatmulDecode2Threads)
 // 150 GB/s on the AMD VMs, more than their DRAM gives, so the host's caches
 // served part of it. args: dtype, and the kernel of a K-quant's token: 0 the
 // default path (the CPU's tuning, cpu_tuning.hpp), 1 its 8-row tiles (the
-// single-row dots for Q6_K), 2 and 3 its 16-row lane tiles prefetching into
-// the L1 and the L2.
+// single-row dots for Q6_K), 2, 3 and 4 its 16-row lane tiles prefetching
+// into the L1, the L2 and the L1 by quant groups.
 struct DramDecode {
   explicit DramDecode(const benchmark::State& state)
       : dtype(DType(state.range(0))),
@@ -227,8 +227,8 @@ struct DramDecode {
     else if (kernel >= 2)
       kc::quant_matmul(xv, ring.view(i), yv, pool, scratch, kc::QuantDotPath::best,
                        kc::QuantBatchTiles::lane_tiles,
-                       kc::CpuTuning{"bench", true,
-                                     kernel == 2 ? kc::PrefetchInto::l1 : kc::PrefetchInto::l2});
+                       kc::CpuTuning{"bench", true, kc::PrefetchInto(kernel - 2),
+                                     kc::PrefetchInto(kernel - 2)});
     else
       run_kernel(0, xv, ring.view(i), yv, pool, scratch);
     benchmark::DoNotOptimize(y.data());
@@ -236,7 +236,7 @@ struct DramDecode {
 
   std::string label() const {
     static const char* const kernels[] = {"", " 8-row tiles", " lane tiles into L1",
-                                          " lane tiles into L2"};
+                                          " lane tiles into L2", " lane tiles into L1 by groups"};
     return std::string(pensieve::model::dtype_name(dtype)) + kernels[kernel];
   }
 
@@ -250,12 +250,12 @@ struct DramDecode {
 };
 
 // The types both DRAM decode benchmarks run: each on the default path, and
-// the K-quants Q4_K and Q6_K on their 8-row tiles and lane tiles (both
-// prefetch levels) too.
+// the K-quants Q4_K and Q6_K on their 8-row tiles and lane tiles (each
+// prefetch) too.
 void dram_decode_types(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::f16, DType::q8_0, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k})
     b->Args({int(t), 0});
-  for (int kernel : {1, 2, 3}) {
+  for (int kernel : {1, 2, 3, 4}) {
     b->Args({int(DType::q4_k), kernel});
     b->Args({int(DType::q6_k), kernel});
   }

@@ -45,16 +45,19 @@ TEST_CASE("CPUID's leaf 1 decodes to family and model, extended where the base f
 }
 
 TEST_CASE("the tuning table: Zen 5 takes one token through the lane tiles prefetching into the "
-          "L1, Zen 4 and every other CPU the 8-row tiles and the L2",
+          "L1, Zen 4 the 8-row tiles with the lane tiles prefetching into the L1 by groups and "
+          "the panels into the L2, every other CPU the 8-row tiles and the L2",
           "[kernels][cpu_tuning]") {
   const kc::CpuTuning zen5 = kc::cpu_tuning_for({kc::CpuVendor::amd, 0x1a, 0x02});
   CHECK(std::strcmp(zen5.name, "amd-zen5") == 0);
   CHECK(zen5.one_token_lane_tiles);
-  CHECK(zen5.lane_prefetch == kc::PrefetchInto::l1);
+  CHECK(zen5.lane_tile_prefetch == kc::PrefetchInto::l1);
+  CHECK(zen5.lane_panel_prefetch == kc::PrefetchInto::l1);
   const kc::CpuTuning zen4 = kc::cpu_tuning_for({kc::CpuVendor::amd, 0x19, 0x11});
   CHECK(std::strcmp(zen4.name, "amd-zen4") == 0);
   CHECK_FALSE(zen4.one_token_lane_tiles);
-  CHECK(zen4.lane_prefetch == kc::PrefetchInto::l2);
+  CHECK(zen4.lane_tile_prefetch == kc::PrefetchInto::l1_by_group);
+  CHECK(zen4.lane_panel_prefetch == kc::PrefetchInto::l2);
   for (const kc::CpuSignature& cpu : {kc::CpuSignature{kc::CpuVendor::intel, 0x6, 0x8f},
                                       kc::CpuSignature{kc::CpuVendor::amd, 0x17, 0x31},
                                       kc::CpuSignature{}}) {
@@ -62,7 +65,8 @@ TEST_CASE("the tuning table: Zen 5 takes one token through the lane tiles prefet
     INFO(kc::cpu_signature_name(cpu));
     CHECK(std::strcmp(t.name, "generic") == 0);
     CHECK_FALSE(t.one_token_lane_tiles);
-    CHECK(t.lane_prefetch == kc::PrefetchInto::l2);
+    CHECK(t.lane_tile_prefetch == kc::PrefetchInto::l2);
+    CHECK(t.lane_panel_prefetch == kc::PrefetchInto::l2);
   }
 }
 
@@ -73,7 +77,8 @@ TEST_CASE("this machine's tuning is the table's entry for its signature", "[kern
   INFO(kc::cpu_signature_name(cpu) << ": " << host.name);
   CHECK(std::strcmp(host.name, expected.name) == 0);
   CHECK(host.one_token_lane_tiles == expected.one_token_lane_tiles);
-  CHECK(host.lane_prefetch == expected.lane_prefetch);
+  CHECK(host.lane_tile_prefetch == expected.lane_tile_prefetch);
+  CHECK(host.lane_panel_prefetch == expected.lane_panel_prefetch);
   CHECK(&host == &kc::host_cpu_tuning());
 #if defined(__x86_64__)
   CHECK(cpu.family != 0);

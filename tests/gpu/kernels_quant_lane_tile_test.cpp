@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <initializer_list>
 #include <span>
 #include <utility>
 #include <vector>
@@ -35,17 +36,20 @@ constexpr DType panel_types[] = {DType::q4_0, DType::q4_1, DType::q5_0,   DType:
                                  DType::q5_k, DType::q6_k};
 
 // Each type with each prefetch level: the levels are separate kernels.
-std::vector<std::pair<DType, kc::PrefetchInto>> by_prefetch(std::span<const DType> types) {
+std::vector<std::pair<DType, kc::PrefetchInto>> by_prefetch(
+    std::span<const DType> types, std::initializer_list<kc::PrefetchInto> prefetches) {
   std::vector<std::pair<DType, kc::PrefetchInto>> out;
   for (DType t : types)
-    for (kc::PrefetchInto pf : {kc::PrefetchInto::l1, kc::PrefetchInto::l2}) out.emplace_back(t, pf);
+    for (kc::PrefetchInto pf : prefetches) out.emplace_back(t, pf);
   return out;
 }
 std::vector<std::pair<DType, kc::PrefetchInto>> lane_types_by_prefetch() {
-  return by_prefetch(lane_types);
+  return by_prefetch(lane_types,
+                     {kc::PrefetchInto::l1, kc::PrefetchInto::l2, kc::PrefetchInto::l1_by_group});
 }
+// A panel takes l1_by_group as l1.
 std::vector<std::pair<DType, kc::PrefetchInto>> panel_types_by_prefetch() {
-  return by_prefetch(panel_types);
+  return by_prefetch(panel_types, {kc::PrefetchInto::l1, kc::PrefetchInto::l2});
 }
 
 // The tunings of the CPUs in cpu_tuning_for's table.
@@ -87,7 +91,8 @@ TEST_CASE(
     "[kernels][quant][quant_dot]") {
   for (DType t : quantised_dtypes) {
     INFO(pensieve::model::dtype_name(t));
-    for (kc::PrefetchInto pf : {kc::PrefetchInto::l1, kc::PrefetchInto::l2}) {
+    for (kc::PrefetchInto pf :
+         {kc::PrefetchInto::l1, kc::PrefetchInto::l2, kc::PrefetchInto::l1_by_group}) {
       CHECK(kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::portable, pf) == nullptr);
       CHECK(kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::avx2, pf) == nullptr);
       CHECK(kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::portable, pf) == nullptr);
@@ -100,10 +105,22 @@ TEST_CASE(
       CHECK((kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::avx512, pf) != nullptr) ==
             (panels && runs));
     }
-    // The two prefetch levels are two kernels.
-    if (kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::avx512, kc::PrefetchInto::l1))
-      CHECK(kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::avx512, kc::PrefetchInto::l1) !=
-            kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::avx512, kc::PrefetchInto::l2));
+    // The three prefetches are three tile kernels; a panel takes l1_by_group as l1.
+    const auto tile = [t](kc::PrefetchInto pf) {
+      return kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::avx512, pf);
+    };
+    const auto panel = [t](kc::PrefetchInto pf) {
+      return kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::avx512, pf);
+    };
+    if (tile(kc::PrefetchInto::l1)) {
+      CHECK(tile(kc::PrefetchInto::l1) != tile(kc::PrefetchInto::l2));
+      CHECK(tile(kc::PrefetchInto::l1) != tile(kc::PrefetchInto::l1_by_group));
+      CHECK(tile(kc::PrefetchInto::l2) != tile(kc::PrefetchInto::l1_by_group));
+    }
+    if (panel(kc::PrefetchInto::l1)) {
+      CHECK(panel(kc::PrefetchInto::l1) != panel(kc::PrefetchInto::l2));
+      CHECK(panel(kc::PrefetchInto::l1_by_group) == panel(kc::PrefetchInto::l1));
+    }
   }
 }
 

@@ -132,7 +132,7 @@ TEST_CASE("inspect --cpu names the kernel of every weight type on this CPU", "[g
     // A K-quant with lane tiles takes them for its batches, and for one
     // token where the CPU's tuning says (quant_matmul).
     const kc::CpuTuning& tuning = kc::host_cpu_tuning();
-    if (kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::best, tuning.lane_prefetch)) {
+    if (kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::best, tuning.lane_tile_prefetch)) {
       const std::string one =
           t == DType::q6_k ? "; one token: single-row dots" : "; one token: 8-row tiles";
       CHECK_THAT(out.text, Catch::Contains(std::string(line) + (tuning.one_token_lane_tiles

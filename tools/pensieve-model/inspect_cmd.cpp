@@ -144,7 +144,7 @@ std::string quant_kernel(model::DType t) {
   const std::string lanes = std::to_string(kc::quant_dot_lane_tile_rows) +
                             "-row lane tiles, more: lane panels (rows unpacked once)";
   const std::string max = std::to_string(kc::quant_dot_lane_tile_tokens_max);
-  if (kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::best, tuning.lane_prefetch)) {
+  if (kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::best, tuning.lane_tile_prefetch)) {
     if (tuning.one_token_lane_tiles) return k + "; 1 to " + max + " tokens: " + lanes;
     return k + "; one token: " +
            (kc::quant_dot_tile_fn(t, kc::QuantDotPath::best)
@@ -154,7 +154,7 @@ std::string quant_kernel(model::DType t) {
   }
   if (kc::quant_dot_tile_fn(t, kc::QuantDotPath::best))
     k += "; one token: " + std::to_string(kc::quant_dot_tile_rows) + "-row tiles";
-  if (kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::best, tuning.lane_prefetch))
+  if (kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::best, tuning.lane_panel_prefetch))
     k += "; several tokens: " + std::to_string(kc::quant_dot_lane_tile_rows) +
          "-row lane panels (rows unpacked once), up to " +
          std::to_string(kc::quant_dot_lane_tile_tokens_max) + " tokens a group";
@@ -179,11 +179,12 @@ void print_cpu(const std::set<model::DType>& used) {
               kc::matmul_path_supported(kc::MatmulPath::avx2) ? "yes" : "no",
               kc::matmul_path_name(kc::MatmulPath::best));
   const kc::CpuTuning& tuning = kc::host_cpu_tuning();
-  std::printf("cpu: tuning %s (%s): K-quant one token through %s; lane tiles and panels "
-              "prefetch into the %s\n",
+  std::printf("cpu: tuning %s (%s): K-quant one token through %s; lane tiles prefetch %s, "
+              "lane panels %s\n",
               tuning.name, kc::cpu_signature_name(kc::host_cpu_signature()).c_str(),
               tuning.one_token_lane_tiles ? "the 16-row lane tiles" : "the 8-row tiles",
-              tuning.lane_prefetch == kc::PrefetchInto::l1 ? "L1" : "L2");
+              kc::prefetch_into_name(tuning.lane_tile_prefetch),
+              kc::prefetch_into_name(tuning.lane_panel_prefetch));
   const std::string float_kernel =
       kc::matmul_best_path() == kc::MatmulPath::avx512
           ? "avx512 dot tiles; 2-8 tokens (F32: 2-16): 8-token x 3-row small-batch tiles; then "

@@ -27,17 +27,23 @@ CpuTuning cpu_tuning_for(const CpuSignature& cpu) {
   // the lane tiles, one thread from DRAM 1.16-1.22x the 8-row tiles'
   // speed; their prefetch into the L1, 8 tokens from DRAM Q6_K 108 against
   // 119-133 us into the L2 (bench/results/2026-12-06-amd-zen5-one-token-lane-tiles.md).
-  if (cpu.vendor == CpuVendor::amd && cpu.family >= 0x1au) return {"amd-zen5", true, PrefetchInto::l1};
-  // Zen 4 (AMD EPYC, family 0x19 model 0x11, 2026-12-07): prefetching into
-  // the L1 held the lane tiles to about half of what they read prefetching
-  // into the L2 (one token from DRAM, 2 threads: 11-14 against 22-24 GB/s),
-  // and the 8-row tiles still read 26-30 GB/s
+  if (cpu.vendor == CpuVendor::amd && cpu.family >= 0x1au)
+    return {"amd-zen5", true, PrefetchInto::l1, PrefetchInto::l1};
+  // Zen 4 (AMD EPYC, family 0x19 model 0x11, 2026-12-07): a block's whole
+  // share prefetched into the L1 at its start held the lane tiles to about
+  // half of their speed from DRAM; a quarter at each quant group, or the L2,
+  // did not (8 tokens, one thread: Q6_K 280 us a matrix, 132 by groups, 163
+  // into the L2). The panels read faster prefetching into the L2 (16 tokens:
+  // Q6_K 278 against 406 us). One token: the 8-row tiles read 26-32 GB/s on
+  // two threads, the lane tiles 22-24 into the L2 and, by groups into the
+  // L1, Q4_K 31-33 and Q6_K 20-22
   // (bench/results/2026-12-07-amd-zen4-kquant-tuning.md).
-  if (cpu.vendor == CpuVendor::amd && cpu.family == 0x19u) return {"amd-zen4", false, PrefetchInto::l2};
+  if (cpu.vendor == CpuVendor::amd && cpu.family == 0x19u)
+    return {"amd-zen4", false, PrefetchInto::l1_by_group, PrefetchInto::l2};
   // Intel and the rest: the 8-row tiles for one token, measured near the
   // read on an Intel Xeon (2026-12-02), and the L2, where every other tile
   // prefetches.
-  return {"generic", false, PrefetchInto::l2};
+  return {"generic", false, PrefetchInto::l2, PrefetchInto::l2};
 }
 
 CpuSignature host_cpu_signature() {
@@ -59,6 +65,18 @@ const CpuTuning& host_cpu_tuning() {
   // CPUID leaves the guest on a VM (a trap to the hypervisor): read once.
   static const CpuTuning tuning = cpu_tuning_for(host_cpu_signature());
   return tuning;
+}
+
+const char* prefetch_into_name(PrefetchInto p) {
+  switch (p) {
+    case PrefetchInto::l1:
+      return "into the L1";
+    case PrefetchInto::l2:
+      return "into the L2";
+    case PrefetchInto::l1_by_group:
+      return "into the L1 by quant groups";
+  }
+  return "?";
 }
 
 std::string cpu_signature_name(const CpuSignature& cpu) {

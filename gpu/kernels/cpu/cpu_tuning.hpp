@@ -15,8 +15,11 @@
 
 namespace pensieve::kernels::cpu {
 
-// Where a kernel's software prefetch of the next tile's weights puts them.
-enum class PrefetchInto : std::uint8_t { l1, l2 };
+// Where a kernel's software prefetch of the next tile's weights puts them,
+// and in what bursts: l1 and l2 each block's share of the next tile at the
+// block's start; l1_by_group a quarter of that share at each of the block's
+// four quant groups (a lane tile's only; a panel takes it as l1).
+enum class PrefetchInto : std::uint8_t { l1, l2, l1_by_group };
 
 // The CPU as CPUID leaf 0 and 1 describe it.
 enum class CpuVendor : std::uint8_t { amd, intel, other };
@@ -35,8 +38,9 @@ struct CpuTuning {
   // otherwise through the 8-row tiles (Q4_K, Q5_K) and the single-row dots
   // (Q6_K). Batches of 2 and more take the lane tiles everywhere.
   bool one_token_lane_tiles;
-  // Where the lane tiles and lane panels prefetch the next tile's rows.
-  PrefetchInto lane_prefetch;
+  // Where the lane tiles and the lane panels prefetch the next tile's rows.
+  PrefetchInto lane_tile_prefetch;
+  PrefetchInto lane_panel_prefetch;
 };
 
 // The table: AMD family 0x1a (Zen 5), AMD family 0x19 (Zen 3 and Zen 4;
@@ -48,6 +52,9 @@ CpuTuning cpu_tuning_for(const CpuSignature& cpu);
 // tuning, read once per process.
 CpuSignature host_cpu_signature();
 const CpuTuning& host_cpu_tuning();
+
+// "into the L1", "into the L2", "into the L1 by quant groups".
+const char* prefetch_into_name(PrefetchInto p);
 
 // "amd family 0x19 model 0x11" and the like.
 std::string cpu_signature_name(const CpuSignature& cpu);

@@ -30,10 +30,10 @@ inline void prefetch_l1(const void* p) {
 // Into the level P names.
 template <PrefetchInto P>
 inline void prefetch_into(const void* p) {
-  if constexpr (P == PrefetchInto::l1)
-    prefetch_l1(p);
-  else
+  if constexpr (P == PrefetchInto::l2)
     prefetch_l2(p);
+  else
+    prefetch_l1(p);
 }
 
 // `Lines` lines from p on.

@@ -117,7 +117,8 @@ constexpr int quant_dot_lane_tile_tokens_max = 8;
 using QuantDotLaneTileFn = QuantDotTokenTileFn;  // the same call, 16 rows and up to 8 tokens
 
 // The lane tile of type t on `path` (best as quant_dot_fn resolves it),
-// prefetching into `pf` (the level the CPU's tuning names: cpu_tuning.hpp);
+// prefetching as `pf` says (the CPU's tuning names it: cpu_tuning.hpp; a
+// panel takes l1_by_group as l1);
 // null where that path has none for t: AVX-512 VNNI for Q4_K, Q5_K and Q6_K.
 QuantDotLaneTileFn quant_dot_lane_tile_fn(model::DType t, QuantDotPath path, PrefetchInto pf);
 

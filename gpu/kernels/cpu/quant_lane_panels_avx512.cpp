@@ -300,8 +300,9 @@ QuantDotLanePanelFn lane_panel_fn(DType t) {
 
 }  // namespace
 
+// A panel unpacks a block at a time: l1_by_group is l1 here.
 QuantDotLanePanelFn quant_dot_avx512_lane_panel_fn(DType t, PrefetchInto pf) {
-  return pf == PrefetchInto::l1 ? lane_panel_fn<PrefetchInto::l1>(t) : lane_panel_fn<PrefetchInto::l2>(t);
+  return pf == PrefetchInto::l2 ? lane_panel_fn<PrefetchInto::l2>(t) : lane_panel_fn<PrefetchInto::l1>(t);
 }
 
 #else

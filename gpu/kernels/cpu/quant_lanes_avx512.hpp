@@ -130,17 +130,19 @@ PENSIEVE_LANES_INLINE __m512i bcast4(const void* p) {
 // The prefetches of a tile's blocks: each block its share of [pf, pf +
 // pf_bytes) (BlockShares), into the level P (the next tile's 16 rows, 10
 // KiB at 768 Q6_K columns): the block reads 16 rows at once, more streams
-// than the caches' own prefetchers follow. Which level is faster depends on
-// the core (cpu_tuning.hpp): on AMD Zen 5 the L1 (from DRAM, 8 tokens, one
-// thread: Q6_K 108 against 119-133 us into the L2, Q5_K 75 against 86,
-// BM_KQuantBatch, 2026-12-06), on AMD Zen 4 the L2 (the same 8 tokens
-// 1.7x as fast as into the L1, 2026-12-07).
+// than the caches' own prefetchers follow. Which level and bursts are
+// fastest depends on the core (cpu_tuning.hpp): on AMD Zen 5 the L1 a block
+// at a time (from DRAM, 8 tokens, one thread: Q6_K 108 against 119-133 us
+// into the L2, Q5_K 75 against 86, BM_KQuantBatch, 2026-12-06), on AMD Zen
+// 4 the L1 a quant group at a time (`parts` 4 a block: the same 8 tokens
+// 2.1x as fast as a block's share at once, 2026-12-07).
 template <PrefetchInto P>
 class LanePrefetch {
  public:
-  PENSIEVE_LANES_INLINE LanePrefetch(const std::byte* pf, std::size_t pf_bytes, std::int64_t nb)
-      : next_(pf), shares_(pf ? (pf_bytes + 63) / 64 : 0, std::size_t(nb)) {}
-  // The next block's lines.
+  // parts: the calls to block() the lines are shared over.
+  PENSIEVE_LANES_INLINE LanePrefetch(const std::byte* pf, std::size_t pf_bytes, std::int64_t parts)
+      : next_(pf), shares_(pf ? (pf_bytes + 63) / 64 : 0, std::size_t(parts)) {}
+  // The next part's lines.
   PENSIEVE_LANES_INLINE void block() {
     if (next_ == nullptr) return;
     const std::size_t n = shares_.next();

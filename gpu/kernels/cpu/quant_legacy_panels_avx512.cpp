@@ -222,8 +222,8 @@ QuantDotLanePanelFn legacy_panel_fn(DType t) {
 }  // namespace
 
 QuantDotLanePanelFn quant_dot_avx512_legacy_panel_fn(DType t, PrefetchInto pf) {
-  return pf == PrefetchInto::l1 ? legacy_panel_fn<PrefetchInto::l1>(t)
-                                : legacy_panel_fn<PrefetchInto::l2>(t);
+  return pf == PrefetchInto::l2 ? legacy_panel_fn<PrefetchInto::l2>(t)
+                                : legacy_panel_fn<PrefetchInto::l1>(t);
 }
 
 #else

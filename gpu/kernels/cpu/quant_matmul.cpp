@@ -165,7 +165,7 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
                                (batch == QuantBatchTiles::best && tuning.one_token_lane_tiles);
     lane_tile[i] = batch != QuantBatchTiles::token_tiles && (x.rows > 1 || lanes_for_one) &&
                            w[i].rows >= quant_dot_lane_tile_rows
-                       ? quant_dot_lane_tile_fn(w[i].dtype, path, tuning.lane_prefetch)
+                       ? quant_dot_lane_tile_fn(w[i].dtype, path, tuning.lane_tile_prefetch)
                        : nullptr;
     // One token otherwise: 8-row tiles where the weight has that many rows.
     tile[i] = x.rows == 1 && !lane_tile[i] && w[i].rows >= quant_dot_tile_rows
@@ -186,7 +186,7 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
     lane_panel[i] = (x.rows > 1 || (legacy && !tile[i])) && batch == QuantBatchTiles::best &&
                             w[i].rows >= quant_dot_lane_tile_rows &&
                             (!lane_tile[i] || x.rows > quant_dot_lane_tile_tokens_max)
-                        ? quant_dot_lane_panel_fn(w[i].dtype, path, tuning.lane_prefetch)
+                        ? quant_dot_lane_panel_fn(w[i].dtype, path, tuning.lane_panel_prefetch)
                         : nullptr;
     assert(dot[i] && "quant_matmul: a path this CPU lacks");
     n_blocks[i] = w[i].cols / model::dtype_block_elems(w[i].dtype);
