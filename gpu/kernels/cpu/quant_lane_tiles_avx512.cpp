@@ -37,6 +37,10 @@ namespace {
 
 using namespace quant_lanes;
 
+// Each tile below calls its prefetch's group() once for each of its four
+// quant groups (Q4_K, Q5_K) or runs (Q6_K).
+static_assert(lane_groups == 4);
+
 // ---- The register tiles: 16 rows x T tokens, unpacked in registers ----
 
 // Q4_K / Q5_K: the quants 64 values at a time, each group's vectors used by
@@ -50,11 +54,9 @@ PENSIEVE_AVX512_FN void k4_lane_tile(const std::byte* w, std::size_t row_bytes,
   __m512 acc[T], accm[T];
   PENSIEVE_LANES_UNROLL
   for (int t = 0; t < T; ++t) acc[t] = accm[t] = _mm512_setzero_ps();
-  // A block's share at its start, or a quarter at each of its groups.
-  constexpr bool by_group = P == PrefetchInto::l1_by_group;
-  LanePrefetch<P> prefetch(pf, pf_bytes, by_group ? 4 * nb : nb);
+  LanePrefetch<P> prefetch(pf, pf_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
-    if constexpr (!by_group) prefetch.block();
+    prefetch.block();
     const std::byte* wb = w + b * Bytes;
     const K4Head h = k4_head(wb, row_bytes);
     __m512i fifth[8];
@@ -63,7 +65,7 @@ PENSIEVE_AVX512_FN void k4_lane_tile(const std::byte* w, std::size_t row_bytes,
     PENSIEVE_LANES_UNROLL
     for (int t = 0; t < T; ++t) sum[t] = _mm512_setzero_si512();
     auto group = [&]<int G>() PENSIEVE_AVX512_FN __attribute__((always_inline)) {
-      if constexpr (by_group) prefetch.block();
+      prefetch.group();
       __m512i lo[8], hi[8];
       k4_group<Quants, Fifth, G>(wb, row_bytes, fifth, lo, hi);
       const __m512i sa = k4_scale<2 * G>(h), sb = k4_scale<2 * G + 1>(h);
@@ -111,17 +113,16 @@ PENSIEVE_AVX512_FN void q6_k_lane_tile(const std::byte* w, std::size_t row_bytes
   __m512 acc[T];
   PENSIEVE_LANES_UNROLL
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  constexpr bool by_group = P == PrefetchInto::l1_by_group;
-  LanePrefetch<P> prefetch(pf, pf_bytes, by_group ? 4 * nb : nb);
+  LanePrefetch<P> prefetch(pf, pf_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
-    if constexpr (!by_group) prefetch.block();
+    prefetch.block();
     const std::byte* wb = w + b * 210;
     const Q6Head h = q6_head(wb, row_bytes, offsets);
     __m512i sum[T];
     PENSIEVE_LANES_UNROLL
     for (int t = 0; t < T; ++t) sum[t] = _mm512_setzero_si512();
     auto run = [&]<int H, int K>() PENSIEVE_AVX512_FN __attribute__((always_inline)) {
-      if constexpr (by_group) prefetch.block();
+      prefetch.group();
       __m512i a[8], c[8];
       q6_run<H, K>(wb, row_bytes, a, c);
       constexpr int s = 8 * H + 2 * K;

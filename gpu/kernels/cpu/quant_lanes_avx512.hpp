@@ -134,16 +134,30 @@ PENSIEVE_LANES_INLINE __m512i bcast4(const void* p) {
 // fastest depends on the core (cpu_tuning.hpp): on AMD Zen 5 the L1 a block
 // at a time (from DRAM, 8 tokens, one thread: Q6_K 108 against 119-133 us
 // into the L2, Q5_K 75 against 86, BM_KQuantBatch, 2026-12-06), on AMD Zen
-// 4 the L1 a quant group at a time (`parts` 4 a block: the same 8 tokens
-// 2.1x as fast as a block's share at once, 2026-12-07).
+// 4 the L1 a quant group at a time (the same 8 tokens 2.1x as fast as a
+// block's share at once, 2026-12-07). A kernel calls block() at each
+// block's start and, if it has quant groups (the lane tiles), group() at
+// each of a block's lane_groups; P says which of the two issue the lines.
+// A kernel without groups (the panels) takes l1_by_group as l1.
+constexpr int lane_groups = 4;
 template <PrefetchInto P>
 class LanePrefetch {
  public:
-  // parts: the calls to block() the lines are shared over.
-  PENSIEVE_LANES_INLINE LanePrefetch(const std::byte* pf, std::size_t pf_bytes, std::int64_t parts)
-      : next_(pf), shares_(pf ? (pf_bytes + 63) / 64 : 0, std::size_t(parts)) {}
-  // The next part's lines.
+  PENSIEVE_LANES_INLINE LanePrefetch(const std::byte* pf, std::size_t pf_bytes, std::int64_t nb)
+      : next_(pf),
+        shares_(pf ? (pf_bytes + 63) / 64 : 0, std::size_t(by_group ? lane_groups * nb : nb)) {}
+  // A block's start: its share, unless issued by groups.
   PENSIEVE_LANES_INLINE void block() {
+    if constexpr (!by_group) issue();
+  }
+  // One of a block's lane_groups groups: a quarter of the block's share.
+  PENSIEVE_LANES_INLINE void group() {
+    if constexpr (by_group) issue();
+  }
+
+ private:
+  static constexpr bool by_group = P == PrefetchInto::l1_by_group;
+  PENSIEVE_LANES_INLINE void issue() {
     if (next_ == nullptr) return;
     const std::size_t n = shares_.next();
     for (std::size_t l = 0; l < n; ++l) prefetch_into<P>(next_ + 64 * l);
