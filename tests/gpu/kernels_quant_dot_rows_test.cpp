@@ -8,6 +8,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace kc = pensieve::kernels::cpu;
@@ -22,7 +24,7 @@ using pensieve::testing::stores_masked_rows;
 namespace {
 
 constexpr DType multi_row_types[] = {DType::q4_k, DType::q5_k, DType::q6_k};
-constexpr DType tile_types[] = {DType::q4_k, DType::q5_k};
+constexpr DType tile_types[] = {DType::q4_k, DType::q5_k, DType::q6_k};
 
 }  // namespace
 
@@ -95,10 +97,11 @@ TEST_CASE("a K-quant decode batch of 2 to 64 tokens gives every token its refere
   }
 }
 
-TEST_CASE("AVX-512 has the 8-row decode tiles of Q4_K and Q5_K, the portable and AVX2 paths none",
-          "[kernels][quant][quant_dot]") {
+TEST_CASE(
+    "AVX-512 has the 8-row decode tiles of Q4_K, Q5_K and Q6_K, the portable and AVX2 paths none",
+    "[kernels][quant][quant_dot]") {
   for (DType t : quantised_dtypes) {
-    const bool listed = t == DType::q4_k || t == DType::q5_k;
+    const bool listed = t == DType::q4_k || t == DType::q5_k || t == DType::q6_k;
     INFO(pensieve::model::dtype_name(t));
     CHECK(kc::quant_dot_tile_fn(t, kc::QuantDotPath::portable) == nullptr);
     CHECK(kc::quant_dot_tile_fn(t, kc::QuantDotPath::avx2) == nullptr);
@@ -132,6 +135,59 @@ TEST_CASE(
         CHECK(stores_masked_rows(ref, w, row_bytes, x.rows, 1, nb, y, rows, rows, store));
       }
     }
+  }
+}
+
+TEST_CASE(
+    "a K-quant 8-row tile keeps the reference dot's bits at the largest products: no word "
+    "saturates",
+    "[kernels][quant][quant_dot]") {
+  if (!kc::quant_dot_path_supported(kc::QuantDotPath::avx512)) {
+    WARN("this CPU lacks AVX-512 VNNI: the K-quant tiles are not run");
+    return;
+  }
+  // The one-token tiles pack each vpdpbusd's 32-bit sums of four products
+  // to words: at most 4 * 15 * 128 (Q4_K), 4 * 31 * 128 (Q5_K) and
+  // 4 * 32 * 128 (Q6_K, weights - 32) in magnitude. Every quant byte of the
+  // rows is 0x00, 0xff or 0x80 (the largest and smallest weights, Q6_K's
+  // scale -128), every activation byte -128 or 127.
+  const std::int64_t nb = 3, cols = nb * 256, rows = 8;
+  std::vector<std::int8_t> q(static_cast<std::size_t>(cols));
+  std::vector<float> d(static_cast<std::size_t>(nb), 0.03125f);
+  std::vector<std::int16_t> bsums(static_cast<std::size_t>(cols / 16));
+  for (std::int64_t b = 0; b < nb; ++b)
+    for (std::int64_t k = 0; k < 256; ++k)
+      q[std::size_t(b * 256 + k)] = b == 1 ? std::int8_t(127) : std::int8_t(-128);
+  for (std::size_t j = 0; j < bsums.size(); ++j) {
+    int sum = 0;
+    for (std::size_t k = 0; k < 16; ++k) sum += q[16 * j + k];
+    bsums[j] = std::int16_t(sum);
+  }
+  const std::vector<kc::QuantActRow> x = {{q.data(), d.data(), nullptr, bsums.data()}};
+  for (DType t : tile_types) {
+    const kc::QuantDotTileFn tile = kc::quant_dot_tile_fn(t, kc::QuantDotPath::avx512);
+    const kc::QuantDotFn ref = kc::quant_dot_fn(t, kc::QuantDotPath::portable);
+    REQUIRE(tile != nullptr);
+    const std::size_t row_bytes = pensieve::model::dtype_row_bytes(t, cols);
+    const std::size_t block = pensieve::model::dtype_block_bytes(t);
+    auto w = random_blocks(t, rows * nb, 940 + unsigned(t));
+    const auto f16 = pensieve::testing::f16_fields(t);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t b = 0; b < nb; ++b)
+        for (std::size_t at = 0; at < block; ++at) {
+          if (std::find(f16.begin(), f16.end(), at) != f16.end() ||
+              std::find(f16.begin(), f16.end(), at - 1) != f16.end())
+            continue;
+          const bool scale = t == DType::q6_k && at >= 192;
+          w[std::size_t(r) * row_bytes + std::size_t(b) * block + at] =
+              scale ? std::byte(0x80) : r % 2 == 0 ? std::byte(0xff) : std::byte(0x00);
+        }
+    std::vector<float> y(rows, -7.0f);
+    tile(w.data(), row_bytes, x[0], nb, y.data(), 0xffu, nullptr, 0);
+    INFO(pensieve::model::dtype_name(t));
+    CHECK(stores_masked_rows(ref, w, row_bytes, x, 1, nb, y, rows, rows, 0xffu));
+    // The sums themselves are large: a saturating kernel would differ.
+    CHECK(std::fabs(y[0]) > 0.0f);
   }
 }
 

@@ -35,8 +35,8 @@ CpuSignature decode_cpu_signature(const char (&vendor)[12], std::uint32_t eax);
 struct CpuTuning {
   const char* name;  // "amd-zen5", "amd-zen4", "generic"
   // One token of a K-quant (Q4_K, Q5_K, Q6_K) through the 16-row lane tiles;
-  // otherwise through the 8-row tiles (Q4_K, Q5_K) and the single-row dots
-  // (Q6_K). Batches of 2 and more take the lane tiles everywhere.
+  // otherwise through the 8-row tiles. Batches of 2 and more take the lane
+  // tiles everywhere.
   bool one_token_lane_tiles;
   // Where the lane tiles and the lane panels prefetch the next tile's rows.
   PrefetchInto lane_tile_prefetch;

@@ -83,9 +83,9 @@ using QuantDotTileFn = void (*)(const std::byte* w, std::size_t row_bytes, const
                                 const std::byte* pf, std::size_t pf_bytes);
 
 // The tile kernel of type t on `path` (best as quant_dot_fn resolves it);
-// null where that path has none for t: AVX-512 for Q4_K and Q5_K. (An 8-row
-// Q6_K tile was as fast as its single-row dot from the L2 and 8% slower from
-// DRAM, BM_QuantMatmulDecode 2026-12-02: Q6_K keeps the single-row dots.)
+// null where that path has none for t: AVX-512 VNNI for Q4_K, Q5_K and Q6_K
+// (quant_tiles_avx512.cpp: one vpdpbusd per 64 weights, the scales applied
+// to the packed sums).
 QuantDotTileFn quant_dot_tile_fn(model::DType t, QuantDotPath path);
 
 // Eight weight rows against 1 to quant_dot_tile_tokens_max activation rows

@@ -1,10 +1,10 @@
-// The K-quant 8-row tiles of quant_dot.hpp on AVX-512 VNNI: one token
-// against 8 weight rows (Q4_K, Q5_K: QuantDotTileFn) and 1 to
-// quant_dot_tile_tokens_max tokens against 8 rows (Q4_K, Q5_K, Q6_K: the
-// decode batches' QuantDotTokenTileFn). Each gives the single-row kernels'
-// bits (quant_dot_avx512.cpp), whose helpers it shares through
-// quant_avx512_common.hpp; like that file it builds with any -march, its
-// functions carrying their own target attribute.
+// The K-quant 8-row tiles of quant_dot.hpp on AVX-512 VNNI (Q4_K, Q5_K,
+// Q6_K): one token against 8 weight rows (QuantDotTileFn, a decode step of
+// one sequence) and 1 to quant_dot_tile_tokens_max tokens against 8 rows
+// (QuantDotTokenTileFn, decode batches where the lane tiles do not run).
+// Each gives the single-row kernels' bits (quant_dot_avx512.cpp), whose
+// helpers it shares through quant_avx512_common.hpp; like that file it
+// builds with any -march, its functions carrying their own target attribute.
 #include "gpu/kernels/cpu/prefetch.hpp"
 #include "gpu/kernels/cpu/quant_avx512_common.hpp"
 #include "gpu/kernels/cpu/quant_dot.hpp"
@@ -252,15 +252,207 @@ PENSIEVE_AVX512_FN void q6_k_dot_tile(const std::byte* w, std::size_t row_bytes,
   for (int t = 0; t < T; ++t) tile_store(acc[t], _mm256_setzero_ps(), y + t * y_stride, store);
 }
 
+// ---- One token against 8 rows: the integer products first, the scales after ----
+// A decode step of one sequence. Each 64 weights take one vpdpbusd (the
+// token tiles above take a vpmaddubsw and a vpdpwssd, both in the
+// multiplier's slot); its 32-bit sums (|sum| < 2^15 for every type here)
+// are packed to words and multiplied by their sub-blocks' scales, one
+// vpmaddwd per two of them. The rows are read as the token tiles read them,
+// each row's blocks of a pass in address order (from DRAM, reading the 8
+// rows block by block instead was 1.3x as slow on AMD Zen 4).
+
+// Lane r = the sum of v[r]'s 4 lanes, for 8 xmm (exact).
+PENSIEVE_AVX512_FN inline __m256i sums8(const __m128i* v) {
+  __m256i p[4];
+  PENSIEVE_UNROLL_ALL
+  for (int i = 0; i < 4; ++i)
+    p[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(v[i]), v[i + 4], 1);
+  // 128-bit lane h of p[i]: row 4h + i's four sums.
+  const __m256i u0 =
+      _mm256_add_epi32(_mm256_unpacklo_epi32(p[0], p[1]), _mm256_unpackhi_epi32(p[0], p[1]));
+  const __m256i u1 =
+      _mm256_add_epi32(_mm256_unpacklo_epi32(p[2], p[3]), _mm256_unpackhi_epi32(p[2], p[3]));
+  return _mm256_add_epi32(_mm256_unpacklo_epi64(u0, u1), _mm256_unpackhi_epi64(u0, u1));
+}
+
+// The byte shuffle of a block's 8 scale bytes (broadcast to every 64-bit
+// lane) into the words that multiply packs_epi32(d[a], d[b]): in 128-bit
+// lane k, four words of scale lo (k < 2) or lo + 2, then four of scale hi
+// or hi + 2, zero-extended.
+PENSIEVE_AVX512_FN inline __m512i k4_scale_words(int lo, int hi) {
+  alignas(64) std::int8_t idx[64];
+  for (int k = 0; k < 4; ++k)
+    for (int wd = 0; wd < 8; ++wd) {
+      idx[16 * k + 2 * wd] = std::int8_t((wd < 4 ? lo : hi) + (k < 2 ? 0 : 2));
+      idx[16 * k + 2 * wd + 1] = std::int8_t(0x80);
+    }
+  return _mm512_load_si512(idx);
+}
+
+// Q4_K / Q5_K. A 64-byte load of nibbles holds sub-blocks (4h, 4h + 2) in
+// its low nibbles and (4h + 1, 4h + 3) in its high ones, so each pass's
+// activation blocks are first copied with their 32-value quarters in that
+// order, once for the 8 rows; the mins multiply the activation's sums per
+// 32 values, packed to words once a pass.
+template <int Bytes, int Nibbles, bool Fifth>
+PENSIEVE_AVX512_FN void k4_dot_tile_one(const std::byte* w, std::size_t row_bytes,
+                                        const QuantActRow& x, std::int64_t nb, float* y,
+                                        unsigned store, const std::byte* pf,
+                                        std::size_t pf_bytes) {
+  constexpr std::int64_t pass = 8;
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const __m512i words01 = k4_scale_words(0, 1), words45 = k4_scale_words(4, 5);
+  const __m256i offsets = tile_row_offsets(row_bytes);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+  alignas(64) std::int8_t xs[pass * 256];
+  __m128i bsum32[pass];
+  __m512i isum[pass][8];
+  __m128i mins[pass][8];
+  const std::int64_t passes = (nb + pass - 1) / pass;
+  for (std::int64_t b0 = 0; b0 < nb; b0 += pass) {
+    const std::int64_t n = std::min(pass, nb - b0);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int8_t* from = x.q + (b0 + i) * 256;
+      PENSIEVE_UNROLL_ALL
+      for (int h = 0; h < 2; ++h) {
+        std::int8_t* to = xs + 256 * i + 128 * h;
+        _mm256_store_si256(reinterpret_cast<__m256i*>(to), load256(from + 128 * h));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(to + 32), load256(from + 128 * h + 64));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(to + 64), load256(from + 128 * h + 32));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(to + 96), load256(from + 128 * h + 96));
+      }
+      const __m256i pairs =
+          _mm256_madd_epi16(load256(x.bsums + (b0 + i) * 16), _mm256_set1_epi16(1));
+      bsum32[i] = _mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
+    }
+    for (int r = 0; r < 8; ++r) {
+      tile_prefetch(pf, pf_bytes, b0 / pass * 8 + r, passes * 8);
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::byte* blk = w + r * row_bytes + (b0 + i) * Bytes;
+        const ScalesMins sm = k4_scales_mins(blk + 4);
+        __m512i fifth;
+        if constexpr (Fifth) fifth = twice(blk + 16);
+        __m512i d[4];
+        PENSIEVE_UNROLL_ALL
+        for (int h = 0; h < 2; ++h) {
+          const __m512i q = load512(blk + Nibbles + 64 * h);
+          __m512i lo = _mm512_and_si512(q, m4);
+          __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+          if constexpr (Fifth) {
+            const __m512i sixteen = _mm512_set1_epi8(16);
+            lo = _mm512_mask_add_epi8(
+                lo, _mm512_test_epi8_mask(fifth, halves8(1 << (4 * h), 4 << (4 * h))), lo,
+                sixteen);
+            hi = _mm512_mask_add_epi8(
+                hi, _mm512_test_epi8_mask(fifth, halves8(2 << (4 * h), 8 << (4 * h))), hi,
+                sixteen);
+          }
+          const std::int8_t* xq = xs + 256 * i + 128 * h;
+          d[2 * h] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, load512(xq));
+          d[2 * h + 1] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, load512(xq + 64));
+        }
+        const __m512i scales = _mm512_set1_epi64(std::int64_t(sm.scales));
+        isum[i][r] = _mm512_add_epi32(
+            _mm512_madd_epi16(_mm512_packs_epi32(d[0], d[1]),
+                              _mm512_shuffle_epi8(scales, words01)),
+            _mm512_madd_epi16(_mm512_packs_epi32(d[2], d[3]),
+                              _mm512_shuffle_epi8(scales, words45)));
+        mins[i][r] =
+            _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(std::int64_t(sm.mins))), bsum32[i]);
+      }
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t b = b0 + i;
+      const __m256i head = tile_heads(w + b * Bytes, offsets, 0);
+      const __m256 dx = _mm256_set1_ps(x.d[b]);
+      acc = _mm256_fmadd_ps(_mm256_mul_ps(dx, low_f16(head)), _mm256_cvtepi32_ps(sums8(isum[i])),
+                            acc);
+      accm = _mm256_fmadd_ps(_mm256_xor_ps(_mm256_mul_ps(dx, high_f16(head)), sign),
+                             _mm256_cvtepi32_ps(sums8(mins[i])), accm);
+    }
+  }
+  tile_store(acc, accm, y, store);
+}
+
+// Q6_K: a 64-value load covers four 16-value sub-blocks, one a 128-bit
+// lane. The weights are stored + 32: each 32-bit sum starts at -32 times
+// its four activation bytes (once a pass for the 8 rows), so the words
+// hold the signed weights' sums.
+PENSIEVE_AVX512_FN void q6_k_dot_tile_one(const std::byte* w, std::size_t row_bytes,
+                                          const QuantActRow& x, std::int64_t nb, float* y,
+                                          unsigned store, const std::byte* pf,
+                                          std::size_t pf_bytes) {
+  constexpr std::int64_t pass = 4;
+  const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+  const __m512i by2 = halves16(0, 2);
+  // packs(d[2h], d[2h + 1]), 128-bit lane k: four words of sub-block
+  // 8h + k, four of 8h + 4 + k.
+  const auto scale_idx = [](int h) {
+    alignas(64) std::int16_t idx[32];
+    for (int k = 0; k < 4; ++k)
+      for (int wd = 0; wd < 8; ++wd) idx[8 * k + wd] = std::int16_t(8 * h + k + (wd < 4 ? 0 : 4));
+    return _mm512_load_si512(idx);
+  };
+  const __m512i idx0 = scale_idx(0), idx1 = scale_idx(1);
+  const __m256i offsets = tile_row_offsets(row_bytes);
+  __m256 acc = _mm256_setzero_ps();
+  __m512i bias[pass][4];
+  __m512i isum[pass][8];
+  const std::int64_t passes = (nb + pass - 1) / pass;
+  for (std::int64_t b0 = 0; b0 < nb; b0 += pass) {
+    const std::int64_t n = std::min(pass, nb - b0);
+    for (std::int64_t i = 0; i < n; ++i)
+      PENSIEVE_UNROLL_ALL
+      for (int k = 0; k < 4; ++k)
+        bias[i][k] = _mm512_sub_epi32(
+            _mm512_setzero_si512(),
+            _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(32),
+                                load512(x.q + (b0 + i) * 256 + 64 * k)));
+    for (int r = 0; r < 8; ++r) {
+      tile_prefetch(pf, pf_bytes, b0 / pass * 8 + r, passes * 8);
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::byte* blk = w + r * row_bytes + (b0 + i) * 210;
+        const std::int8_t* xq = x.q + (b0 + i) * 256;
+        __m512i d[4];
+        PENSIEVE_UNROLL_ALL
+        for (int n2 = 0; n2 < 2; ++n2) {
+          const __m512i ql = load512(blk + 64 * n2);
+          const __m512i qh = _mm512_srlv_epi16(twice(blk + 128 + 32 * n2), by2);
+          const __m512i q0 = _mm512_or_si512(_mm512_and_si512(ql, m4),
+                                             _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30));
+          const __m512i q1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                             _mm512_and_si512(qh, m30));
+          d[2 * n2] = _mm512_dpbusd_epi32(bias[i][2 * n2], q0, load512(xq + 128 * n2));
+          d[2 * n2 + 1] = _mm512_dpbusd_epi32(bias[i][2 * n2 + 1], q1, load512(xq + 128 * n2 + 64));
+        }
+        const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(load128(blk + 192)));
+        isum[i][r] = _mm512_add_epi32(
+            _mm512_madd_epi16(_mm512_packs_epi32(d[0], d[1]), _mm512_permutexvar_epi16(idx0, sc)),
+            _mm512_madd_epi16(_mm512_packs_epi32(d[2], d[3]), _mm512_permutexvar_epi16(idx1, sc)));
+      }
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t b = b0 + i;
+      // d is the F16 at byte 208, the high word at 206 (a 4-byte gather
+      // at 208 would read past the weight's last block).
+      const __m256 d = high_f16(tile_heads(w + b * 210, offsets, 206));
+      acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(x.d[b]), d),
+                            _mm256_cvtepi32_ps(sums8(isum[i])), acc);
+    }
+  }
+  tile_store(acc, _mm256_setzero_ps(), y, store);
+}
+
 PENSIEVE_AVX512_FN void tile_q4_k(const std::byte* w, std::size_t rb, const QuantActRow& x,
                                   std::int64_t nb, float* y, unsigned store, const std::byte* pf,
                                   std::size_t pf_bytes) {
-  k4_dot_tile<144, 16, false, 1>(w, rb, &x, nb, y, 0, store, pf, pf_bytes);
+  k4_dot_tile_one<144, 16, false>(w, rb, x, nb, y, store, pf, pf_bytes);
 }
 PENSIEVE_AVX512_FN void tile_q5_k(const std::byte* w, std::size_t rb, const QuantActRow& x,
                                   std::int64_t nb, float* y, unsigned store, const std::byte* pf,
                                   std::size_t pf_bytes) {
-  k4_dot_tile<176, 48, true, 1>(w, rb, &x, nb, y, 0, store, pf, pf_bytes);
+  k4_dot_tile_one<176, 48, true>(w, rb, x, nb, y, store, pf, pf_bytes);
 }
 
 // The token tiles for 1..quant_dot_tile_tokens_max tokens.
@@ -290,6 +482,8 @@ QuantDotTileFn quant_dot_avx512_tile_fn(DType t) {
       return tile_q4_k;
     case DType::q5_k:
       return tile_q5_k;
+    case DType::q6_k:
+      return q6_k_dot_tile_one;
     default:
       return nullptr;
   }
