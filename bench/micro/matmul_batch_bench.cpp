@@ -203,7 +203,7 @@ void BM_LanePrefetch(benchmark::State& state) {
     state.SkipWithError("skipped: this CPU has no lane tiles");
     return;
   }
-  const kc::CpuTuning tuning{"bench", true, prefetch, prefetch};
+  const kc::CpuTuning tuning{"bench", kc::KQuantTypes::all(), prefetch, prefetch};
   run_batch(state, dtype, state.range(1), dram,
             [&tuning](auto x, const kc::WeightView& w, auto y, kc::ThreadPool& pool, auto& scratch) {
               kc::quant_matmul(x, w, y, pool, scratch, kc::QuantDotPath::best,

@@ -227,7 +227,7 @@ struct DramDecode {
     else if (kernel >= 2)
       kc::quant_matmul(xv, ring.view(i), yv, pool, scratch, kc::QuantDotPath::best,
                        kc::QuantBatchTiles::lane_tiles,
-                       kc::CpuTuning{"bench", true, kc::PrefetchInto(kernel - 2),
+                       kc::CpuTuning{"bench", kc::KQuantTypes::all(), kc::PrefetchInto(kernel - 2),
                                      kc::PrefetchInto(kernel - 2)});
     else
       run_kernel(0, xv, ring.view(i), yv, pool, scratch);

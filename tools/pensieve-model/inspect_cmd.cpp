@@ -131,6 +131,19 @@ constexpr model::DType quantised_types[] = {
 
 // The kernel matmul (gpu/kernels/cpu/matmul.cpp) takes for a quantised type
 // with its default (quantised-activation) numerics on this CPU.
+// "the 16-row lane tiles (Q4_K), the 8-row tiles (Q5_K, Q6_K)" and the like.
+std::string one_token_kernels(const kernels::cpu::KQuantTypes& lanes) {
+  std::string in_lanes, in_rows;
+  for (model::DType t : {model::DType::q4_k, model::DType::q5_k, model::DType::q6_k}) {
+    std::string& list = lanes.has(t) ? in_lanes : in_rows;
+    list += std::string(list.empty() ? "" : ", ") + model::dtype_name(t);
+  }
+  std::string out;
+  if (!in_lanes.empty()) out = "the 16-row lane tiles (" + in_lanes + ")";
+  if (!in_rows.empty()) out += std::string(out.empty() ? "" : ", ") + "the 8-row tiles (" + in_rows + ")";
+  return out;
+}
+
 std::string quant_kernel(model::DType t) {
   namespace kc = kernels::cpu;
   if (t == model::DType::q8_0 && kc::q8_vnni_available())
@@ -145,7 +158,7 @@ std::string quant_kernel(model::DType t) {
                             "-row lane tiles, more: lane panels (rows unpacked once)";
   const std::string max = std::to_string(kc::quant_dot_lane_tile_tokens_max);
   if (kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::best, tuning.lane_tile_prefetch)) {
-    if (tuning.one_token_lane_tiles) return k + "; 1 to " + max + " tokens: " + lanes;
+    if (tuning.one_token_lane_tiles.has(t)) return k + "; 1 to " + max + " tokens: " + lanes;
     return k + "; one token: " +
            (kc::quant_dot_tile_fn(t, kc::QuantDotPath::best)
                 ? std::to_string(kc::quant_dot_tile_rows) + "-row tiles"
@@ -182,7 +195,7 @@ void print_cpu(const std::set<model::DType>& used) {
   std::printf("cpu: tuning %s (%s): K-quant one token through %s; lane tiles prefetch %s, "
               "lane panels %s\n",
               tuning.name, kc::cpu_signature_name(kc::host_cpu_signature()).c_str(),
-              tuning.one_token_lane_tiles ? "the 16-row lane tiles" : "the 8-row tiles",
+              one_token_kernels(tuning.one_token_lane_tiles).c_str(),
               kc::prefetch_into_name(tuning.lane_tile_prefetch),
               kc::prefetch_into_name(tuning.lane_panel_prefetch));
   const std::string float_kernel =

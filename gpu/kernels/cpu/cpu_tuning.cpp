@@ -28,22 +28,24 @@ CpuTuning cpu_tuning_for(const CpuSignature& cpu) {
   // speed; their prefetch into the L1, 8 tokens from DRAM Q6_K 108 against
   // 119-133 us into the L2 (bench/results/2026-12-06-amd-zen5-one-token-lane-tiles.md).
   if (cpu.vendor == CpuVendor::amd && cpu.family >= 0x1au)
-    return {"amd-zen5", true, PrefetchInto::l1, PrefetchInto::l1};
+    return {"amd-zen5", KQuantTypes::all(), PrefetchInto::l1, PrefetchInto::l1};
   // Zen 4 (AMD EPYC, family 0x19 model 0x11, 2026-12-07): a block's whole
   // share prefetched into the L1 at its start held the lane tiles to about
   // half of their speed from DRAM; a quarter at each quant group, or the L2,
   // did not (8 tokens, one thread: Q6_K 280 us a matrix, 132 by groups, 163
   // into the L2). The panels read faster prefetching into the L2 (16 tokens:
-  // Q6_K 278 against 406 us). One token: the 8-row tiles read 26-32 GB/s on
-  // two threads, the lane tiles 22-24 into the L2 and, by groups into the
-  // L1, Q4_K 31-33 and Q6_K 20-22
-  // (bench/results/2026-12-07-amd-zen4-kquant-tuning.md).
+  // Q6_K 278 against 406 us). One token, one thread from DRAM, lane tiles by
+  // groups against the 8-row tiles (one vpdpbusd per 64 weights): Q4_K
+  // 25.2-25.7 against 15.8-17.1 GB/s, Q5_K 13.8-15.1 against about 19, Q6_K
+  // 15.4-16.0 against 20.9-22.8; two threads, Q4_K 32.2-33.6 against
+  // 28.9-32.3 (bench/results/2026-12-07-amd-zen4-kquant-tuning.md,
+  // 2026-12-07-amd-zen4-one-token-tiles.md).
   if (cpu.vendor == CpuVendor::amd && cpu.family == 0x19u)
-    return {"amd-zen4", false, PrefetchInto::l1_by_group, PrefetchInto::l2};
+    return {"amd-zen4", {.q4_k = true}, PrefetchInto::l1_by_group, PrefetchInto::l2};
   // Intel and the rest: the 8-row tiles for one token, measured near the
   // read on an Intel Xeon (2026-12-02), and the L2, where every other tile
   // prefetches.
-  return {"generic", false, PrefetchInto::l2, PrefetchInto::l2};
+  return {"generic", {}, PrefetchInto::l2, PrefetchInto::l2};
 }
 
 CpuSignature host_cpu_signature() {

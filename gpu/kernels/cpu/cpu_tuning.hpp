@@ -10,6 +10,8 @@
 // None of these choices changes a bit of any result: the kernels they pick
 // between compute the same numbers (the kernel tests check each against the
 // scalar reference), so a choice is a matter of speed only.
+#include "gpu/formats/tensor.hpp"
+
 #include <cstdint>
 #include <string>
 
@@ -32,12 +34,24 @@ struct CpuSignature {
 // vendor: the 12 characters of leaf 0 (EBX, EDX, ECX); eax: leaf 1's EAX.
 CpuSignature decode_cpu_signature(const char (&vendor)[12], std::uint32_t eax);
 
+// A subset of the K-quant types with lane tiles.
+struct KQuantTypes {
+  bool q4_k = false, q5_k = false, q6_k = false;
+  static constexpr KQuantTypes all() { return {true, true, true}; }
+  bool has(model::DType t) const {
+    return (t == model::DType::q4_k && q4_k) || (t == model::DType::q5_k && q5_k) ||
+           (t == model::DType::q6_k && q6_k);
+  }
+  bool any() const { return q4_k || q5_k || q6_k; }
+  friend bool operator==(const KQuantTypes&, const KQuantTypes&) = default;
+};
+
 struct CpuTuning {
   const char* name;  // "amd-zen5", "amd-zen4", "generic"
-  // One token of a K-quant (Q4_K, Q5_K, Q6_K) through the 16-row lane tiles;
-  // otherwise through the 8-row tiles. Batches of 2 and more take the lane
+  // The K-quants whose one token goes through the 16-row lane tiles; the
+  // others' through the 8-row tiles. Batches of 2 and more take the lane
   // tiles everywhere.
-  bool one_token_lane_tiles;
+  KQuantTypes one_token_lane_tiles;
   // Where the lane tiles and the lane panels prefetch the next tile's rows.
   PrefetchInto lane_tile_prefetch;
   PrefetchInto lane_panel_prefetch;

@@ -156,13 +156,12 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
     dot[i] = quant_dot_fn(w[i].dtype, path);
     dot_rows[i] = x.rows > 1 ? quant_dot_rows_fn(w[i].dtype, path) : nullptr;
     // Preferred: 16 rows in the lanes x 2 to 8 tokens (the K-quants), and
-    // one token where the CPU's tuning says (cpu_tuning.hpp: on AMD Zen 5
-    // one thread from the L2 read Q4_K at 41.4 against 28.4 GB/s through the
-    // 8-row tiles, 2026-12-06; on AMD Zen 4 two threads from DRAM read 22-24
-    // through the lane tiles against 26-30 through the 8-row tiles,
-    // 2026-12-07).
-    const bool lanes_for_one = batch == QuantBatchTiles::lane_tiles ||
-                               (batch == QuantBatchTiles::best && tuning.one_token_lane_tiles);
+    // one token of the types the CPU's tuning names (cpu_tuning.hpp: on AMD
+    // Zen 5 all three, one thread from the L2 reading Q4_K at 41.4 against
+    // 28.4 GB/s through the 8-row tiles, 2026-12-06; on AMD Zen 4 Q4_K only).
+    const bool lanes_for_one =
+        batch == QuantBatchTiles::lane_tiles ||
+        (batch == QuantBatchTiles::best && tuning.one_token_lane_tiles.has(w[i].dtype));
     lane_tile[i] = batch != QuantBatchTiles::token_tiles && (x.rows > 1 || lanes_for_one) &&
                            w[i].rows >= quant_dot_lane_tile_rows
                        ? quant_dot_lane_tile_fn(w[i].dtype, path, tuning.lane_tile_prefetch)
