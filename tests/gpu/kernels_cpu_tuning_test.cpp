@@ -44,11 +44,12 @@ TEST_CASE("CPUID's leaf 1 decodes to family and model, extended where the base f
   CHECK(kc::cpu_signature_name(zen4) == "amd family 0x19 model 0x11");
 }
 
-TEST_CASE("the tuning table: Zen 5 takes one token through the lane tiles prefetching into the "
-          "L1, Zen 4 Q4_K's through the lane tiles (Q5_K's and Q6_K's the 8-row tiles) with the "
-          "lane tiles prefetching into the L1 by groups and the panels into the L2, every other "
-          "CPU the 8-row tiles and the L2",
-          "[kernels][cpu_tuning]") {
+TEST_CASE(
+    "the tuning table: Zen 5 takes one token through the lane tiles prefetching into the "
+    "L1, Zen 4 Q4_K's through the lane tiles (Q5_K's and Q6_K's the 8-row tiles) with the "
+    "lane tiles prefetching into the L1 by groups and the panels into the L2, every other "
+    "CPU the 8-row tiles and the L2",
+    "[kernels][cpu_tuning]") {
   const kc::CpuTuning zen5 = kc::cpu_tuning_for({kc::CpuVendor::amd, 0x1a, 0x02});
   CHECK(std::strcmp(zen5.name, "amd-zen5") == 0);
   CHECK(zen5.one_token_lane_tiles == kc::KQuantTypes::all());

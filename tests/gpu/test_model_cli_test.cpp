@@ -134,9 +134,10 @@ TEST_CASE("inspect --cpu names the kernel of every weight type on this CPU", "[g
     const kc::CpuTuning& tuning = kc::host_cpu_tuning();
     if (kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::best, tuning.lane_tile_prefetch)) {
       const std::string one = "; one token: 8-row tiles";
-      CHECK_THAT(out.text, Catch::Contains(std::string(line) + (tuning.one_token_lane_tiles.has(t)
-                                                                    ? "; 1 to 8 tokens: 16-row lane tiles"
-                                                                    : one + "; 2 to 8 tokens: 16-row lane tiles")));
+      CHECK_THAT(out.text, Catch::Contains(std::string(line) +
+                                           (tuning.one_token_lane_tiles.has(t)
+                                                ? "; 1 to 8 tokens: 16-row lane tiles"
+                                                : one + "; 2 to 8 tokens: 16-row lane tiles")));
     }
   }
 }

@@ -140,7 +140,8 @@ std::string one_token_kernels(const kernels::cpu::KQuantTypes& lanes) {
   }
   std::string out;
   if (!in_lanes.empty()) out = "the 16-row lane tiles (" + in_lanes + ")";
-  if (!in_rows.empty()) out += std::string(out.empty() ? "" : ", ") + "the 8-row tiles (" + in_rows + ")";
+  if (!in_rows.empty())
+    out += std::string(out.empty() ? "" : ", ") + "the 8-row tiles (" + in_rows + ")";
   return out;
 }
 
@@ -192,12 +193,13 @@ void print_cpu(const std::set<model::DType>& used) {
               kc::matmul_path_supported(kc::MatmulPath::avx2) ? "yes" : "no",
               kc::matmul_path_name(kc::MatmulPath::best));
   const kc::CpuTuning& tuning = kc::host_cpu_tuning();
-  std::printf("cpu: tuning %s (%s): K-quant one token through %s; lane tiles prefetch %s, "
-              "lane panels %s\n",
-              tuning.name, kc::cpu_signature_name(kc::host_cpu_signature()).c_str(),
-              one_token_kernels(tuning.one_token_lane_tiles).c_str(),
-              kc::prefetch_into_name(tuning.lane_tile_prefetch),
-              kc::prefetch_into_name(tuning.lane_panel_prefetch));
+  std::printf(
+      "cpu: tuning %s (%s): K-quant one token through %s; lane tiles prefetch %s, "
+      "lane panels %s\n",
+      tuning.name, kc::cpu_signature_name(kc::host_cpu_signature()).c_str(),
+      one_token_kernels(tuning.one_token_lane_tiles).c_str(),
+      kc::prefetch_into_name(tuning.lane_tile_prefetch),
+      kc::prefetch_into_name(tuning.lane_panel_prefetch));
   const std::string float_kernel =
       kc::matmul_best_path() == kc::MatmulPath::avx512
           ? "avx512 dot tiles; 2-8 tokens (F32: 2-16): 8-token x 3-row small-batch tiles; then "

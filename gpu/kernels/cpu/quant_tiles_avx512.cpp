@@ -259,7 +259,7 @@ PENSIEVE_AVX512_FN void q6_k_dot_tile(const std::byte* w, std::size_t row_bytes,
 // are packed to words and multiplied by their sub-blocks' scales, one
 // vpmaddwd per two of them. The rows are read as the token tiles read them,
 // each row's blocks of a pass in address order (from DRAM, reading the 8
-// rows block by block instead was 1.3x as slow on AMD Zen 4).
+// rows block by block instead was 1.2-1.3x as slow on AMD Zen 4).
 
 // Lane r = the sum of v[r]'s 4 lanes, for 8 xmm (exact).
 PENSIEVE_AVX512_FN inline __m256i sums8(const __m128i* v) {
@@ -297,8 +297,7 @@ PENSIEVE_AVX512_FN inline __m512i k4_scale_words(int lo, int hi) {
 template <int Bytes, int Nibbles, bool Fifth>
 PENSIEVE_AVX512_FN void k4_dot_tile_one(const std::byte* w, std::size_t row_bytes,
                                         const QuantActRow& x, std::int64_t nb, float* y,
-                                        unsigned store, const std::byte* pf,
-                                        std::size_t pf_bytes) {
+                                        unsigned store, const std::byte* pf, std::size_t pf_bytes) {
   constexpr std::int64_t pass = 8;
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   const __m512i words01 = k4_scale_words(0, 1), words45 = k4_scale_words(4, 5);
@@ -324,7 +323,8 @@ PENSIEVE_AVX512_FN void k4_dot_tile_one(const std::byte* w, std::size_t row_byte
       }
       const __m256i pairs =
           _mm256_madd_epi16(load256(x.bsums + (b0 + i) * 16), _mm256_set1_epi16(1));
-      bsum32[i] = _mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
+      bsum32[i] =
+          _mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
     }
     for (int r = 0; r < 8; ++r) {
       tile_prefetch(pf, pf_bytes, b0 / pass * 8 + r, passes * 8);
@@ -342,11 +342,9 @@ PENSIEVE_AVX512_FN void k4_dot_tile_one(const std::byte* w, std::size_t row_byte
           if constexpr (Fifth) {
             const __m512i sixteen = _mm512_set1_epi8(16);
             lo = _mm512_mask_add_epi8(
-                lo, _mm512_test_epi8_mask(fifth, halves8(1 << (4 * h), 4 << (4 * h))), lo,
-                sixteen);
+                lo, _mm512_test_epi8_mask(fifth, halves8(1 << (4 * h), 4 << (4 * h))), lo, sixteen);
             hi = _mm512_mask_add_epi8(
-                hi, _mm512_test_epi8_mask(fifth, halves8(2 << (4 * h), 8 << (4 * h))), hi,
-                sixteen);
+                hi, _mm512_test_epi8_mask(fifth, halves8(2 << (4 * h), 8 << (4 * h))), hi, sixteen);
           }
           const std::int8_t* xq = xs + 256 * i + 128 * h;
           d[2 * h] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, load512(xq));
@@ -354,8 +352,7 @@ PENSIEVE_AVX512_FN void k4_dot_tile_one(const std::byte* w, std::size_t row_byte
         }
         const __m512i scales = _mm512_set1_epi64(std::int64_t(sm.scales));
         isum[i][r] = _mm512_add_epi32(
-            _mm512_madd_epi16(_mm512_packs_epi32(d[0], d[1]),
-                              _mm512_shuffle_epi8(scales, words01)),
+            _mm512_madd_epi16(_mm512_packs_epi32(d[0], d[1]), _mm512_shuffle_epi8(scales, words01)),
             _mm512_madd_epi16(_mm512_packs_epi32(d[2], d[3]),
                               _mm512_shuffle_epi8(scales, words45)));
         mins[i][r] =
@@ -402,13 +399,14 @@ PENSIEVE_AVX512_FN void q6_k_dot_tile_one(const std::byte* w, std::size_t row_by
   const std::int64_t passes = (nb + pass - 1) / pass;
   for (std::int64_t b0 = 0; b0 < nb; b0 += pass) {
     const std::int64_t n = std::min(pass, nb - b0);
-    for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t i = 0; i < n; ++i) {
       PENSIEVE_UNROLL_ALL
       for (int k = 0; k < 4; ++k)
-        bias[i][k] = _mm512_sub_epi32(
-            _mm512_setzero_si512(),
-            _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(32),
-                                load512(x.q + (b0 + i) * 256 + 64 * k)));
+        bias[i][k] =
+            _mm512_sub_epi32(_mm512_setzero_si512(),
+                             _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(32),
+                                                 load512(x.q + (b0 + i) * 256 + 64 * k)));
+    }
     for (int r = 0; r < 8; ++r) {
       tile_prefetch(pf, pf_bytes, b0 / pass * 8 + r, passes * 8);
       for (std::int64_t i = 0; i < n; ++i) {
