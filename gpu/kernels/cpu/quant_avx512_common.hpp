@@ -61,6 +61,20 @@ PENSIEVE_AVX512_FN inline __m512i halves8(int lo, int hi) {
   return _mm512_inserti64x4(_mm512_set1_epi8(char(lo)), _mm256_set1_epi8(char(hi)), 1);
 }
 
+// Q6_K's values 128 n .. 128 n + 127 of the block at blk, unsigned (0..63,
+// the weights stored + 32): q[0] the first 64, q[1] the last 64. Value
+// 128 n + 32 k + l is nibble k >> 1 of ql[64 n + 32 (k & 1) + l] with bits
+// 2k of qh[32 n + l] above it.
+PENSIEVE_AVX512_FN inline void q6_k_quants128(const std::byte* blk, int n, __m512i* q) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+  const __m512i ql = _mm512_loadu_si512(blk + 64 * n);
+  // Low half: qh, high half: qh >> 2, so bits 0-1 hold k = 0, 1's high bits
+  // and bits 4-5 k = 2, 3's.
+  const __m512i qh = _mm512_srlv_epi16(twice(blk + 128 + 32 * n), halves16(0, 2));
+  q[0] = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30));
+  q[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(qh, m30));
+}
+
 // The i16 scales of 64 values covering 16-value sub-blocks first..first+3
 // (Q2_K, Q3_K, Q6_K) from the block's 16 i16 scales: word m is scale
 // first + m / 8.

@@ -320,8 +320,6 @@ template <int T>
 PENSIEVE_AVX512_FN inline void q6_k_dot_rows(const std::byte* w, const QuantActRow* x,
                                              std::int64_t nb, float* y, std::int64_t y_stride) {
   qs::Acc a[T];
-  const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
-  const __m512i by2 = halves16(0, 2);
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::byte* blk = w + b * 210;
     const __m256i sc16 = _mm256_cvtepi8_epi16(load128(blk + 192));
@@ -329,14 +327,7 @@ PENSIEVE_AVX512_FN inline void q6_k_dot_rows(const std::byte* w, const QuantActR
     __m512i q[4], scales[4];
     PENSIEVE_UNROLL_ALL
     for (int n = 0; n < 2; ++n) {
-      const __m512i ql = load512(blk + 64 * n);
-      // Low half: qh, high half: qh >> 2, so bits 0-1 hold k = 0, 1's
-      // high bits and bits 4-5 k = 2, 3's.
-      const __m512i qh = _mm512_srlv_epi16(twice(blk + 128 + 32 * n), by2);
-      q[2 * n] = _mm512_or_si512(_mm512_and_si512(ql, m4),
-                                 _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30));
-      q[2 * n + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
-                                     _mm512_and_si512(qh, m30));
+      q6_k_quants128(blk, n, q + 2 * n);
       scales[2 * n] = scales_by16(sc, 8 * n);
       scales[2 * n + 1] = scales_by16(sc, 8 * n + 4);
     }

@@ -191,8 +191,6 @@ PENSIEVE_AVX512_FN void q6_k_dot_tile(const std::byte* w, std::size_t row_bytes,
                                       std::int64_t y_stride, unsigned store, const std::byte* pf,
                                       std::size_t pf_bytes) {
   constexpr std::int64_t pass = tile_pass_blocks<T>;
-  const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
-  const __m512i by2 = halves16(0, 2);
   const __m256i offsets = tile_row_offsets(row_bytes);
   __m256 acc[T];
   PENSIEVE_UNROLL_ALL
@@ -214,18 +212,15 @@ PENSIEVE_AVX512_FN void q6_k_dot_tile(const std::byte* w, std::size_t row_bytes,
         for (int t = 0; t < T; ++t) a[t][0] = a[t][1] = _mm512_setzero_si512();
         PENSIEVE_UNROLL_ALL
         for (int n2 = 0; n2 < 2; ++n2) {
-          const __m512i ql = load512(blk + 64 * n2);
-          const __m512i qh = _mm512_srlv_epi16(twice(blk + 128 + 32 * n2), by2);
-          const __m512i q0 = _mm512_or_si512(_mm512_and_si512(ql, m4),
-                                             _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30));
-          const __m512i q1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
-                                             _mm512_and_si512(qh, m30));
+          __m512i q[2];
+          q6_k_quants128(blk, n2, q);
           const __m512i s0 = scales_by16(sc, 8 * n2), s1 = scales_by16(sc, 8 * n2 + 4);
           PENSIEVE_UNROLL_ALL
           for (int t = 0; t < T; ++t) {
             const std::int8_t* xq = x[t].q + b * 256 + 128 * n2;
-            a[t][0] = _mm512_dpwssd_epi32(a[t][0], _mm512_maddubs_epi16(q0, load512(xq)), s0);
-            a[t][1] = _mm512_dpwssd_epi32(a[t][1], _mm512_maddubs_epi16(q1, load512(xq + 64)), s1);
+            a[t][0] = _mm512_dpwssd_epi32(a[t][0], _mm512_maddubs_epi16(q[0], load512(xq)), s0);
+            a[t][1] =
+                _mm512_dpwssd_epi32(a[t][1], _mm512_maddubs_epi16(q[1], load512(xq + 64)), s1);
           }
         }
         PENSIEVE_UNROLL_ALL
@@ -381,8 +376,6 @@ PENSIEVE_AVX512_FN void q6_k_dot_tile_one(const std::byte* w, std::size_t row_by
                                           unsigned store, const std::byte* pf,
                                           std::size_t pf_bytes) {
   constexpr std::int64_t pass = 4;
-  const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
-  const __m512i by2 = halves16(0, 2);
   // packs(d[2h], d[2h + 1]), 128-bit lane k: four words of sub-block
   // 8h + k, four of 8h + 4 + k.
   const auto scale_idx = [](int h) {
@@ -415,14 +408,11 @@ PENSIEVE_AVX512_FN void q6_k_dot_tile_one(const std::byte* w, std::size_t row_by
         __m512i d[4];
         PENSIEVE_UNROLL_ALL
         for (int n2 = 0; n2 < 2; ++n2) {
-          const __m512i ql = load512(blk + 64 * n2);
-          const __m512i qh = _mm512_srlv_epi16(twice(blk + 128 + 32 * n2), by2);
-          const __m512i q0 = _mm512_or_si512(_mm512_and_si512(ql, m4),
-                                             _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30));
-          const __m512i q1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
-                                             _mm512_and_si512(qh, m30));
-          d[2 * n2] = _mm512_dpbusd_epi32(bias[i][2 * n2], q0, load512(xq + 128 * n2));
-          d[2 * n2 + 1] = _mm512_dpbusd_epi32(bias[i][2 * n2 + 1], q1, load512(xq + 128 * n2 + 64));
+          __m512i q[2];
+          q6_k_quants128(blk, n2, q);
+          d[2 * n2] = _mm512_dpbusd_epi32(bias[i][2 * n2], q[0], load512(xq + 128 * n2));
+          d[2 * n2 + 1] =
+              _mm512_dpbusd_epi32(bias[i][2 * n2 + 1], q[1], load512(xq + 128 * n2 + 64));
         }
         const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(load128(blk + 192)));
         isum[i][r] = _mm512_add_epi32(
