@@ -5,6 +5,7 @@
 // Each gives the single-row kernels' bits (quant_dot_avx512.cpp), whose
 // helpers it shares through quant_avx512_common.hpp; like that file it
 // builds with any -march, its functions carrying their own target attribute.
+#include "gpu/kernels/cpu/block_shares.hpp"
 #include "gpu/kernels/cpu/prefetch.hpp"
 #include "gpu/kernels/cpu/quant_avx512_common.hpp"
 #include "gpu/kernels/cpu/quant_dot.hpp"
@@ -77,15 +78,23 @@ PENSIEVE_AVX512_FN inline __m256 high_f16(__m256i head) {
   return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(head, 16)));
 }
 
-// The prefetches of block b of nb: its share of [pf, pf + pf_bytes).
-PENSIEVE_AVX512_FN inline void tile_prefetch(const std::byte* pf, std::size_t pf_bytes,
-                                             std::int64_t b, std::int64_t nb) {
-  if (pf == nullptr) return;
-  const std::size_t lines = (pf_bytes + 63) / 64;
-  for (std::size_t l = lines * std::size_t(b) / std::size_t(nb);
-       l < lines * std::size_t(b + 1) / std::size_t(nb); ++l)
-    prefetch_l2(pf + 64 * l);
-}
+// The prefetches of a tile's steps, taken in order: each step its share of
+// [pf, pf + pf_bytes), into the L2 (BlockShares: no division a step).
+class TilePrefetch {
+ public:
+  TilePrefetch(const std::byte* pf, std::size_t pf_bytes, std::int64_t steps)
+      : next_(pf), shares_(pf ? (pf_bytes + 63) / 64 : 0, std::size_t(steps)) {}
+  void step() {
+    if (next_ == nullptr) return;
+    const std::size_t n = shares_.next();
+    for (std::size_t l = 0; l < n; ++l) prefetch_l2(next_ + 64 * l);
+    next_ += 64 * n;
+  }
+
+ private:
+  const std::byte* next_;
+  BlockShares shares_;
+};
 
 PENSIEVE_AVX512_FN inline void tile_store(__m256 acc, __m256 accm, float* y, unsigned store) {
   _mm256_mask_storeu_ps(y, __mmask8(store), _mm256_add_ps(acc, accm));
@@ -124,11 +133,12 @@ PENSIEVE_AVX512_FN void k4_dot_tile(const std::byte* w, std::size_t row_bytes,
   for (int t = 0; t < T; ++t) acc[t] = accm[t] = _mm256_setzero_ps();
   __m512i isum[pass][T][8];
   __m256i mins[pass][T][8];
-  const std::int64_t passes = (nb + pass - 1) / pass;
+  // One step a pass and row, the rows of a pass one after another.
+  TilePrefetch prefetch(pf, pf_bytes, (nb + pass - 1) / pass * 8);
   for (std::int64_t b0 = 0; b0 < nb; b0 += pass) {
     const std::int64_t n = std::min(pass, nb - b0);
     for (int r = 0; r < 8; ++r) {
-      tile_prefetch(pf, pf_bytes, b0 / pass * 8 + r, passes * 8);
+      prefetch.step();
       for (std::int64_t i = 0; i < n; ++i) {
         const std::int64_t b = b0 + i;
         const std::byte* blk = w + r * row_bytes + b * Bytes;
@@ -197,11 +207,12 @@ PENSIEVE_AVX512_FN void q6_k_dot_tile(const std::byte* w, std::size_t row_bytes,
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   __m512i isum[pass][T][8];
   __m256i bias[pass][T][8];
-  const std::int64_t passes = (nb + pass - 1) / pass;
+  // One step a pass and row, the rows of a pass one after another.
+  TilePrefetch prefetch(pf, pf_bytes, (nb + pass - 1) / pass * 8);
   for (std::int64_t b0 = 0; b0 < nb; b0 += pass) {
     const std::int64_t n = std::min(pass, nb - b0);
     for (int r = 0; r < 8; ++r) {
-      tile_prefetch(pf, pf_bytes, b0 / pass * 8 + r, passes * 8);
+      prefetch.step();
       for (std::int64_t i = 0; i < n; ++i) {
         const std::int64_t b = b0 + i;
         const std::byte* blk = w + r * row_bytes + b * 210;
@@ -303,7 +314,8 @@ PENSIEVE_AVX512_FN void k4_dot_tile_one(const std::byte* w, std::size_t row_byte
   __m128i bsum32[pass];
   __m512i isum[pass][8];
   __m128i mins[pass][8];
-  const std::int64_t passes = (nb + pass - 1) / pass;
+  // One step a pass and row, the rows of a pass one after another.
+  TilePrefetch prefetch(pf, pf_bytes, (nb + pass - 1) / pass * 8);
   for (std::int64_t b0 = 0; b0 < nb; b0 += pass) {
     const std::int64_t n = std::min(pass, nb - b0);
     for (std::int64_t i = 0; i < n; ++i) {
@@ -322,7 +334,7 @@ PENSIEVE_AVX512_FN void k4_dot_tile_one(const std::byte* w, std::size_t row_byte
           _mm_packs_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
     }
     for (int r = 0; r < 8; ++r) {
-      tile_prefetch(pf, pf_bytes, b0 / pass * 8 + r, passes * 8);
+      prefetch.step();
       for (std::int64_t i = 0; i < n; ++i) {
         const std::byte* blk = w + r * row_bytes + (b0 + i) * Bytes;
         const ScalesMins sm = k4_scales_mins(blk + 4);
@@ -389,7 +401,8 @@ PENSIEVE_AVX512_FN void q6_k_dot_tile_one(const std::byte* w, std::size_t row_by
   __m256 acc = _mm256_setzero_ps();
   __m512i bias[pass][4];
   __m512i isum[pass][8];
-  const std::int64_t passes = (nb + pass - 1) / pass;
+  // One step a pass and row, the rows of a pass one after another.
+  TilePrefetch prefetch(pf, pf_bytes, (nb + pass - 1) / pass * 8);
   for (std::int64_t b0 = 0; b0 < nb; b0 += pass) {
     const std::int64_t n = std::min(pass, nb - b0);
     for (std::int64_t i = 0; i < n; ++i) {
@@ -401,7 +414,7 @@ PENSIEVE_AVX512_FN void q6_k_dot_tile_one(const std::byte* w, std::size_t row_by
                                                  load512(x.q + (b0 + i) * 256 + 64 * k)));
     }
     for (int r = 0; r < 8; ++r) {
-      tile_prefetch(pf, pf_bytes, b0 / pass * 8 + r, passes * 8);
+      prefetch.step();
       for (std::int64_t i = 0; i < n; ++i) {
         const std::byte* blk = w + r * row_bytes + (b0 + i) * 210;
         const std::int8_t* xq = x.q + (b0 + i) * 256;
