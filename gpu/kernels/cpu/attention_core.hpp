@@ -20,6 +20,7 @@
 #include <concepts>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 namespace pensieve::kernels::cpu {
 
@@ -63,6 +64,8 @@ inline void size_scratch(AttentionScratch& s, std::int32_t tile, std::int32_t he
   s.values.resize(static_cast<std::size_t>(tile));
   s.keys_f16.resize(static_cast<std::size_t>(tile));
   s.values_f16.resize(static_cast<std::size_t>(tile));
+  s.next_keys_f16.resize(static_cast<std::size_t>(tile));
+  s.next_values_f16.resize(static_cast<std::size_t>(tile));
 }
 
 // One (work item, KV head): every (row, head of the group) over the item's
@@ -98,14 +101,30 @@ void run_item(const AttentionCoreArgs& a, const AttentionPlan& plan, const Atten
   if constexpr (HasF16Rows<Source>) f16_direct = attention_tile_states_f16_direct(hd, a.softcap);
   std::int32_t k_begin = item.kv_begin;
   if (merge == nullptr) k_begin = std::max(k_begin, key_lo(item.row_begin) / tile * tile);
+  // An F16 source's rows are read in place: each tile's pointers are found
+  // a tile ahead, so its rows can be asked for while the one before computes.
+  bool f16 = false;
+  if constexpr (HasF16Rows<Source>) {
+    f16 = f16_direct && k_begin < kv_end &&
+          src.rows_f16(item.seq, kv_head, k_begin, std::min(k_begin + tile, kv_end),
+                       s.next_keys_f16.data(), s.next_values_f16.data());
+  }
   for (std::int32_t k0 = k_begin; k0 < kv_end; k0 += tile) {
     const std::int32_t k1 = std::min(k0 + tile, kv_end);
-    bool f16 = false;
-    if constexpr (HasF16Rows<Source>) {
-      f16 = f16_direct &&
-            src.rows_f16(item.seq, kv_head, k0, k1, s.keys_f16.data(), s.values_f16.data());
+    AttentionNextRows next;
+    if (f16) {
+      std::swap(s.keys_f16, s.next_keys_f16);
+      std::swap(s.values_f16, s.next_values_f16);
+      if (k1 < kv_end) {
+        const std::int32_t k2 = std::min(k1 + tile, kv_end);
+        if constexpr (HasF16Rows<Source>) {
+          src.rows_f16(item.seq, kv_head, k1, k2, s.next_keys_f16.data(), s.next_values_f16.data());
+        }
+        next = {s.next_keys_f16.data(), s.next_values_f16.data(), k2 - k1};
+      }
+    } else {
+      src.rows(item.seq, kv_head, k0, k1, s.keys.data(), s.values.data(), s.converted.data());
     }
-    if (!f16) src.rows(item.seq, kv_head, k0, k1, s.keys.data(), s.values.data(), s.converted.data());
     const std::int32_t t = k0 / tile;
     auto partial_state = [&](std::int32_t qh) {
       return partial +
@@ -148,7 +167,8 @@ void run_item(const AttentionCoreArgs& a, const AttentionPlan& plan, const Atten
       if (f16) {
         attention_tile_states_f16(s.group_q.data(), rows * group, s.keys_f16.data() + (lo - k0),
                                   s.values_f16.data() + (lo - k0), n_keys, hd, a.scale,
-                                  s.scores.data(), s.group_states.data());
+                                  s.scores.data(), s.group_states.data(), next);
+        next = {};  // asked for by this tile's first pass
       } else {
         attention_tile_states(s.group_q.data(), rows * group, s.keys.data() + (lo - k0),
                               s.values.data() + (lo - k0), n_keys, hd, a.scale, s.scores.data(),

@@ -133,10 +133,6 @@ void attention_tile_state(const float* q, const float* const* k, const float* co
 #if defined(__AVX512F__)
 namespace {
 
-// The scores of query q (head_dim 16 * C) against keys k[0..n_keys), scaled,
-// into scores; returns their maximum. Eight keys' dot products are reduced
-// at once (lane_sums.hpp): the same lane sums and tree as dot(), so the same
-// bits as one key at a time.
 // Sixteen elements of a key or value row as F32: F32 rows as they are, F16
 // rows (an F16 pool's, read in place) widened exactly.
 inline __m512 load16(const float* p) {
@@ -161,44 +157,75 @@ inline void prefetch_rows(const T* const* k, const T* const* v, std::int32_t j) 
 // Keys ahead of the one in use that the first query's pass asks for.
 constexpr std::int32_t prefetch_keys = 8;
 
-template <int C, class T, bool Prefetch = false>
-float tile_scores(const float* q, const T* const* k, const T* const* v, std::int32_t n_keys,
-                  float scale, float* scores) {
+// The rows of the next tile from key `begin` to before `end`, a tile ahead.
+template <int C>
+inline void prefetch_next(const AttentionNextRows& next, std::int32_t begin, std::int32_t end) {
+  for (std::int32_t i = begin; i < std::min(end, next.count); ++i)
+    prefetch_rows<C>(next.k, next.v, i);
+}
+
+// The scores of H queries q[h] (head_dim 16 * C) against keys k[0..n_keys),
+// scaled, into scores + h * n_keys, and their maxima into m[h]. Eight keys'
+// dot products are reduced at once (lane_sums.hpp): the same lane sums and
+// tree as dot(), so the same bits as one key and one query at a time. Each
+// key chunk is loaded (and widened) once for the H queries, whose chunks the
+// FMAs read from memory: one query a pass widened every F16 key once per
+// query head (3 times for M-100's groups of 3). H * 8 sums stay in the
+// registers up to H = 3.
+template <int C, int H, class T, bool Prefetch = false>
+void tile_scores_heads(const float* const* q, const T* const* k, const T* const* v,
+                       std::int32_t n_keys, float scale, float* scores, float* m,
+                       const AttentionNextRows& next = {}) {
+  static_assert(H >= 1 && H <= 3);
   if constexpr (Prefetch) {
     for (std::int32_t j = 0; j < std::min(prefetch_keys, n_keys); ++j) prefetch_rows<C>(k, v, j);
   }
-  __m512 qv[C];
-  PENSIEVE_ATT_UNROLL
-  for (int c = 0; c < C; ++c) qv[c] = _mm512_loadu_ps(q + 16 * c);
   const __m512 vscale = _mm512_set1_ps(scale);
-  // max_ps(s, m) keeps m where s is NaN, as std::max(m, s) does below.
-  __m512 vmax = _mm512_set1_ps(-INFINITY);
+  __m512 vmax[H];
+  PENSIEVE_ATT_UNROLL
+  for (int h = 0; h < H; ++h) vmax[h] = _mm512_set1_ps(-INFINITY);
   std::int32_t j = 0;
   for (; j + 8 <= n_keys; j += 8) {
     if constexpr (Prefetch) {
       for (std::int32_t i = j + prefetch_keys; i < std::min(j + 2 * prefetch_keys, n_keys); ++i)
         prefetch_rows<C>(k, v, i);
+      prefetch_next<C>(next, j, j + 8);
     }
-    __m512 acc[8];
+    __m512 acc[H][8];
     PENSIEVE_ATT_UNROLL
     for (int i = 0; i < 8; ++i) {
-      acc[i] = _mm512_setzero_ps();
       PENSIEVE_ATT_UNROLL
-      for (int c = 0; c < C; ++c) acc[i] = _mm512_fmadd_ps(qv[c], load16(k[j + i] + 16 * c), acc[i]);
+      for (int h = 0; h < H; ++h) acc[h][i] = _mm512_setzero_ps();
+      PENSIEVE_ATT_UNROLL
+      for (int c = 0; c < C; ++c) {
+        const __m512 kc = load16(k[j + i] + 16 * c);
+        PENSIEVE_ATT_UNROLL
+        for (int h = 0; h < H; ++h)
+          acc[h][i] = _mm512_fmadd_ps(_mm512_loadu_ps(q[h] + 16 * c), kc, acc[h][i]);
+      }
     }
-    const __m512 sc = _mm512_mul_ps(hsum16_many<8>(acc), vscale);
-    _mm512_mask_storeu_ps(scores + j, 0xff, sc);
-    vmax = _mm512_mask_max_ps(vmax, 0xff, sc, vmax);
-  }
-  float m = _mm512_reduce_max_ps(vmax);
-  for (; j < n_keys; ++j) {
-    __m512 acc = _mm512_setzero_ps();
     PENSIEVE_ATT_UNROLL
-    for (int c = 0; c < C; ++c) acc = _mm512_fmadd_ps(qv[c], load16(k[j] + 16 * c), acc);
-    scores[j] = reduce16(acc) * scale;
-    m = std::max(m, scores[j]);
+    for (int h = 0; h < H; ++h) {
+      const __m512 sc = _mm512_mul_ps(hsum16_many<8>(acc[h]), vscale);
+      _mm512_mask_storeu_ps(scores + std::int64_t(h) * n_keys + j, 0xff, sc);
+      vmax[h] = _mm512_mask_max_ps(vmax[h], 0xff, sc, vmax[h]);
+    }
   }
-  return m;
+  if constexpr (Prefetch) prefetch_next<C>(next, j, next.count);
+  PENSIEVE_ATT_UNROLL
+  for (int h = 0; h < H; ++h) m[h] = _mm512_reduce_max_ps(vmax[h]);
+  for (; j < n_keys; ++j) {
+    PENSIEVE_ATT_UNROLL
+    for (int h = 0; h < H; ++h) {
+      __m512 acc = _mm512_setzero_ps();
+      PENSIEVE_ATT_UNROLL
+      for (int c = 0; c < C; ++c)
+        acc = _mm512_fmadd_ps(_mm512_loadu_ps(q[h] + 16 * c), load16(k[j] + 16 * c), acc);
+      float* sh = scores + std::int64_t(h) * n_keys;
+      sh[j] = reduce16(acc) * scale;
+      m[h] = std::max(m[h], sh[j]);
+    }
+  }
 }
 
 // G queries of head_dim 16 * C at once; G * C <= 16 keeps the value sums in
@@ -206,17 +233,21 @@ float tile_scores(const float* q, const T* const* k, const T* const* v, std::int
 // does, in the same order.
 template <int C, int G, class T>
 void tile_states_group(const float* const* q, const T* const* k, const T* const* v,
-                       std::int32_t n_keys, float scale, float* scores, float* const* states) {
+                       std::int32_t n_keys, float scale, float* scores, float* const* states,
+                       const AttentionNextRows& next = {}) {
   static_assert(G * C <= 16);
   float m[G], l[G];
+  // The scores three queries at a time (a fourth would push the sums out of
+  // the registers); the first pass asks for an F16 pool's rows.
+  constexpr bool in_place = std::is_same_v<T, std::uint16_t>;
+  constexpr int first = G == 4 ? 2 : G;
+  tile_scores_heads<C, first, T, in_place>(q, k, v, n_keys, scale, scores, m, next);
+  if constexpr (G > first)
+    tile_scores_heads<C, G - first, T>(q + first, k, v, n_keys, scale,
+                                       scores + std::int64_t(first) * n_keys, m + first);
   PENSIEVE_ATT_UNROLL
-  for (int g = 0; g < G; ++g) {
-    float* sg = scores + std::int64_t(g) * n_keys;
-    constexpr bool in_place = std::is_same_v<T, std::uint16_t>;
-    m[g] = g == 0 ? tile_scores<C, T, in_place>(q[g], k, v, n_keys, scale, sg)
-                  : tile_scores<C, T>(q[g], k, v, n_keys, scale, sg);
-    l[g] = exp_shifted_sum(sg, n_keys, m[g]);
-  }
+  for (int g = 0; g < G; ++g)
+    l[g] = exp_shifted_sum(scores + std::int64_t(g) * n_keys, n_keys, m[g]);
   __m512 acc[G][C];
   PENSIEVE_ATT_UNROLL
   for (int g = 0; g < G; ++g) {
@@ -246,15 +277,25 @@ void tile_states_group(const float* const* q, const T* const* k, const T* const*
 // Up to 16 / C queries per pass; 0 when this head_dim has no grouped path.
 template <int C, class T>
 std::int32_t tile_states_some(const float* const* q, std::int32_t n_q, const T* const* k,
-                              const T* const* v, std::int32_t n_keys, float scale,
-                              float* scores, float* const* states) {
+                              const T* const* v, std::int32_t n_keys, float scale, float* scores,
+                              float* const* states, const AttentionNextRows& next = {}) {
   constexpr int max_g = std::min(4, 16 / C);
   const int g = std::min<std::int32_t>(n_q, max_g);
   switch (g) {
-    case 1: tile_states_group<C, 1, T>(q, k, v, n_keys, scale, scores, states); break;
-    case 2: tile_states_group<C, 2, T>(q, k, v, n_keys, scale, scores, states); break;
-    case 3: if constexpr (3 <= max_g) tile_states_group<C, 3, T>(q, k, v, n_keys, scale, scores, states); break;
-    case 4: if constexpr (4 <= max_g) tile_states_group<C, 4, T>(q, k, v, n_keys, scale, scores, states); break;
+    case 1:
+      tile_states_group<C, 1, T>(q, k, v, n_keys, scale, scores, states, next);
+      break;
+    case 2:
+      tile_states_group<C, 2, T>(q, k, v, n_keys, scale, scores, states, next);
+      break;
+    case 3:
+      if constexpr (3 <= max_g)
+        tile_states_group<C, 3, T>(q, k, v, n_keys, scale, scores, states, next);
+      break;
+    case 4:
+      if constexpr (4 <= max_g)
+        tile_states_group<C, 4, T>(q, k, v, n_keys, scale, scores, states, next);
+      break;
     default: break;
   }
   return g;
@@ -265,11 +306,15 @@ std::int32_t tile_states_some(const float* const* q, std::int32_t n_q, const T* 
 template <class T>
 std::int32_t tile_states_for_dim(std::int32_t head_dim, const float* const* q, std::int32_t n_q,
                                  const T* const* k, const T* const* v, std::int32_t n_keys,
-                                 float scale, float* scores, float* const* states) {
+                                 float scale, float* scores, float* const* states,
+                                 const AttentionNextRows& next = {}) {
   switch (head_dim) {
-    case 32: return tile_states_some<2, T>(q, n_q, k, v, n_keys, scale, scores, states);
-    case 64: return tile_states_some<4, T>(q, n_q, k, v, n_keys, scale, scores, states);
-    case 128: return tile_states_some<8, T>(q, n_q, k, v, n_keys, scale, scores, states);
+    case 32:
+      return tile_states_some<2, T>(q, n_q, k, v, n_keys, scale, scores, states, next);
+    case 64:
+      return tile_states_some<4, T>(q, n_q, k, v, n_keys, scale, scores, states, next);
+    case 128:
+      return tile_states_some<8, T>(q, n_q, k, v, n_keys, scale, scores, states, next);
     default: return 0;
   }
 }
@@ -307,17 +352,19 @@ bool attention_tile_states_f16_direct(std::int32_t head_dim, float softcap) {
 void attention_tile_states_f16(const float* const* q, std::int32_t n_q,
                                const std::uint16_t* const* k, const std::uint16_t* const* v,
                                std::int32_t n_keys, std::int32_t head_dim, float scale,
-                               float* scores, float* const* states) {
+                               float* scores, float* const* states, AttentionNextRows next) {
 #if defined(__AVX512F__)
   for (std::int32_t i = 0; i < n_q;) {
+    // The first group's pass asks for the next tile; later groups find it asked for.
     const std::int32_t done =
-        tile_states_for_dim(head_dim, q + i, n_q - i, k, v, n_keys, scale, scores, states + i);
+        tile_states_for_dim(head_dim, q + i, n_q - i, k, v, n_keys, scale, scores, states + i,
+                            i == 0 ? next : AttentionNextRows{});
     assert(done > 0 && "attention_tile_states_f16: check attention_tile_states_f16_direct first");
     i += done;
   }
 #else
   (void)q, (void)n_q, (void)k, (void)v, (void)n_keys, (void)head_dim, (void)scale, (void)scores,
-      (void)states;
+      (void)states, (void)next;
   assert(false && "attention_tile_states_f16: check attention_tile_states_f16_direct first");
 #endif
 }

@@ -48,10 +48,20 @@ bool attention_tile_states_f16_direct(std::int32_t head_dim, float softcap);
 // (at 128 tokens of head_dim 64, 64 KiB of F32 K and V: past the L1, and
 // the widening took 46% of M-100's decode attention over 8 x 1024 tokens,
 // AMD Zen 5, 2026-12-06). Only where attention_tile_states_f16_direct().
+// `next`: the rows of the tile the caller takes after this one, asked for
+// in the L2 while this one computes, key j of the next beside key j of this
+// (a tile ahead: the pool's rows come from DRAM in a decode step, where the
+// weights stream through the caches between a layer's attention and the
+// same layer's in the next step).
+struct AttentionNextRows {
+  const std::uint16_t* const* k = nullptr;
+  const std::uint16_t* const* v = nullptr;
+  std::int32_t count = 0;
+};
 void attention_tile_states_f16(const float* const* q, std::int32_t n_q,
                                const std::uint16_t* const* k, const std::uint16_t* const* v,
                                std::int32_t n_keys, std::int32_t head_dim, float scale,
-                               float* scores, float* const* states);
+                               float* scores, float* const* states, AttentionNextRows next = {});
 
 // The state of no keys at all (l = 0): attention_fold() treats it as the
 // identity on either side. A split row's tiles outside its window hold it.

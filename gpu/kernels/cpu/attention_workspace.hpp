@@ -17,6 +17,8 @@ struct AttentionScratch {
   std::vector<const float*> values;
   std::vector<const std::uint16_t*> keys_f16;  // the same rows in an F16 pool, read in place
   std::vector<const std::uint16_t*> values_f16;
+  std::vector<const std::uint16_t*> next_keys_f16;  // the next tile's, asked for a tile ahead
+  std::vector<const std::uint16_t*> next_values_f16;
   std::vector<const float*> group_q;  // the query rows of a KV head's query heads
   std::vector<float*> group_states;   // and where their tile states go
 };
