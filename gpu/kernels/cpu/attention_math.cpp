@@ -181,6 +181,7 @@ void tile_scores_heads(const float* const* q, const T* const* k, const T* const*
     for (std::int32_t j = 0; j < std::min(prefetch_keys, n_keys); ++j) prefetch_rows<C>(k, v, j);
   }
   const __m512 vscale = _mm512_set1_ps(scale);
+  // max_ps(s, m) keeps m where s is NaN, as std::max(m, s) does below.
   __m512 vmax[H];
   PENSIEVE_ATT_UNROLL
   for (int h = 0; h < H; ++h) vmax[h] = _mm512_set1_ps(-INFINITY);
