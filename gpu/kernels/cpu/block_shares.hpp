@@ -2,8 +2,8 @@
 // Splits `total` units (cache lines of the next tile) over `parts` steps
 // (the blocks of the current one) as part p getting
 // [total * p / parts, total * (p + 1) / parts), without a division a step:
-// the quotient and a remainder count. The lane kernels' prefetch
-// (quant_lanes_avx512.hpp) issues each block's share this way; a division
+// the quotient and a remainder count. The tiles' prefetch (StepPrefetch,
+// prefetch.hpp) issues each block's share this way; a division
 // pair per block cost one token 3-10% of its time from the L2 (AMD Zen 5,
 // bench/results/2026-12-07-amd-zen5-kquant-tile-limits.md).
 #include <cstddef>

@@ -9,7 +9,6 @@
 // Every function carries the AVX-512 target attribute (see
 // quant_avx512_common.hpp) and is always inlined: the kernels keep these
 // vectors in registers only while their indices are constants.
-#include "gpu/kernels/cpu/block_shares.hpp"
 #include "gpu/kernels/cpu/prefetch.hpp"
 #include "gpu/kernels/cpu/quant_activations.hpp"
 #include "gpu/kernels/cpu/quant_avx512_common.hpp"
@@ -144,29 +143,19 @@ template <PrefetchInto P>
 class LanePrefetch {
  public:
   PENSIEVE_LANES_INLINE LanePrefetch(const std::byte* pf, std::size_t pf_bytes, std::int64_t nb)
-      : next_(pf),
-        shares_(pf ? (pf_bytes + 63) / 64 : 0, std::size_t(by_group ? lane_groups * nb : nb)) {}
+      : steps_(pf, pf_bytes, by_group ? lane_groups * nb : nb) {}
   // A block's start: its share, unless issued by groups.
   PENSIEVE_LANES_INLINE void block() {
-    if constexpr (!by_group) issue();
+    if constexpr (!by_group) steps_.step();
   }
   // One of a block's lane_groups groups: a quarter of the block's share.
   PENSIEVE_LANES_INLINE void group() {
-    if constexpr (by_group) issue();
+    if constexpr (by_group) steps_.step();
   }
 
  private:
   static constexpr bool by_group = P == PrefetchInto::l1_by_group;
-  PENSIEVE_LANES_INLINE void issue() {
-    if (next_ == nullptr) return;
-    const std::size_t n = shares_.next();
-    for (std::size_t l = 0; l < n; ++l) prefetch_into<P>(next_ + 64 * l);
-    next_ += 64 * n;
-  }
-
- private:
-  const std::byte* next_;
-  BlockShares shares_;
+  StepPrefetch<P> steps_;
 };
 
 PENSIEVE_LANES_INLINE __m512i lane_offsets(std::size_t row_bytes) {

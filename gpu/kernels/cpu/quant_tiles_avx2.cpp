@@ -87,13 +87,9 @@ PENSIEVE_AVX2_TILE_FN void q8_0_tile(const std::byte* w, std::size_t row_bytes,
   PENSIEVE_AVX2_TILE_UNROLL
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   const __m256i ones = _mm256_set1_epi16(1);
-  const std::size_t pf_lines = (pf_bytes + 63) / 64;
+  StepPrefetch<PrefetchInto::l2> prefetch(pf, pf_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
-    if (pf) {
-      for (std::size_t l = pf_lines * std::size_t(b) / std::size_t(nb);
-           l < pf_lines * std::size_t(b + 1) / std::size_t(nb); ++l)
-        prefetch_l2(pf + 64 * l);
-    }
+    prefetch.step();
     const std::byte* blk = w + b * q8_0_block_bytes;
     __m256i r[8], wq[8], wabs[8];
     PENSIEVE_AVX2_TILE_UNROLL

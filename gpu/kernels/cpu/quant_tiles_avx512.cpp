@@ -5,7 +5,6 @@
 // Each gives the single-row kernels' bits (quant_dot_avx512.cpp), whose
 // helpers it shares through quant_avx512_common.hpp; like that file it
 // builds with any -march, its functions carrying their own target attribute.
-#include "gpu/kernels/cpu/block_shares.hpp"
 #include "gpu/kernels/cpu/prefetch.hpp"
 #include "gpu/kernels/cpu/quant_avx512_common.hpp"
 #include "gpu/kernels/cpu/quant_dot.hpp"
@@ -78,23 +77,14 @@ PENSIEVE_AVX512_FN inline __m256 high_f16(__m256i head) {
   return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(head, 16)));
 }
 
-// The prefetches of a tile's steps, taken in order: each step its share of
-// [pf, pf + pf_bytes), into the L2 (BlockShares: no division a step).
-class TilePrefetch {
- public:
-  TilePrefetch(const std::byte* pf, std::size_t pf_bytes, std::int64_t steps)
-      : next_(pf), shares_(pf ? (pf_bytes + 63) / 64 : 0, std::size_t(steps)) {}
-  void step() {
-    if (next_ == nullptr) return;
-    const std::size_t n = shares_.next();
-    for (std::size_t l = 0; l < n; ++l) prefetch_l2(next_ + 64 * l);
-    next_ += 64 * n;
-  }
-
- private:
-  const std::byte* next_;
-  BlockShares shares_;
-};
+// The prefetches of an 8-row tile over nb blocks, `pass` blocks a pass: one
+// step a pass and row (the rows of a pass one after another), into the L2.
+PENSIEVE_AVX512_FN inline StepPrefetch<PrefetchInto::l2> tile_prefetch(const std::byte* pf,
+                                                                       std::size_t pf_bytes,
+                                                                       std::int64_t nb,
+                                                                       std::int64_t pass) {
+  return {pf, pf_bytes, (nb + pass - 1) / pass * 8};
+}
 
 PENSIEVE_AVX512_FN inline void tile_store(__m256 acc, __m256 accm, float* y, unsigned store) {
   _mm256_mask_storeu_ps(y, __mmask8(store), _mm256_add_ps(acc, accm));
@@ -133,8 +123,7 @@ PENSIEVE_AVX512_FN void k4_dot_tile(const std::byte* w, std::size_t row_bytes,
   for (int t = 0; t < T; ++t) acc[t] = accm[t] = _mm256_setzero_ps();
   __m512i isum[pass][T][8];
   __m256i mins[pass][T][8];
-  // One step a pass and row, the rows of a pass one after another.
-  TilePrefetch prefetch(pf, pf_bytes, (nb + pass - 1) / pass * 8);
+  auto prefetch = tile_prefetch(pf, pf_bytes, nb, pass);
   for (std::int64_t b0 = 0; b0 < nb; b0 += pass) {
     const std::int64_t n = std::min(pass, nb - b0);
     for (int r = 0; r < 8; ++r) {
@@ -207,8 +196,7 @@ PENSIEVE_AVX512_FN void q6_k_dot_tile(const std::byte* w, std::size_t row_bytes,
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   __m512i isum[pass][T][8];
   __m256i bias[pass][T][8];
-  // One step a pass and row, the rows of a pass one after another.
-  TilePrefetch prefetch(pf, pf_bytes, (nb + pass - 1) / pass * 8);
+  auto prefetch = tile_prefetch(pf, pf_bytes, nb, pass);
   for (std::int64_t b0 = 0; b0 < nb; b0 += pass) {
     const std::int64_t n = std::min(pass, nb - b0);
     for (int r = 0; r < 8; ++r) {
@@ -314,8 +302,7 @@ PENSIEVE_AVX512_FN void k4_dot_tile_one(const std::byte* w, std::size_t row_byte
   __m128i bsum32[pass];
   __m512i isum[pass][8];
   __m128i mins[pass][8];
-  // One step a pass and row, the rows of a pass one after another.
-  TilePrefetch prefetch(pf, pf_bytes, (nb + pass - 1) / pass * 8);
+  auto prefetch = tile_prefetch(pf, pf_bytes, nb, pass);
   for (std::int64_t b0 = 0; b0 < nb; b0 += pass) {
     const std::int64_t n = std::min(pass, nb - b0);
     for (std::int64_t i = 0; i < n; ++i) {
@@ -401,8 +388,7 @@ PENSIEVE_AVX512_FN void q6_k_dot_tile_one(const std::byte* w, std::size_t row_by
   __m256 acc = _mm256_setzero_ps();
   __m512i bias[pass][4];
   __m512i isum[pass][8];
-  // One step a pass and row, the rows of a pass one after another.
-  TilePrefetch prefetch(pf, pf_bytes, (nb + pass - 1) / pass * 8);
+  auto prefetch = tile_prefetch(pf, pf_bytes, nb, pass);
   for (std::int64_t b0 = 0; b0 < nb; b0 += pass) {
     const std::int64_t n = std::min(pass, nb - b0);
     for (std::int64_t i = 0; i < n; ++i) {
