@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CPU kernel figures of bench/README.md ("K-quant mixes", a table per CPU) in one
-# command: makes the M-100 F16 file and its llama-quantize Q4_K_M / Q5_K_M / Q6_K mixes
-# (seed 7, untied output head) once, then runs model-bench over F16, Q8_0 and the three
+# command: makes the M-100 F16 file and its llama-quantize Q4_K_M / Q5_K_M / Q6_K / IQ4_XS mixes
+# (seed 7, untied output head) once, then runs model-bench over F16, Q8_0 and the four
 # mixes (decode batches 1 and 8, the mixed shapes) and the one-thread small-batch matmul
 # micro-benchmark. Run it on a quiet machine; it names the CPU and the load in its output.
 # The last mixed shape, one 512-token chunk after 320 cached tokens, has about the query-key
@@ -26,7 +26,7 @@ if [[ ! -f "$f16" ]]; then
   "$build/tools/pensieve-model" make-test-model --out "$f16" --layers 12 --dim 768 --heads 12 \
     --kv-heads 4 --ff 2048 --dtype f16 --seed 7 --untied --vocab-from "$vocab"
 fi
-for q in Q4_K_M Q5_K_M Q6_K; do
+for q in Q4_K_M Q5_K_M Q6_K IQ4_XS; do
   [[ -f "$dir/M-100-$q.gguf" ]] || "$quantize" "$f16" "$dir/M-100-$q.gguf" "$q" 1 > "$dir/quantize-$q.log" 2>&1
 done
 # The benchmarks run from fresh copies of their binaries: on the AMD Zen 5 VM a binary file
@@ -40,7 +40,8 @@ echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-); load: $(cut -d
 "$bin/model-bench" --threads 2 --models M-100 --dtypes f16,q8_0 --vocab-from "$vocab" \
   --model-dir "$dir" --reuse-models \
   --gguf "M-100:Q4_K_M:$dir/M-100-Q4_K_M.gguf" --gguf "M-100:Q5_K_M:$dir/M-100-Q5_K_M.gguf" \
-  --gguf "M-100:Q6_K:$dir/M-100-Q6_K.gguf" --decode-batches 1,8 \
+  --gguf "M-100:Q6_K:$dir/M-100-Q6_K.gguf" --gguf "M-100:IQ4_XS:$dir/M-100-IQ4_XS.gguf" \
+  --decode-batches 1,8 \
   --mixed 0:1:512:0,1:7:73:256,4:4:127:512,0:1:512:320 --commit "$commit" \
   --out "$out-model.json" | tee "$out-model.txt"
 # One thread, the 2048 x 768 gate shape: F16, Q8_0, Q4_K, Q6_K at 1-32 tokens, from the

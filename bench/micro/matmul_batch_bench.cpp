@@ -185,7 +185,7 @@ void BM_KQuantBatch(benchmark::State& state) {
 BENCHMARK(BM_KQuantBatch)
     ->ArgsProduct({{int(DType::q4_0), int(DType::q4_1), int(DType::q5_0), int(DType::q5_1),
                     int(DType::iq4_nl), int(DType::q2_k), int(DType::q3_k), int(DType::q4_k),
-                    int(DType::q5_k), int(DType::q6_k)},
+                    int(DType::q5_k), int(DType::q6_k), int(DType::iq4_xs)},
                    {2, 4, 8, 16, 32, 64},
                    {0, 1, 2},
                    {0, 1}});

@@ -137,7 +137,7 @@ void BM_QuantMatmulDecode(benchmark::State& state) {
 
 void decode_args(benchmark::internal::Benchmark* b, std::int64_t mib, std::int64_t threads) {
   for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl,
-                  DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k}) {
+                  DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k, DType::iq4_xs}) {
     for (kc::QuantDotPath p :
          {kc::QuantDotPath::portable, kc::QuantDotPath::avx2, kc::QuantDotPath::avx512})
       b->Args({int(t), int(p), mib, threads});

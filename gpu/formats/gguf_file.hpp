@@ -28,7 +28,7 @@ inline constexpr std::size_t gguf_max_dims = 4;
 // ggml's numbering of the tensor types this engine reads.
 enum class GgmlType : std::uint32_t {
   f32 = 0, f16 = 1, q4_0 = 2, q4_1 = 3, q5_0 = 6, q5_1 = 7, q8_0 = 8, q2_k = 10, q3_k = 11,
-  q4_k = 12, q5_k = 13, q6_k = 14, iq4_nl = 20, bf16 = 30,
+  q4_k = 12, q5_k = 13, q6_k = 14, iq4_nl = 20, iq4_xs = 23, bf16 = 30,
 };
 std::optional<DType> dtype_from_ggml(std::uint32_t ggml_type);
 // ggml's name of a type number ("IQ2_XXS", "Q8_K", ...), or "" for a number

@@ -197,10 +197,11 @@ Result<GgufTensorInfo> read_tensor_info(Cursor& cur) {
   auto dtype = dtype_from_ggml(*type);
   if (!dtype) {
     const std::string name = ggml_type_name(*type);
-    return cur.error("tensor '" + t.name + "': unsupported tensor type " + std::to_string(*type) +
-                     (name.empty() ? "" : " (" + name + ")") +
-                     " (this engine reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, "
-                     "Q5_K, Q6_K, IQ4_NL)");
+    return cur.error(
+        "tensor '" + t.name + "': unsupported tensor type " + std::to_string(*type) +
+        (name.empty() ? "" : " (" + name + ")") +
+        " (this engine reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, "
+        "Q5_K, Q6_K, IQ4_NL, IQ4_XS)");
   }
   t.dtype = *dtype;
   auto offset = cur.read<std::uint64_t>("a tensor offset");
@@ -263,6 +264,8 @@ std::optional<DType> dtype_from_ggml(std::uint32_t ggml_type) {
     case GgmlType::q5_k: return DType::q5_k;
     case GgmlType::q6_k: return DType::q6_k;
     case GgmlType::iq4_nl: return DType::iq4_nl;
+    case GgmlType::iq4_xs:
+      return DType::iq4_xs;
   }
   return std::nullopt;
 }
@@ -295,6 +298,8 @@ GgmlType ggml_from_dtype(DType t) {
     case DType::q5_k: return GgmlType::q5_k;
     case DType::q6_k: return GgmlType::q6_k;
     case DType::iq4_nl: return GgmlType::iq4_nl;
+    case DType::iq4_xs:
+      return GgmlType::iq4_xs;
   }
   return GgmlType::f32;
 }

@@ -25,6 +25,7 @@ std::span<const std::size_t> quant_block_f16_fields(DType t) {
     case DType::q4_0:
     case DType::q5_0:
     case DType::iq4_nl:
+    case DType::iq4_xs:
       return at_0;
     case DType::q4_1:
     case DType::q5_1:

@@ -5,9 +5,11 @@
 // everything); soft-capping bounds the logits; the per-architecture weights
 // and scalings (q/k norms, post-norms, embedding scaling, rope divisors) are
 // used, so the output changes without them.
+#include "gpu/kernels/cpu/dequant.hpp"
 #include "gpu/kv/kv_cache.hpp"
 #include "gpu/model/cpu_forward.hpp"
 #include "gpu/model/test_model.hpp"
+#include "tests/gpu/quant_test_blocks.hpp"
 #include "tests/result_checks.hpp"
 
 #include <catch2/catch.hpp>
@@ -197,6 +199,93 @@ TEST_CASE(
       CHECK(same_bits(got[s][step], want[step]));
     }
   }
+}
+
+// A 256-wide llama whose layer matrices are IQ4_XS (as in llama-quantize's
+// IQ4_XS mix), rounded from the generated F32 weights, and the same model
+// with those blocks dequantised back to F32.
+struct Iq4XsModels {
+  ModelWeights iq4_xs, dequantised;
+};
+Iq4XsModels iq4_xs_models() {
+  auto o = arch_options("llama");
+  o.dim = 256;
+  o.ff_dim = 512;
+  ModelWeights w = weights_of(o);
+  ModelWeights deq = w;
+  auto blocks = std::make_shared<std::vector<std::vector<std::byte>>>();
+  auto floats = std::make_shared<std::vector<std::vector<float>>>();
+  blocks->reserve(7 * w.layers.size());
+  floats->reserve(7 * w.layers.size());
+  for (std::size_t l = 0; l < w.layers.size(); ++l) {
+    for (Tensor LayerWeights::*m :
+         {&LayerWeights::wq, &LayerWeights::wk, &LayerWeights::wv, &LayerWeights::wo,
+          &LayerWeights::w_gate, &LayerWeights::w_up, &LayerWeights::w_down}) {
+      Tensor& t = w.layers[l].*m;
+      REQUIRE(t.dtype == DType::f32);
+      blocks->push_back(
+          testing::iq4_xs_blocks_of(reinterpret_cast<const float*>(t.data), t.rows(), t.cols()));
+      floats->emplace_back(std::size_t(t.numel()));
+      kernels::cpu::dequantize_row(DType::iq4_xs, blocks->back().data(), t.numel(),
+                                   floats->back().data());
+      Tensor& d = deq.layers[l].*m;
+      d.data = reinterpret_cast<const std::byte*>(floats->back().data());
+      t.dtype = DType::iq4_xs;
+      t.data = blocks->back().data();
+      t.size_bytes = blocks->back().size();
+    }
+  }
+  // Each keeps the generated storage (its vectors) and the new matrices.
+  w.storage = std::make_shared<std::tuple<std::shared_ptr<const void>, decltype(blocks)>>(w.storage,
+                                                                                          blocks);
+  deq.storage = std::make_shared<std::tuple<std::shared_ptr<const void>, decltype(floats)>>(
+      deq.storage, floats);
+  return {std::move(w), std::move(deq)};
+}
+
+TEST_CASE(
+    "an IQ4_XS model's sequences in a paged batch of 9 have their logits alone bit for bit, and "
+    "with float activations it is its dequantised F32 model",
+    "[forward][paged][iq4_xs]") {
+  Iq4XsModels models = iq4_xs_models();
+  CpuForward deq = forward_of(std::move(models.dequantised));
+  ModelWeights float_copy = models.iq4_xs;
+  CpuForward fwd = forward_of(std::move(models.iq4_xs));
+  auto float_fwd = CpuForward::create(std::move(float_copy), {.n_threads = 2,
+                                                              .float_activations = true,
+                                                              .min_parallel_cost = 0,
+                                                              .log_weight_placement = false});
+  REQUIRE_OK(float_fwd);
+  const std::int32_t vocab = fwd.config().vocab_size;
+  std::vector<std::vector<std::int32_t>> prompts;
+  for (std::size_t n : {1u, 3u, 7u, 12u, 5u, 9u, 2u, 11u, 6u})
+    prompts.push_back(prompt_of(n, vocab, std::int32_t(n) + 5));
+  // Batches of 9 and chunks of up to 45 rows take the lane panels; alone, a
+  // step takes the single-row dots.
+  const int steps = 4;
+  const auto got = paged_run(fwd, prompts, steps);
+  for (std::size_t s = 0; s < prompts.size(); ++s) {
+    const auto want = contiguous_run(fwd, prompts[s], steps);
+    REQUIRE(got[s].size() == want.size());
+    for (std::size_t step = 0; step < want.size(); ++step) {
+      INFO("sequence " << s << " step " << step << " max diff "
+                       << max_abs_diff(got[s][step], want[step]));
+      CHECK(same_bits(got[s][step], want[step]));
+    }
+  }
+  // The float-activation pass dequantises each row to the F32 values the
+  // dequantised model holds and runs the same F32 kernels on them.
+  const auto prompt = prompt_of(10, vocab, 2);
+  const auto f = last_logits(*float_fwd, prompt);
+  CHECK(same_bits(f, last_logits(deq, prompt)));
+  // ggml's rounding of the activations (Q8_K blocks) moves the logits a
+  // little from the float pass, not to another model.
+  const auto q = last_logits(fwd, prompt);
+  float spread = 0;
+  for (float v : f) spread = std::max(spread, std::abs(v));
+  INFO("max diff " << max_abs_diff(q, f) << " largest logit " << spread);
+  CHECK(max_abs_diff(q, f) > 0.0f);
+  CHECK(max_abs_diff(q, f) < 0.1f * spread);
 }
 
 TEST_CASE("a windowed layer ignores tokens outside its window and sees those inside", "[forward]") {

@@ -106,7 +106,10 @@ TEST_CASE("a quantised tensor with fewer bytes than its blocks is refused as tru
 TEST_CASE("a tensor type this engine refuses is named as ggml names it", "[gguf][quant]") {
   for (auto [number, name] : {std::pair{16u, "IQ2_XXS"},
                               {18u, "IQ3_XXS"},
-                              {23u, "IQ4_XS"},
+                              {22u, "IQ2_S"},
+                              {29u, "IQ1_M"},
+                              {34u, "TQ1_0"},
+                              {35u, "TQ2_0"},
                               {15u, "Q8_K"},
                               {19u, "IQ1_S"}}) {
     auto bytes = model_with_q(DType::q4_k);

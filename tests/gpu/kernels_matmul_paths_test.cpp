@@ -2,7 +2,8 @@
 // AVX-512, chosen at run time): each path this CPU runs gives the 16-lane
 // definition of matmul.hpp bit for bit, over odd shapes and batch sizes
 // that reach every tile (decode, small-batch, panel GEMM) and every weight
-// loader (F32, F16, BF16; Q8_0, Q4_0, Q4_K in registers, Q6_K dequantised).
+// loader (F32, F16, BF16; Q8_0, Q4_0, Q4_K in registers, Q6_K and IQ4_XS
+// dequantised).
 #include "gpu/kernels/cpu/dequant.hpp"
 #include "gpu/kernels/cpu/matmul.hpp"
 #include "tests/gpu/quant_test_blocks.hpp"
@@ -62,10 +63,10 @@ TEST_CASE(
   // Float k: under one vector, a masked tail, a long row over two 512-k
   // panel blocks; quantised k: whole blocks. Rows: tile edges and a split
   // between two threads.
-  const Case cases[] = {{DType::f32, 7, 5},    {DType::f32, 1100, 37}, {DType::f16, 45, 61},
-                        {DType::f16, 773, 50}, {DType::bf16, 101, 29}, {DType::bf16, 600, 70},
-                        {DType::q8_0, 96, 45}, {DType::q4_0, 608, 37}, {DType::q4_k, 512, 41},
-                        {DType::q6_k, 256, 19}};
+  const Case cases[] = {{DType::f32, 7, 5},     {DType::f32, 1100, 37},  {DType::f16, 45, 61},
+                        {DType::f16, 773, 50},  {DType::bf16, 101, 29},  {DType::bf16, 600, 70},
+                        {DType::q8_0, 96, 45},  {DType::q4_0, 608, 37},  {DType::q4_k, 512, 41},
+                        {DType::q6_k, 256, 19}, {DType::iq4_xs, 512, 23}};
   int paths_run = 0;
   for (const kc::MatmulPath path : explicit_paths) {
     if (!kc::matmul_path_supported(path)) {

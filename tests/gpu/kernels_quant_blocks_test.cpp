@@ -160,6 +160,31 @@ std::vector<float> ref_legacy(DType t, const std::uint8_t* x, std::int64_t nb) {
   return y;
 }
 
+// ggml's dequantize_row_iq4_xs: per sub-block of 32 the 6-bit scale from a
+// nibble of scales_l and two bits of scales_h, d * (ls - 32), then the grid.
+std::vector<float> ref_iq4_xs(const std::uint8_t* x, std::int64_t nb) {
+  static constexpr std::int8_t grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                           1,    13,   25,  38,  53,  69,  89,  113};
+  std::vector<float> y;
+  for (std::int64_t i = 0; i < nb; ++i, x += 136) {
+    const float d = f16(x);
+    const int scales_h = x[2] | (x[3] << 8);
+    const std::uint8_t* scales_l = x + 4;
+    const std::uint8_t* qs = x + 8;
+    for (int ib = 0; ib < 8; ++ib, qs += 16) {
+      const int ls = ((scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((scales_h >> 2 * ib) & 3) << 4);
+      const float dl = d * float(ls - 32);
+      float out[32];
+      for (int j = 0; j < 16; ++j) {
+        out[j] = dl * float(grid[qs[j] & 0xf]);
+        out[j + 16] = dl * float(grid[qs[j] >> 4]);
+      }
+      y.insert(y.end(), out, out + 32);
+    }
+  }
+  return y;
+}
+
 std::vector<float> reference(DType t, const std::vector<std::byte>& bytes, std::int64_t nb) {
   const auto* x = reinterpret_cast<const std::uint8_t*>(bytes.data());
   switch (t) {
@@ -171,6 +196,8 @@ std::vector<float> reference(DType t, const std::vector<std::byte>& bytes, std::
       return ref_q5_k(x, nb);
     case DType::q6_k:
       return ref_q6_k(x, nb);
+    case DType::iq4_xs:
+      return ref_iq4_xs(x, nb);
     default:
       return ref_legacy(t, x, nb);
   }
@@ -181,7 +208,7 @@ std::vector<float> reference(DType t, const std::vector<std::byte>& bytes, std::
 TEST_CASE("rows of every new block type dequantise exactly as ggml's reference loops",
           "[kernels][quant]") {
   for (DType t : {DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl, DType::q2_k, DType::q3_k,
-                  DType::q5_k, DType::q6_k}) {
+                  DType::q5_k, DType::q6_k, DType::iq4_xs}) {
     INFO(pensieve::model::dtype_name(t));
     const std::int64_t nb = 5;
     const auto bytes = pensieve::testing::random_blocks(t, nb, 31 + unsigned(t));
@@ -216,6 +243,32 @@ TEST_CASE("a q6_k block with chosen fields gives the values its layout defines",
   CHECK(y[176] == 0.5f * -3.0f * -32.0f);
   CHECK(y[240] == 0.5f * 2.0f * 21.0f);
   CHECK(y[144] == 0.0f);
+}
+
+TEST_CASE("an iq4_xs block with chosen fields gives the values its layout defines",
+          "[kernels][quant]") {
+  std::vector<std::byte> blk(136, std::byte{0});
+  const std::uint16_t half = pensieve::f32_to_f16(0.5f);
+  std::memcpy(blk.data(), &half, 2);
+  // Sub-block 0: ls = 0x21 (low nibble 1, high bits 2) -> scale 1; sub-block
+  // 1: ls = 0 -> -32; sub-block 7: ls = 0x3f (low 0xf, high 3) -> 31.
+  const std::uint16_t scales_h = 2u | (3u << 14);
+  std::memcpy(blk.data() + 2, &scales_h, 2);
+  blk[4] = std::byte(0x01);           // scales_l[0]: sub-block 0's low nibble 1, sub-block 1's 0
+  blk[7] = std::byte(0xf0);           // scales_l[3]: sub-block 7's low nibble 0xf, sub-block 6's 0
+  blk[8 + 0] = std::byte(0xf3);       // element 0: grid[3] = -65; element 16: grid[15] = 113
+  blk[8 + 16 + 5] = std::byte(0x08);  // element 32 + 5: grid[8] = 1; element 53: grid[0]
+  blk[8 + 112 + 15] = std::byte(0x90);  // element 224 + 15: grid[0]; element 255: grid[9] = 13
+  std::vector<float> y(256);
+  kc::dequantize_row(DType::iq4_xs, blk.data(), 256, y.data());
+  CHECK(y[0] == 0.5f * 1.0f * -65.0f);
+  CHECK(y[16] == 0.5f * 1.0f * 113.0f);
+  CHECK(y[1] == 0.5f * 1.0f * -127.0f);  // nibble 0 is grid[0]
+  CHECK(y[37] == 0.5f * -32.0f * 1.0f);
+  CHECK(y[53] == 0.5f * -32.0f * -127.0f);
+  CHECK(y[239] == 0.5f * 31.0f * -127.0f);
+  CHECK(y[255] == 0.5f * 31.0f * 13.0f);
+  CHECK(y[64] == 0.5f * -32.0f * -127.0f);  // sub-block 2: ls 0
 }
 
 TEST_CASE("a q5_0 block takes each element's fifth bit from its own bit of qh",

@@ -23,18 +23,22 @@ using pensieve::testing::stores_masked_rows;
 
 namespace {
 
-constexpr DType multi_row_types[] = {DType::q4_k, DType::q5_k, DType::q6_k};
-constexpr DType tile_types[] = {DType::q4_k, DType::q5_k, DType::q6_k};
+constexpr DType multi_row_types[] = {DType::q4_k, DType::q5_k, DType::q6_k, DType::iq4_xs};
+constexpr DType tile_types[] = {DType::q4_k, DType::q5_k, DType::q6_k};  // token tiles
+constexpr DType one_token_tile_types[] = {DType::q4_k, DType::q5_k, DType::q6_k, DType::iq4_xs};
 
 }  // namespace
 
-TEST_CASE("AVX-512 has the K-quants' multi-row dots, the portable and AVX2 paths none",
-          "[kernels][quant][quant_dot]") {
+TEST_CASE(
+    "AVX-512 has the multi-row dots of Q4_K, Q5_K, Q6_K and IQ4_XS, the portable and AVX2 paths "
+    "none",
+    "[kernels][quant][quant_dot]") {
   for (DType t : quantised_dtypes) {
     INFO(pensieve::model::dtype_name(t));
     CHECK(kc::quant_dot_rows_fn(t, kc::QuantDotPath::portable) == nullptr);
     CHECK(kc::quant_dot_rows_fn(t, kc::QuantDotPath::avx2) == nullptr);
-    const bool listed = t == DType::q4_k || t == DType::q5_k || t == DType::q6_k;
+    const bool listed = std::find(std::begin(multi_row_types), std::end(multi_row_types), t) !=
+                        std::end(multi_row_types);
     const bool runs = kc::quant_dot_path_supported(kc::QuantDotPath::avx512);
     CHECK((kc::quant_dot_rows_fn(t, kc::QuantDotPath::avx512) != nullptr) == (listed && runs));
   }
@@ -98,10 +102,12 @@ TEST_CASE("a K-quant decode batch of 2 to 64 tokens gives every token its refere
 }
 
 TEST_CASE(
-    "AVX-512 has the 8-row decode tiles of Q4_K, Q5_K and Q6_K, the portable and AVX2 paths none",
+    "AVX-512 has the 8-row decode tiles of Q4_K, Q5_K, Q6_K and IQ4_XS, the portable and AVX2 "
+    "paths none",
     "[kernels][quant][quant_dot]") {
   for (DType t : quantised_dtypes) {
-    const bool listed = t == DType::q4_k || t == DType::q5_k || t == DType::q6_k;
+    const bool listed = std::find(std::begin(one_token_tile_types), std::end(one_token_tile_types),
+                                  t) != std::end(one_token_tile_types);
     INFO(pensieve::model::dtype_name(t));
     CHECK(kc::quant_dot_tile_fn(t, kc::QuantDotPath::portable) == nullptr);
     CHECK(kc::quant_dot_tile_fn(t, kc::QuantDotPath::avx2) == nullptr);
@@ -118,7 +124,7 @@ TEST_CASE(
     WARN("this CPU lacks AVX-512 VNNI: the K-quant tiles are not run");
     return;
   }
-  for (DType t : tile_types) {
+  for (DType t : one_token_tile_types) {
     const kc::QuantDotTileFn tile = kc::quant_dot_tile_fn(t, kc::QuantDotPath::avx512);
     const kc::QuantDotFn ref = kc::quant_dot_fn(t, kc::QuantDotPath::portable);
     REQUIRE(tile != nullptr);
@@ -148,7 +154,8 @@ TEST_CASE(
   }
   // The one-token tiles pack each vpdpbusd's 32-bit sums of four products
   // to words: at most 4 * 15 * 128 (Q4_K), 4 * 31 * 128 (Q5_K) and
-  // 4 * 32 * 128 (Q6_K, weights - 32) in magnitude. Every quant byte of the
+  // 4 * 32 * 128 (Q6_K, weights - 32) in magnitude; IQ4_XS's reach
+  // 4 * 127 * 128 and stay in 32 bits. Every quant byte of the
   // rows is 0x00, 0xff or 0x80 (the largest and smallest weights, Q6_K's
   // scale -128), every activation byte -128 or 127.
   const std::int64_t nb = 3, cols = nb * 256, rows = 8;
@@ -164,7 +171,7 @@ TEST_CASE(
     bsums[j] = std::int16_t(sum);
   }
   const std::vector<kc::QuantActRow> x = {{q.data(), d.data(), nullptr, bsums.data()}};
-  for (DType t : tile_types) {
+  for (DType t : one_token_tile_types) {
     const kc::QuantDotTileFn tile = kc::quant_dot_tile_fn(t, kc::QuantDotPath::avx512);
     const kc::QuantDotFn ref = kc::quant_dot_fn(t, kc::QuantDotPath::portable);
     REQUIRE(tile != nullptr);
@@ -242,7 +249,7 @@ TEST_CASE(
     WARN("this CPU lacks AVX-512 VNNI: the K-quant token tiles are not run");
     return;
   }
-  for (DType t : multi_row_types) {
+  for (DType t : tile_types) {
     const kc::QuantDotTokenTileFn tile = kc::quant_dot_token_tile_fn(t, kc::QuantDotPath::avx512);
     const kc::QuantDotFn ref = kc::quant_dot_fn(t, kc::QuantDotPath::portable);
     REQUIRE(tile != nullptr);

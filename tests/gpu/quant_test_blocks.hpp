@@ -5,6 +5,8 @@
 #include "gpu/formats/tensor.hpp"
 #include "gpu/formats/half.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -63,6 +65,46 @@ inline std::vector<std::byte> random_blocks(model::DType t, std::int64_t n_block
   return bytes;
 }
 
+// `rows` x `cols` floats as IQ4_XS blocks by a plain rounding (not
+// llama-quantize's search): per block d = amax / (127 * 31), per sub-block of
+// 32 the scale nearest amax_j / (127 d) in [1, 31], each value the nearest
+// grid point of d * scale * grid.
+inline std::vector<std::byte> iq4_xs_blocks_of(const float* w, std::int64_t rows,
+                                               std::int64_t cols) {
+  static constexpr int grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                   1,    13,   25,  38,  53,  69,  89,  113};
+  const std::int64_t nb = rows * cols / 256;
+  std::vector<std::byte> out(std::size_t(nb) * 136);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const float* x = w + b * 256;
+    std::uint8_t* o = reinterpret_cast<std::uint8_t*>(out.data()) + b * 136;
+    float amax = 0;
+    for (int i = 0; i < 256; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const std::uint16_t dh = f32_to_f16(amax / (127.0f * 31.0f));
+    std::memcpy(o, &dh, 2);
+    const float d = f16_to_f32(dh);
+    std::uint16_t scales_h = 0;
+    for (int j = 0; j < 8; ++j) {
+      float sub_max = 0;
+      for (int l = 0; l < 32; ++l) sub_max = std::max(sub_max, std::fabs(x[32 * j + l]));
+      const int s = d > 0 ? std::clamp(int(std::lround(sub_max / (127.0f * d))), 1, 31) : 1;
+      const int ls = s + 32;
+      o[4 + j / 2] |= std::uint8_t((ls & 0xf) << (4 * (j % 2)));
+      scales_h |= std::uint16_t((ls >> 4) << (2 * j));
+      for (int l = 0; l < 32; ++l) {
+        int best = 0;
+        for (int k = 1; k < 16; ++k)
+          if (std::fabs(x[32 * j + l] - d * float(s * grid[k])) <
+              std::fabs(x[32 * j + l] - d * float(s * grid[best])))
+            best = k;
+        o[8 + 16 * j + (l & 15)] |= std::uint8_t(best << (l < 16 ? 0 : 4));
+      }
+    }
+    std::memcpy(o + 2, &scales_h, 2);
+  }
+  return out;
+}
+
 inline std::vector<float> random_floats(std::int64_t n, std::uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -74,7 +116,7 @@ inline std::vector<float> random_floats(std::int64_t n, std::uint32_t seed) {
 inline constexpr model::DType quantised_dtypes[] = {
     model::DType::q8_0, model::DType::q4_0,   model::DType::q4_1, model::DType::q5_0,
     model::DType::q5_1, model::DType::iq4_nl, model::DType::q2_k, model::DType::q3_k,
-    model::DType::q4_k, model::DType::q5_k,   model::DType::q6_k,
+    model::DType::q4_k, model::DType::q5_k,   model::DType::q6_k, model::DType::iq4_xs,
 };
 
 }  // namespace pensieve::testing

@@ -124,7 +124,7 @@ TEST_CASE("inspect --cpu names the kernel of every weight type on this CPU", "[g
                                        ")"));
   namespace kc = pensieve::kernels::cpu;
   for (DType t : {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::iq4_nl, DType::q2_k,
-                  DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k}) {
+                  DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k, DType::iq4_xs}) {
     char line[128];
     std::snprintf(line, sizeof line, "  %-7s %s (quant_dot, chosen at run time)", dtype_name(t),
                   kc::quant_dot_path_name(kc::quant_dot_best_path(t)));

@@ -124,9 +124,9 @@ void print_tokenizer(const ModelWeights& w) {
 }
 
 constexpr model::DType quantised_types[] = {
-    model::DType::q8_0, model::DType::q4_0, model::DType::q4_1, model::DType::q5_0,
+    model::DType::q8_0, model::DType::q4_0,   model::DType::q4_1, model::DType::q5_0,
     model::DType::q5_1, model::DType::iq4_nl, model::DType::q2_k, model::DType::q3_k,
-    model::DType::q4_k, model::DType::q5_k, model::DType::q6_k,
+    model::DType::q4_k, model::DType::q5_k,   model::DType::q6_k, model::DType::iq4_xs,
 };
 
 // The kernel matmul (gpu/kernels/cpu/matmul.cpp) takes for a quantised type

@@ -99,4 +99,17 @@ void dequantize_q6_k(const std::byte* row, std::int64_t n, float* out) {
   }
 }
 
+// d * (s_j - 32) per sub-block of 32, then times the grid value, as ggml.
+void dequantize_iq4_xs(const std::byte* row, std::int64_t n, float* out) {
+  for (std::int64_t b = 0; b < n / 256; ++b) {
+    const std::byte* blk = row + std::size_t(b) * 136;
+    const float d = block_f16(blk);
+    for (int j = 0; j < 8; ++j) {
+      const float dl = d * float(iq4_xs_scale(blk, j));
+      for (int l = 0; l < 32; ++l)
+        out[b * 256 + j * 32 + l] = dl * float(iq4_xs_value(blk, j * 32 + l));
+    }
+  }
+}
+
 }  // namespace pensieve::kernels::cpu

@@ -15,5 +15,6 @@ void dequantize_q2_k(const std::byte* row, std::int64_t n, float* out);
 void dequantize_q3_k(const std::byte* row, std::int64_t n, float* out);
 void dequantize_q5_k(const std::byte* row, std::int64_t n, float* out);
 void dequantize_q6_k(const std::byte* row, std::int64_t n, float* out);
+void dequantize_iq4_xs(const std::byte* row, std::int64_t n, float* out);
 
 }  // namespace pensieve::kernels::cpu

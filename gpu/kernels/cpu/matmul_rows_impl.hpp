@@ -296,6 +296,7 @@ void run_rows_for(const ConstRowsView& x, const WeightView& w, const RowsView& y
     case DType::q3_k:
     case DType::q5_k:
     case DType::q6_k:
+    case DType::iq4_xs:
       return run_rows_dequantised(x, w, y, o0, o1, buf);
   }
   assert(false && "matmul: unsupported weight type");

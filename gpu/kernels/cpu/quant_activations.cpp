@@ -25,6 +25,7 @@ ActQuant act_quant_for(DType t) {
     case DType::q4_k:
     case DType::q5_k:
     case DType::q6_k:
+    case DType::iq4_xs:
       return ActQuant::q8_k;
     case DType::q8_0:
     case DType::q4_0:

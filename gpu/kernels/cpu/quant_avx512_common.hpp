@@ -1,9 +1,11 @@
 #pragma once
 // The AVX-512 helpers that the quant dot kernels (quant_dot_avx512.cpp) and
 // the K-quant 8-row tiles (quant_tiles_avx512.cpp) share: loads, the K-quant
-// scale unpacking and the target attribute. Every function carries that
+// scale unpacking (and IQ4_XS's) and the target attribute. Every function carries that
 // attribute, so a file including this builds with any -march; the callers
 // run them only on a CPU with AVX-512 F/BW/VL/DQ and VNNI.
+#include "gpu/kernels/cpu/quant_blocks.hpp"
+
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
@@ -90,6 +92,22 @@ PENSIEVE_AVX512_FN inline __m512i scales_by16(__m512i scales16, int first) {
 // is scale first + m / 16.
 PENSIEVE_AVX512_FN inline __m512i scales_by32(__m512i scales8, int first) {
   return _mm512_permutexvar_epi16(halves16(first, first + 1), scales8);
+}
+
+// IQ4_XS's 8 sub-block scales (-32..31) as i16, iq4_xs_scale for every j at
+// once: the low 4 bits nibble j % 2 of scales_l[j / 2], the high 2 bits
+// bits 2j of scales_h.
+PENSIEVE_AVX512_FN inline __m128i iq4_xs_scales(const std::byte* blk) {
+  const __m128i m4 = _mm_set1_epi8(0x0f);
+  const __m128i lo4 = _mm_cvtsi32_si128(std::int32_t(block_u32(blk + 4)));
+  const __m128i low = _mm_cvtepu8_epi16(
+      _mm_unpacklo_epi8(_mm_and_si128(lo4, m4), _mm_and_si128(_mm_srli_epi16(lo4, 4), m4)));
+  std::uint16_t h;
+  std::memcpy(&h, blk + 2, 2);
+  const __m128i high =
+      _mm_srlv_epi16(_mm_set1_epi16(std::int16_t(h)), _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14));
+  const __m128i high2 = _mm_slli_epi16(_mm_and_si128(high, _mm_set1_epi16(3)), 4);
+  return _mm_sub_epi16(_mm_or_si128(low, high2), _mm_set1_epi16(32));
 }
 
 // Q4_K/Q5_K's 8 6-bit scales and 8 mins, each as 8 bytes (ggml's

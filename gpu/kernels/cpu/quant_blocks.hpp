@@ -21,6 +21,9 @@
 //   Q4_K 144 B: f16 d, f16 dmin, 12 B packed 6-bit scales/mins, 128 B nibbles
 //   Q5_K 176 B: f16 d, f16 dmin, 12 B scales/mins, 32 B fifth bits, 128 B nibbles
 //   Q6_K 210 B: 128 B low 4 bits, 64 B high 2 bits, 16 int8 scales, f16 d
+//   IQ4_XS 136 B: f16 d, u16 scales_h, 4 B scales_l, 128 B nibbles: sub-block
+//         j of 32 (its element l < 16 in the low nibble of byte 16 j + l, l + 16
+//         in the high one) is d * (s_j - 32) * iq4nl_values[q], s_j 6 bits
 #include "gpu/formats/half.hpp"
 
 #include <cstddef>
@@ -48,6 +51,23 @@ inline const std::uint8_t* block_bytes(const std::byte* p) {
 // IQ4_NL's non-linear 4-bit grid (ggml's kvalues_iq4nl).
 inline constexpr std::int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                                  1,    13,   25,  38,  53,  69,  89,  113};
+
+// IQ4_XS sub-block j's (0..7) scale, -32..31: the low 4 bits a nibble of
+// scales_l, the high 2 a pair of bits of scales_h.
+inline int iq4_xs_scale(const std::byte* blk, int j) {
+  const int low = (block_bytes(blk + 4)[j >> 1] >> (4 * (j & 1))) & 0xf;
+  const int high =
+      int((unsigned(block_bytes(blk + 2)[0]) | unsigned(block_bytes(blk + 2)[1]) << 8) >> (2 * j)) &
+      3;
+  return (low | (high << 4)) - 32;
+}
+
+// IQ4_XS element i's (0..255) grid value.
+inline int iq4_xs_value(const std::byte* blk, int i) {
+  const int j = i >> 5, l = i & 31;
+  const std::uint8_t q = block_bytes(blk + 8)[16 * j + (l & 15)];
+  return iq4nl_values[(l < 16 ? q : q >> 4) & 0xf];
+}
 
 // Q3_K sub-block j's (0..15) scale, -32..31: the low 4 bits are a nibble of
 // the first 8 bytes, the high 2 bits a pair of bits of the last 4.

@@ -166,6 +166,18 @@ float quant_dot_q6_k(const std::byte* w, const QuantActRow& x, std::int64_t nb) 
   return a.result();
 }
 
+float quant_dot_iq4_xs(const std::byte* w, const QuantActRow& x, std::int64_t nb) {
+  qs::Acc a;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = w + b * 136;
+    const std::int32_t isum = k_isum<32>(
+        blk, x.q + b * 256, [](const std::byte* q, int i) { return iq4_xs_value(q, i); },
+        [blk](int j) { return iq4_xs_scale(blk, j); });
+    qs::block(a, x.d[b] * block_f16(blk), isum);
+  }
+  return a.result();
+}
+
 namespace {
 
 QuantDotFn scalar_fn(DType t) {

@@ -5,12 +5,13 @@
 // then F32 steps fixed per block:
 //   Q4_0, Q5_0, IQ4_NL, Q8_0:  acc = fma(d_w * d_x, isum, acc)
 //   Q4_1, Q5_1:               acc = fma(d_w * d_x, isum, acc), accm = fma(m_w, s_x, accm)
-//   Q3_K, Q6_K:               acc = fma(d_x * d_w, isum, acc)
+//   Q3_K, Q6_K, IQ4_XS:       acc = fma(d_x * d_w, isum, acc)
 //   Q2_K, Q4_K, Q5_K:         acc = fma(d_x * d_w, isum, acc),
 //                             accm = fma(-(d_x * dmin_w), sum_j min_j * bsum_j, accm)
 //   result = acc + accm (accm = 0 where there are no mins)
 // where isum = sum_j scale_j * sum_{k in sub-block j} q_w[k] * q_x[k] for the
-// K-quants (Q6_K's scales are signed, Q3_K's 6-bit ones biased by -32).
+// K-quants (Q6_K's scales are signed, Q3_K's and IQ4_XS's 6-bit ones biased by
+// -32; IQ4_XS's q_w the grid values of IQ4_NL).
 // ggml's SIMD kernels add the F32 block terms in per-lane partial sums; this
 // order differs from theirs only by F32 rounding of the sum (a few ulps).
 //
@@ -35,7 +36,8 @@ enum class QuantDotPath : std::uint8_t {
 // list the paths' dispatch tables are made from (each path names its
 // kernel for type t dot_<t>, the portable one quant_dot_<t>).
 #define PENSIEVE_QUANT_DOT_TYPES(X) \
-  X(q8_0) X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(iq4_nl) X(q2_k) X(q3_k) X(q4_k) X(q5_k) X(q6_k)
+  X(q8_0)                           \
+  X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(iq4_nl) X(q2_k) X(q3_k) X(q4_k) X(q5_k) X(q6_k) X(iq4_xs)
 
 // One weight row of n_blocks blocks against one quantised activation row.
 using QuantDotFn = float (*)(const std::byte* w_row, const QuantActRow& x, std::int64_t n_blocks);
@@ -67,7 +69,7 @@ using QuantDotRowsFn = void (*)(const std::byte* w_row, const QuantActRow* x, in
 
 // The multi-row kernel of type t on `path` (best as quant_dot_fn resolves
 // it); null where that path has none for t (the caller loops over
-// quant_dot_fn's kernel): AVX-512 for Q4_K, Q5_K and Q6_K.
+// quant_dot_fn's kernel): AVX-512 for Q4_K, Q5_K, Q6_K and IQ4_XS.
 QuantDotRowsFn quant_dot_rows_fn(model::DType t, QuantDotPath path);
 
 // Eight weight rows, row_bytes apart from w, against one activation row (a
@@ -150,6 +152,7 @@ float quant_dot_q3_k(const std::byte* w, const QuantActRow& x, std::int64_t nb);
 float quant_dot_q4_k(const std::byte* w, const QuantActRow& x, std::int64_t nb);
 float quant_dot_q5_k(const std::byte* w, const QuantActRow& x, std::int64_t nb);
 float quant_dot_q6_k(const std::byte* w, const QuantActRow& x, std::int64_t nb);
+float quant_dot_iq4_xs(const std::byte* w, const QuantActRow& x, std::int64_t nb);
 
 // The AVX2 kernels (quant_dot_avx2.cpp, compiled for AVX2 + FMA whatever the
 // build's -march; call only where the CPU has them). Null where a type has

@@ -222,6 +222,29 @@ PENSIEVE_AVX2_FN float dot_iq4_nl(const std::byte* w, const QuantActRow& x, std:
   return a.result();
 }
 
+// IQ4_XS: IQ4_NL's grid in sub-blocks of 32 of a 256 block, each with its
+// own 6-bit scale applied to the sub-block's pair sums by vpmaddwd (the
+// products stay within i16: at most 2 x 127 x 127).
+PENSIEVE_AVX2_FN float dot_iq4_xs(const std::byte* w, const QuantActRow& x, std::int64_t nb) {
+  qs::Acc a;
+  const __m128i grid128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(iq4nl_values));
+  const __m256i grid = _mm256_set_m128i(grid128, grid128);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = w + b * 136;
+    const std::int8_t* xq = x.q + b * 256;
+    __m256i acc = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      const __m256i v = _mm256_shuffle_epi8(grid, nibbles32(blk + 8 + 16 * j));
+      const __m256i p =
+          _mm256_maddubs_epi16(_mm256_abs_epi8(v), _mm256_sign_epi8(load256(xq + 32 * j), v));
+      acc = _mm256_add_epi32(
+          acc, _mm256_madd_epi16(p, _mm256_set1_epi16(std::int16_t(iq4_xs_scale(blk, j)))));
+    }
+    qs::block(a, x.d[b] * block_f16(blk), hsum(acc));
+  }
+  return a.result();
+}
+
 PENSIEVE_AVX2_FN float dot_q2_k(const std::byte* w, const QuantActRow& x, std::int64_t nb) {
   qs::Acc a;
   const __m256i m2 = _mm256_set1_epi8(3);

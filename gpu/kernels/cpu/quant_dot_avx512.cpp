@@ -351,6 +351,51 @@ PENSIEVE_AVX512_FN float dot_q6_k(const std::byte* w, const QuantActRow& x, std:
   return y;
 }
 
+// IQ4_XS, one weight row against T activation rows (as k4_dot_rows): the
+// nibbles of sub-blocks 2g, 2g + 1 index IQ4_NL's grid with vpshufb; the
+// grid values are signed, so |v| is vpmaddubsw's unsigned operand and v's
+// sign moves onto the activation (pairs at most 2 x 127 x 127, within i16),
+// and vpdpwssd applies the sub-block scales.
+template <int T>
+PENSIEVE_AVX512_FN inline void iq4_xs_dot_rows(const std::byte* w, const QuantActRow* x,
+                                               std::int64_t nb, float* y, std::int64_t y_stride) {
+  qs::Acc a[T];
+  const __m512i grid = _mm512_broadcast_i32x4(load128(iq4nl_values));
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::byte* blk = w + b * 136;
+    const __m512i sc8 = _mm512_castsi128_si512(iq4_xs_scales(blk));
+    __m512i q[4], sc[4];
+    __mmask64 neg[4];
+    PENSIEVE_UNROLL_ALL
+    for (int g = 0; g < 4; ++g) {
+      const __m512i v = _mm512_shuffle_epi8(grid, nibbles64(blk + 8 + 32 * g, blk + 24 + 32 * g));
+      q[g] = _mm512_abs_epi8(v);
+      neg[g] = _mm512_movepi8_mask(v);
+      sc[g] = scales_by32(sc8, 2 * g);
+    }
+    const float d = f16_at(blk);
+    PENSIEVE_UNROLL_ALL
+    for (int t = 0; t < T; ++t) {
+      const std::int8_t* xq = x[t].q + b * 256;
+      __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+      PENSIEVE_UNROLL_ALL
+      for (int g = 0; g < 4; ++g) {
+        const __m512i xv = load512(xq + 64 * g);
+        const __m512i xs = _mm512_mask_sub_epi8(xv, neg[g], _mm512_setzero_si512(), xv);
+        acc[g & 1] = _mm512_dpwssd_epi32(acc[g & 1], _mm512_maddubs_epi16(q[g], xs), sc[g]);
+      }
+      qs::block(a[t], x[t].d[b] * d, reduce(_mm512_add_epi32(acc[0], acc[1])));
+    }
+  }
+  for (int t = 0; t < T; ++t) y[t * y_stride] = a[t].result();
+}
+
+PENSIEVE_AVX512_FN float dot_iq4_xs(const std::byte* w, const QuantActRow& x, std::int64_t nb) {
+  float y;
+  iq4_xs_dot_rows<1>(w, &x, nb, &y, 1);
+  return y;
+}
+
 // The multi-row kernels for 1..quant_dot_rows_max rows.
 template <template <int> class K>
 PENSIEVE_AVX512_FN void dot_rows(const std::byte* w, const QuantActRow* x, int n_rows,
@@ -380,6 +425,13 @@ struct Q5KRows {
   PENSIEVE_AVX512_FN static void run(const std::byte* w, const QuantActRow* x, std::int64_t nb,
                                      float* y, std::int64_t s) {
     k4_dot_rows<176, 48, true, T>(w, x, nb, y, s);
+  }
+};
+template <int T>
+struct Iq4XsRows {
+  PENSIEVE_AVX512_FN static void run(const std::byte* w, const QuantActRow* x, std::int64_t nb,
+                                     float* y, std::int64_t s) {
+    iq4_xs_dot_rows<T>(w, x, nb, y, s);
   }
 };
 template <int T>
@@ -490,6 +542,8 @@ QuantDotRowsFn quant_dot_avx512_rows_fn(DType t) {
       return dot_rows<Q5KRows>;
     case DType::q6_k:
       return dot_rows<Q6KRows>;
+    case DType::iq4_xs:
+      return dot_rows<Iq4XsRows>;
     default:
       return nullptr;
   }

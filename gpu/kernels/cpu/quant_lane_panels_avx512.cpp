@@ -1,15 +1,16 @@
 // The lane panels of quant_dot.hpp on AVX-512 VNNI for the K-quants (Q2_K,
-// Q3_K, Q4_K, Q5_K, Q6_K): 16 weight rows, each in one 32-bit lane
+// Q3_K, Q4_K, Q5_K, Q6_K) and IQ4_XS: 16 weight rows, each in one 32-bit lane
 // (quant_lanes_avx512.hpp), against any number of tokens. The rows' blocks
 // are unpacked once into the caller's buffer in lane order, then every group
 // of up to 8 tokens runs from there: a prefill chunk pays the unpacking once
 // where the register tiles (quant_lane_tiles_avx512.cpp) would pay it per
-// group. Q2_K and Q3_K, which have no tiles, take every batch here.
+// group. Q2_K, Q3_K and IQ4_XS, which have no tiles, take every batch here.
 //
 // Each (row, token) has the bits of quant_dot_fn, as the tiles do: the
 // integer sums are exact and lane r takes the reference's F32 steps in block
 // order with the same operands. The legacy blocks of 32 have their own
 // panels (quant_legacy_panels_avx512.cpp).
+#include "gpu/kernels/cpu/quant_blocks.hpp"
 #include "gpu/kernels/cpu/quant_lanes_avx512.hpp"
 
 #include <utility>
@@ -32,10 +33,11 @@ using namespace quant_lanes;
 
 struct alignas(64) LaneBlock {
   __m512i q[64];      // quant vector k
-  __m512i scale[16];  // sub-block scales: Q4_K / Q5_K 8 of 32 quants, Q6_K 16 of 16
+  __m512i scale[16];  // sub-block scales: Q4_K / Q5_K / IQ4_XS 8 of 32 quants, Q6_K 16 of 16
   // Word pairs (sub-blocks 2j, 2j + 1) against the bsums, one vpdpwssd each:
   // Q4_K / Q5_K min_j in both i16 halves, Q2_K its mins, Q6_K / Q3_K their
-  // scales (for the bias taken off once a block).
+  // scales, IQ4_XS its scale_j in both halves (for the bias taken off once a
+  // block).
   __m512i pairs2[8];
   __m512 d, dmin;
 };
@@ -204,17 +206,67 @@ PENSIEVE_AVX512_FN void q2_unpack(const std::byte* w, std::size_t row_bytes, std
   }
 }
 
+// IQ4_XS (136 bytes): the nibbles at 8 in groups of 32 bytes, group G's
+// first 16 bytes sub-block 2G (low nibbles its quants 0-15, high 16-31), the
+// next 16 sub-block 2G + 1; each nibble indexes IQ4_NL's grid, taken here
+// as grid + 128 (1..241, unsigned), the 128 taken off by the bias. Sub-block
+// j's scale (-32..31) is nibble j of the scales_l dword at 4 and bits 2j of
+// scales_h (the high word of the dword at 0, whose low word is d).
+template <PrefetchInto P>
+PENSIEVE_AVX512_FN void iq4_xs_unpack(const std::byte* w, std::size_t row_bytes, std::int64_t nb,
+                                      LaneBlock* out, const std::byte* pf, std::size_t pf_bytes) {
+  const __m512i offsets = lane_offsets(row_bytes);
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const __m512i grid =
+      _mm512_broadcast_i32x4(_mm_add_epi8(load128(iq4nl_values), _mm_set1_epi8(char(0x80))));
+  LanePrefetch<P> prefetch(pf, pf_bytes, nb);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    prefetch.block();
+    const std::byte* wb = w + b * 136;
+    LaneBlock& L = out[b];
+    auto group = [&]<int G>() PENSIEVE_AVX512_FN __attribute__((always_inline)) {
+      __m512i bytes[8];
+      transpose16(wb + 8 + 32 * G, row_bytes, bytes);
+      PENSIEVE_LANES_UNROLL
+      for (int j = 0; j < 8; ++j) {
+        // Dword j: sub-block 2G + j / 4, its quant vectors j % 4 (low) and 4 + j % 4 (high).
+        const int first = 16 * G + 8 * (j / 4) + j % 4;
+        L.q[first] = _mm512_shuffle_epi8(grid, _mm512_and_si512(bytes[j], m4));
+        L.q[first + 4] =
+            _mm512_shuffle_epi8(grid, _mm512_and_si512(_mm512_srli_epi32(bytes[j], 4), m4));
+      }
+    };
+    group.template operator()<0>();
+    group.template operator()<1>();
+    group.template operator()<2>();
+    group.template operator()<3>();
+    const __m512i head = gather16(wb, offsets), low = gather16(wb + 4, offsets);
+    const __m512i high = _mm512_srli_epi32(head, 16);
+    PENSIEVE_LANES_UNROLL
+    for (int j = 0; j < 8; ++j) {
+      const __m512i lo4 = _mm512_and_si512(_mm512_srli_epi32(low, 4 * j), _mm512_set1_epi32(0xf));
+      const __m512i hi2 = _mm512_and_si512(_mm512_srli_epi32(high, 2 * j), _mm512_set1_epi32(3));
+      L.scale[j] =
+          _mm512_sub_epi32(_mm512_or_si512(lo4, _mm512_slli_epi32(hi2, 4)), _mm512_set1_epi32(32));
+      // The scale in both i16 halves, against the sub-block's two bsums.
+      const __m512i s16 = _mm512_and_si512(L.scale[j], _mm512_set1_epi32(0xffff));
+      L.pairs2[j] = _mm512_or_si512(s16, _mm512_slli_epi32(s16, 16));
+    }
+    L.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head));
+  }
+}
+
 // What a panel's blocks hold, per type: quant vectors per sub-block (8 for
 // sub-blocks of 32, 4 for 16), the bias taken off each block's sum
 // (sum_s scale_s * bsum_s << BiasShift, from the scale pairs: Q6_K's quants
-// are taken as q + 32, Q3_K's as q + 4; 0 for none) and whether the mins
-// are taken off (Q4_K, Q5_K, Q2_K).
+// are taken as q + 32, Q3_K's as q + 4, IQ4_XS's as its grid value + 128;
+// 0 for none) and whether the mins are taken off (Q4_K, Q5_K, Q2_K).
 struct PanelKind {
   int per, bias_shift;
   bool mins;
 };
 constexpr PanelKind k4_panel{8, 0, true}, q6_panel{4, 5, false}, q3_panel{4, 2, false},
-    q2_panel{4, 0, true};
+    q2_panel{4, 0, true}, iq4_xs_panel{8, 7, false};
 
 // T tokens over an unpacked panel of kind K.
 template <PanelKind K, int T>
@@ -293,6 +345,8 @@ QuantDotLanePanelFn lane_panel_fn(DType t) {
       return lane_panel<q3_panel, q3_unpack<P>>;
     case DType::q2_k:
       return lane_panel<q2_panel, q2_unpack<P>>;
+    case DType::iq4_xs:
+      return lane_panel<iq4_xs_panel, iq4_xs_unpack<P>>;
     default:
       return quant_dot_avx512_legacy_panel_fn(t, P);
   }

@@ -1,12 +1,12 @@
 // The K-quant 8-row tiles of quant_dot.hpp on AVX-512 VNNI (Q4_K, Q5_K,
-// Q6_K): one token against 8 weight rows (QuantDotTileFn, a decode step of
-// one sequence) and 1 to quant_dot_tile_tokens_max tokens against 8 rows
-// (QuantDotTokenTileFn, decode batches where the lane tiles do not run).
-// Each gives the single-row kernels' bits (quant_dot_avx512.cpp), whose
-// helpers it shares through quant_avx512_common.hpp; like that file it
-// builds with any -march, its functions carrying their own target attribute.
+// Q6_K, and IQ4_XS for one token): one token against 8 weight rows (QuantDotTileFn, a decode step
+// of one sequence) and 1 to quant_dot_tile_tokens_max tokens against 8 rows (QuantDotTokenTileFn,
+// decode batches where the lane tiles do not run). Each gives the single-row kernels' bits
+// (quant_dot_avx512.cpp), whose helpers it shares through quant_avx512_common.hpp; like that file
+// it builds with any -march, its functions carrying their own target attribute.
 #include "gpu/kernels/cpu/prefetch.hpp"
 #include "gpu/kernels/cpu/quant_avx512_common.hpp"
+#include "gpu/kernels/cpu/quant_blocks.hpp"
 #include "gpu/kernels/cpu/quant_dot.hpp"
 
 #include <algorithm>
@@ -431,6 +431,83 @@ PENSIEVE_AVX512_FN void q6_k_dot_tile_one(const std::byte* w, std::size_t row_by
   tile_store(acc, _mm256_setzero_ps(), y, store);
 }
 
+// IQ4_XS: a 64-byte load of nibbles holds sub-blocks 4h..4h + 3, one a
+// 128-bit lane, their first 16 values in the low nibbles and their last 16
+// in the high ones; each pass's activation blocks are copied in that order
+// once for the 8 rows. The nibbles index the grid + 128 (1..241, unsigned,
+// vpdpbusd's operand); each 32-bit sum starts at -128 times its four
+// activation bytes (once a pass), so it holds the signed grid values' sum.
+// Those reach 4 * 127 * 127, past a word: the two halves of a sub-block are
+// added and multiplied by its scale in 32 bits (vpmulld, twice a block).
+PENSIEVE_AVX512_FN void iq4_xs_dot_tile_one(const std::byte* w, std::size_t row_bytes,
+                                            const QuantActRow& x, std::int64_t nb, float* y,
+                                            unsigned store, const std::byte* pf,
+                                            std::size_t pf_bytes) {
+  constexpr std::int64_t pass = 8;
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const __m512i grid =
+      _mm512_broadcast_i32x4(_mm_add_epi8(load128(iq4nl_values), _mm_set1_epi8(char(0x80))));
+  // Dwords 4k..4k + 3 take sub-block 4h + k's scale.
+  const __m512i lanes0 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  const __m512i lanes1 = _mm512_add_epi32(lanes0, _mm512_set1_epi32(4));
+  const __m256i offsets = tile_row_offsets(row_bytes);
+  __m256 acc = _mm256_setzero_ps();
+  alignas(64) std::int8_t xs[pass * 256];
+  __m512i bias[pass][4];
+  __m512i isum[pass][8];
+  auto prefetch = tile_prefetch(pf, pf_bytes, nb, pass);
+  for (std::int64_t b0 = 0; b0 < nb; b0 += pass) {
+    const std::int64_t n = std::min(pass, nb - b0);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int8_t* from = x.q + (b0 + i) * 256;
+      std::int8_t* to = xs + 256 * i;
+      // to[128 h + 16 k + l]: value 32 (4h + k) + l (low nibbles); +64: + 16 (high).
+      PENSIEVE_UNROLL_ALL
+      for (int j = 0; j < 8; ++j) {
+        const int h = j / 4, k = j % 4;
+        _mm_store_si128(reinterpret_cast<__m128i*>(to + 128 * h + 16 * k), load128(from + 32 * j));
+        _mm_store_si128(reinterpret_cast<__m128i*>(to + 128 * h + 64 + 16 * k),
+                        load128(from + 32 * j + 16));
+      }
+      PENSIEVE_UNROLL_ALL
+      for (int k = 0; k < 4; ++k)
+        bias[i][k] = _mm512_sub_epi32(
+            _mm512_setzero_si512(),
+            _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(char(0x80)),
+                                load512(to + 64 * k)));
+    }
+    for (int r = 0; r < 8; ++r) {
+      prefetch.step();
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::byte* blk = w + r * row_bytes + (b0 + i) * 136;
+        const std::int8_t* xq = xs + 256 * i;
+        __m512i half[2];
+        PENSIEVE_UNROLL_ALL
+        for (int h = 0; h < 2; ++h) {
+          const __m512i q = load512(blk + 8 + 64 * h);
+          const __m512i lo = _mm512_shuffle_epi8(grid, _mm512_and_si512(q, m4));
+          const __m512i hi =
+              _mm512_shuffle_epi8(grid, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4));
+          half[h] = _mm512_add_epi32(
+              _mm512_dpbusd_epi32(bias[i][2 * h], lo, load512(xq + 128 * h)),
+              _mm512_dpbusd_epi32(bias[i][2 * h + 1], hi, load512(xq + 128 * h + 64)));
+        }
+        const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepi16_epi32(iq4_xs_scales(blk)));
+        isum[i][r] =
+            _mm512_add_epi32(_mm512_mullo_epi32(half[0], _mm512_permutexvar_epi32(lanes0, sc)),
+                             _mm512_mullo_epi32(half[1], _mm512_permutexvar_epi32(lanes1, sc)));
+      }
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t b = b0 + i;
+      const __m256 d = low_f16(tile_heads(w + b * 136, offsets, 0));
+      acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(x.d[b]), d),
+                            _mm256_cvtepi32_ps(sums8(isum[i])), acc);
+    }
+  }
+  tile_store(acc, _mm256_setzero_ps(), y, store);
+}
+
 PENSIEVE_AVX512_FN void tile_q4_k(const std::byte* w, std::size_t rb, const QuantActRow& x,
                                   std::int64_t nb, float* y, unsigned store, const std::byte* pf,
                                   std::size_t pf_bytes) {
@@ -471,6 +548,8 @@ QuantDotTileFn quant_dot_avx512_tile_fn(DType t) {
       return tile_q5_k;
     case DType::q6_k:
       return q6_k_dot_tile_one;
+    case DType::iq4_xs:
+      return iq4_xs_dot_tile_one;
     default:
       return nullptr;
   }
