@@ -142,7 +142,7 @@ void decode_args(benchmark::internal::Benchmark* b, std::int64_t mib, std::int64
          {kc::QuantDotPath::portable, kc::QuantDotPath::avx2, kc::QuantDotPath::avx512})
       b->Args({int(t), int(p), mib, threads});
     if (t == DType::q8_0) b->Args({int(t), q8_tiles, mib, threads});
-    if (t == DType::q4_k || t == DType::q5_k || t == DType::q6_k)
+    if (t == DType::q4_k || t == DType::q5_k || t == DType::q6_k || t == DType::iq4_xs)
       b->Args({int(t), avx512_single_rows, mib, threads});
   }
 }
