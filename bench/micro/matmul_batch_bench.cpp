@@ -213,7 +213,7 @@ void BM_LanePrefetch(benchmark::State& state) {
                  kc::prefetch_into_name(prefetch) + (dram ? " dram" : " cached"));
 }
 BENCHMARK(BM_LanePrefetch)
-    ->ArgsProduct({{int(DType::q4_k), int(DType::q5_k), int(DType::q6_k)},
+    ->ArgsProduct({{int(DType::q4_k), int(DType::q5_k), int(DType::q6_k), int(DType::iq4_xs)},
                    {1, 2, 8, 64},
                    {0, 1, 2},
                    {0, 1}});

@@ -260,9 +260,11 @@ void dram_decode_types(benchmark::internal::Benchmark* b) {
     b->Args({int(DType::q4_k), kernel});
     b->Args({int(DType::q6_k), kernel});
   }
-  // Q5_K through both one-token kernels the tunings choose between.
+  // Q5_K and IQ4_XS through both one-token kernels the tunings choose between.
   b->Args({int(DType::q5_k), 1});
   b->Args({int(DType::q5_k), 4});
+  b->Args({int(DType::iq4_xs), 1});
+  b->Args({int(DType::iq4_xs), 4});
 }
 
 // DramDecode interleaved with the ceiling (see there): the share of it each

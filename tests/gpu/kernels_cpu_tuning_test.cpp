@@ -45,14 +45,14 @@ TEST_CASE("CPUID's leaf 1 decodes to family and model, extended where the base f
 }
 
 TEST_CASE(
-    "the tuning table: Zen 5 takes one token through the lane tiles prefetching into the "
-    "L1, Zen 4 Q4_K's through the lane tiles (Q5_K's and Q6_K's the 8-row tiles) with the "
-    "lane tiles prefetching into the L1 by groups and the panels into the L2, every other "
-    "CPU the 8-row tiles and the L2",
+    "the tuning table: Zen 5 takes one K-quant token through the lane tiles prefetching into "
+    "the L1, Zen 4 Q4_K's and IQ4_XS's through the lane tiles (Q5_K's and Q6_K's the 8-row "
+    "tiles) with the lane tiles prefetching into the L1 by groups and the panels into the L2, "
+    "every other CPU the 8-row tiles and the L2",
     "[kernels][cpu_tuning]") {
   const kc::CpuTuning zen5 = kc::cpu_tuning_for({kc::CpuVendor::amd, 0x1a, 0x02});
   CHECK(std::strcmp(zen5.name, "amd-zen5") == 0);
-  CHECK(zen5.one_token_lane_tiles == kc::KQuantTypes::all());
+  CHECK(zen5.one_token_lane_tiles == kc::KQuantTypes{.q4_k = true, .q5_k = true, .q6_k = true});
   CHECK(zen5.lane_tile_prefetch == kc::PrefetchInto::l1);
   CHECK(zen5.lane_panel_prefetch == kc::PrefetchInto::l1);
   const kc::CpuTuning zen4 = kc::cpu_tuning_for({kc::CpuVendor::amd, 0x19, 0x11});
@@ -60,6 +60,7 @@ TEST_CASE(
   CHECK(zen4.one_token_lane_tiles.has(pensieve::model::DType::q4_k));
   CHECK_FALSE(zen4.one_token_lane_tiles.has(pensieve::model::DType::q5_k));
   CHECK_FALSE(zen4.one_token_lane_tiles.has(pensieve::model::DType::q6_k));
+  CHECK(zen4.one_token_lane_tiles.has(pensieve::model::DType::iq4_xs));
   CHECK_FALSE(zen4.one_token_lane_tiles.has(pensieve::model::DType::q8_0));
   CHECK(zen4.lane_tile_prefetch == kc::PrefetchInto::l1_by_group);
   CHECK(zen4.lane_panel_prefetch == kc::PrefetchInto::l2);

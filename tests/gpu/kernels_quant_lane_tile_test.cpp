@@ -28,12 +28,12 @@ using pensieve::testing::stores_masked_rows;
 
 namespace {
 
-constexpr DType lane_types[] = {DType::q4_k, DType::q5_k, DType::q6_k};
+constexpr DType lane_types[] = {DType::q4_k, DType::q5_k, DType::q6_k, DType::iq4_xs};
 // The types with lane panels: Q2_K, Q3_K and the legacy blocks of 32 have
 // panels only.
-constexpr DType panel_types[] = {DType::q4_0, DType::q4_1, DType::q5_0,   DType::q5_1,
-                                 DType::iq4_nl, DType::q2_k, DType::q3_k, DType::q4_k,
-                                 DType::q5_k, DType::q6_k};
+constexpr DType panel_types[] = {DType::q4_0,   DType::q4_1, DType::q5_0,  DType::q5_1,
+                                 DType::iq4_nl, DType::q2_k, DType::q3_k,  DType::q4_k,
+                                 DType::q5_k,   DType::q6_k, DType::iq4_xs};
 
 // Each type with each prefetch level: the levels are separate kernels.
 std::vector<std::pair<DType, kc::PrefetchInto>> by_prefetch(
@@ -86,8 +86,8 @@ std::vector<std::byte> pattern_blocks(DType t, std::int64_t n_blocks, std::uint3
 }  // namespace
 
 TEST_CASE(
-    "AVX-512 VNNI has the lane tiles of Q4_K, Q5_K and Q6_K and the lane panels of every "
-    "quantised type but Q8_0, the other paths none",
+    "AVX-512 VNNI has the lane tiles of Q4_K, Q5_K, Q6_K and IQ4_XS and the lane panels of "
+    "every quantised type but Q8_0, the other paths none",
     "[kernels][quant][quant_dot]") {
   for (DType t : quantised_dtypes) {
     INFO(pensieve::model::dtype_name(t));
@@ -97,7 +97,8 @@ TEST_CASE(
       CHECK(kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::avx2, pf) == nullptr);
       CHECK(kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::portable, pf) == nullptr);
       CHECK(kc::quant_dot_lane_panel_fn(t, kc::QuantDotPath::avx2, pf) == nullptr);
-      const bool tiles = t == DType::q4_k || t == DType::q5_k || t == DType::q6_k;
+      const bool tiles =
+          t == DType::q4_k || t == DType::q5_k || t == DType::q6_k || t == DType::iq4_xs;
       const bool panels = t != DType::q8_0;  // Q8_0 has its own token tiles (q8_matmul)
       const bool runs = kc::quant_dot_path_supported(kc::QuantDotPath::avx512);
       CHECK((kc::quant_dot_lane_tile_fn(t, kc::QuantDotPath::avx512, pf) != nullptr) ==

@@ -134,7 +134,8 @@ constexpr model::DType quantised_types[] = {
 // "the 16-row lane tiles (Q4_K), the 8-row tiles (Q5_K, Q6_K)" and the like.
 std::string one_token_kernels(const kernels::cpu::KQuantTypes& lanes) {
   std::string in_lanes, in_rows;
-  for (model::DType t : {model::DType::q4_k, model::DType::q5_k, model::DType::q6_k}) {
+  for (model::DType t :
+       {model::DType::q4_k, model::DType::q5_k, model::DType::q6_k, model::DType::iq4_xs}) {
     std::string& list = lanes.has(t) ? in_lanes : in_rows;
     list += std::string(list.empty() ? "" : ", ") + model::dtype_name(t);
   }

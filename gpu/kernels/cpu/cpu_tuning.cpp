@@ -27,8 +27,10 @@ CpuTuning cpu_tuning_for(const CpuSignature& cpu) {
   // the lane tiles, one thread from DRAM 1.16-1.22x the 8-row tiles'
   // speed; their prefetch into the L1, 8 tokens from DRAM Q6_K 108 against
   // 119-133 us into the L2 (bench/results/2026-12-06-amd-zen5-one-token-lane-tiles.md).
+  // IQ4_XS (605c7b6 and after) is not measured there: its 8-row tile.
   if (cpu.vendor == CpuVendor::amd && cpu.family >= 0x1au)
-    return {"amd-zen5", KQuantTypes::all(), PrefetchInto::l1, PrefetchInto::l1};
+    return {
+        "amd-zen5", {.q4_k = true, .q5_k = true, .q6_k = true}, PrefetchInto::l1, PrefetchInto::l1};
   // Zen 4 (AMD EPYC, family 0x19 model 0x11, 2026-12-07): a block's whole
   // share prefetched into the L1 at its start held the lane tiles to about
   // half of their speed from DRAM; a quarter at each quant group, or the L2,
@@ -39,9 +41,11 @@ CpuTuning cpu_tuning_for(const CpuSignature& cpu) {
   // 25.2-25.7 against 15.8-17.1 GB/s, Q5_K 13.8-15.1 against about 19, Q6_K
   // 15.4-16.0 against 20.9-22.8; two threads, Q4_K 32.2-33.6 against
   // 28.9-32.3 (bench/results/2026-12-07-amd-zen4-kquant-tuning.md,
-  // 2026-12-07-amd-zen4-one-token-tiles.md).
+  // 2026-12-07-amd-zen4-one-token-tiles.md). IQ4_XS, the same: 19.7-21.4
+  // against 12.2-13.9 (2026-12-07-amd-zen4-iq4-xs.md).
   if (cpu.vendor == CpuVendor::amd && cpu.family == 0x19u)
-    return {"amd-zen4", {.q4_k = true}, PrefetchInto::l1_by_group, PrefetchInto::l2};
+    return {
+        "amd-zen4", {.q4_k = true, .iq4_xs = true}, PrefetchInto::l1_by_group, PrefetchInto::l2};
   // Intel and the rest: the 8-row tiles for one token, measured near the
   // read on an Intel Xeon (2026-12-02), and the L2, where every other tile
   // prefetches.

@@ -36,13 +36,13 @@ CpuSignature decode_cpu_signature(const char (&vendor)[12], std::uint32_t eax);
 
 // A subset of the K-quant types with lane tiles.
 struct KQuantTypes {
-  bool q4_k = false, q5_k = false, q6_k = false;
-  static constexpr KQuantTypes all() { return {true, true, true}; }
+  bool q4_k = false, q5_k = false, q6_k = false, iq4_xs = false;
+  static constexpr KQuantTypes all() { return {true, true, true, true}; }
   bool has(model::DType t) const {
     return (t == model::DType::q4_k && q4_k) || (t == model::DType::q5_k && q5_k) ||
-           (t == model::DType::q6_k && q6_k);
+           (t == model::DType::q6_k && q6_k) || (t == model::DType::iq4_xs && iq4_xs);
   }
-  bool any() const { return q4_k || q5_k || q6_k; }
+  bool any() const { return q4_k || q5_k || q6_k || iq4_xs; }
   friend bool operator==(const KQuantTypes&, const KQuantTypes&) = default;
 };
 

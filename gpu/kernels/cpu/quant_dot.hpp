@@ -85,9 +85,9 @@ using QuantDotTileFn = void (*)(const std::byte* w, std::size_t row_bytes, const
                                 const std::byte* pf, std::size_t pf_bytes);
 
 // The tile kernel of type t on `path` (best as quant_dot_fn resolves it);
-// null where that path has none for t: AVX-512 VNNI for Q4_K, Q5_K and Q6_K
-// (quant_tiles_avx512.cpp: one vpdpbusd per 64 weights, the scales applied
-// to the packed sums).
+// null where that path has none for t: AVX-512 VNNI for Q4_K, Q5_K, Q6_K and
+// IQ4_XS (quant_tiles_avx512.cpp: one vpdpbusd per 64 weights, the scales
+// applied to the packed sums, IQ4_XS's to 32-bit ones).
 QuantDotTileFn quant_dot_tile_fn(model::DType t, QuantDotPath path);
 
 // Eight weight rows against 1 to quant_dot_tile_tokens_max activation rows
@@ -121,7 +121,8 @@ using QuantDotLaneTileFn = QuantDotTokenTileFn;  // the same call, 16 rows and u
 // The lane tile of type t on `path` (best as quant_dot_fn resolves it),
 // prefetching as `pf` says (the CPU's tuning names it: cpu_tuning.hpp; a
 // panel takes l1_by_group as l1);
-// null where that path has none for t: AVX-512 VNNI for Q4_K, Q5_K and Q6_K.
+// null where that path has none for t: AVX-512 VNNI for Q4_K, Q5_K, Q6_K and
+// IQ4_XS.
 QuantDotLaneTileFn quant_dot_lane_tile_fn(model::DType t, QuantDotPath path, PrefetchInto pf);
 
 // The same 16 rows against any number of activation rows (prefill chunks):
@@ -129,7 +130,7 @@ QuantDotLaneTileFn quant_dot_lane_tile_fn(model::DType t, QuantDotPath path, Pre
 // (quant_dot_lane_panel_bytes, 64-byte aligned, the caller's), then
 // every group of up to quant_dot_lane_tile_tokens_max tokens runs from it;
 // y, store and pf as QuantDotLaneTileFn's, with its bits. AVX-512 VNNI has
-// them for Q4_K, Q5_K and Q6_K, and for the types with panels only (their
+// them for Q4_K, Q5_K, Q6_K and IQ4_XS, and for the types with panels only (their
 // batches of any size run here): Q2_K, Q3_K and the legacy blocks of 32
 // (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL).
 constexpr std::size_t quant_dot_lane_panel_block_bytes = 5760;  // a K-quant block

@@ -4,7 +4,7 @@
 // are unpacked once into the caller's buffer in lane order, then every group
 // of up to 8 tokens runs from there: a prefill chunk pays the unpacking once
 // where the register tiles (quant_lane_tiles_avx512.cpp) would pay it per
-// group. Q2_K, Q3_K and IQ4_XS, which have no tiles, take every batch here.
+// group. Q2_K and Q3_K, which have no tiles, take every batch here.
 //
 // Each (row, token) has the bits of quant_dot_fn, as the tiles do: the
 // integer sums are exact and lane r takes the reference's F32 steps in block

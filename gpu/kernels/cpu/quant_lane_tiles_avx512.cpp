@@ -1,6 +1,6 @@
 // The K-quant lane tiles of quant_dot.hpp on AVX-512 VNNI: 16 weight rows x
-// 1 to quant_dot_lane_tile_tokens_max tokens (Q4_K, Q5_K, Q6_K decode
-// steps and batches), each weight row in one 32-bit lane of every vector
+// 1 to quant_dot_lane_tile_tokens_max tokens (Q4_K, Q5_K, Q6_K and IQ4_XS
+// decode steps and batches), each weight row in one 32-bit lane of every vector
 // (quant_lanes_avx512.hpp), the blocks unpacked in registers.
 //
 // The 8-row token tiles (quant_tiles_avx512.cpp) keep a row's 64 quants in
@@ -24,6 +24,7 @@
 //
 // Like quant_tiles_avx512.cpp it builds with any -march, its functions
 // carrying their own target attribute.
+#include "gpu/kernels/cpu/quant_blocks.hpp"
 #include "gpu/kernels/cpu/quant_lanes_avx512.hpp"
 
 
@@ -38,7 +39,7 @@ namespace {
 using namespace quant_lanes;
 
 // Each tile below calls its prefetch's group() once for each of its four
-// quant groups (Q4_K, Q5_K) or runs (Q6_K).
+// quant groups (Q4_K, Q5_K, IQ4_XS) or runs (Q6_K).
 static_assert(lane_groups == 4);
 
 // ---- The register tiles: 16 rows x T tokens, unpacked in registers ----
@@ -159,6 +160,84 @@ PENSIEVE_AVX512_FN void q6_k_lane_tile(const std::byte* w, std::size_t row_bytes
                           _mm512_add_ps(acc[t], _mm512_setzero_ps()));
 }
 
+// IQ4_XS: group G's 32 bytes hold sub-blocks 2G (bytes 0-15) and 2G + 1,
+// each byte's low nibble a quant of the sub-block's first 16 values and its
+// high nibble one of the last 16; the nibbles index the grid + 128 (1..241,
+// unsigned, vpdpbusd's operand). Each sub-block's sum starts at -128 times
+// the activation's sum over it (its two bsums), so it holds the signed grid
+// values' sum, and is scaled by its rows' scales with one vpmulld. Sub-block
+// j's scale (-32..31) is nibble j of the scales_l dword at 4 and bits 2j of
+// scales_h (the high word of the dword at 0, whose low word is d).
+template <int T, PrefetchInto P>
+PENSIEVE_AVX512_FN void iq4_xs_lane_tile(const std::byte* w, std::size_t row_bytes,
+                                         const QuantActRow* x, std::int64_t nb, float* y,
+                                         std::int64_t y_stride, unsigned store, const std::byte* pf,
+                                         std::size_t pf_bytes) {
+  const __m512i offsets = lane_offsets(row_bytes);
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const __m512i grid =
+      _mm512_broadcast_i32x4(_mm_add_epi8(load128(iq4nl_values), _mm_set1_epi8(char(0x80))));
+  __m512 acc[T];
+  PENSIEVE_LANES_UNROLL
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  LanePrefetch<P> prefetch(pf, pf_bytes, nb);
+  for (std::int64_t b = 0; b < nb; ++b) {
+    prefetch.block();
+    const std::byte* wb = w + b * 136;
+    const __m512i head = gather16(wb, offsets), low = gather16(wb + 4, offsets);
+    const __m512i high = _mm512_srli_epi32(head, 16);
+    __m512i sum[T];
+    PENSIEVE_LANES_UNROLL
+    for (int t = 0; t < T; ++t) sum[t] = _mm512_setzero_si512();
+    auto group = [&]<int G>() PENSIEVE_AVX512_FN __attribute__((always_inline)) {
+      prefetch.group();
+      __m512i bytes[8];
+      transpose16(wb + 8 + 32 * G, row_bytes, bytes);
+      PENSIEVE_LANES_UNROLL
+      for (int half = 0; half < 2; ++half) {
+        const int s = 2 * G + half;  // dwords 4 half .. 4 half + 3
+        __m512i lo[4], hi[4];
+        PENSIEVE_LANES_UNROLL
+        for (int k = 0; k < 4; ++k) {
+          const __m512i v = bytes[4 * half + k];
+          lo[k] = _mm512_shuffle_epi8(grid, _mm512_and_si512(v, m4));
+          hi[k] = _mm512_shuffle_epi8(grid, _mm512_and_si512(_mm512_srli_epi32(v, 4), m4));
+        }
+        const __m512i lo4 = _mm512_and_si512(_mm512_srli_epi32(low, 4 * s), _mm512_set1_epi32(0xf));
+        const __m512i hi2 = _mm512_and_si512(_mm512_srli_epi32(high, 2 * s), _mm512_set1_epi32(3));
+        const __m512i scale = _mm512_sub_epi32(_mm512_or_si512(lo4, _mm512_slli_epi32(hi2, 4)),
+                                               _mm512_set1_epi32(32));
+        PENSIEVE_LANES_UNROLL
+        for (int t = 0; t < T; ++t) {
+          const std::int8_t* xq = x[t].q + b * 256 + 32 * s;
+          const std::int16_t* bs = x[t].bsums + b * 16 + 2 * s;
+          __m512i p0 = _mm512_set1_epi32(-128 * (bs[0] + bs[1])), p1 = _mm512_setzero_si512();
+          PENSIEVE_LANES_UNROLL
+          for (int k = 0; k < 4; ++k) {
+            p0 = dpbusd_bcast(p0, lo[k], xq + 4 * k);
+            p1 = dpbusd_bcast(p1, hi[k], xq + 16 + 4 * k);
+          }
+          sum[t] = _mm512_add_epi32(sum[t], _mm512_mullo_epi32(_mm512_add_epi32(p0, p1), scale));
+          settle(sum[t]);
+        }
+      }
+    };
+    group.template operator()<0>();
+    group.template operator()<1>();
+    group.template operator()<2>();
+    group.template operator()<3>();
+    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head));
+    PENSIEVE_LANES_UNROLL
+    for (int t = 0; t < T; ++t)
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(x[t].d[b]), d),
+                               _mm512_cvtepi32_ps(sum[t]), acc[t]);
+  }
+  PENSIEVE_LANES_UNROLL
+  for (int t = 0; t < T; ++t)
+    _mm512_mask_storeu_ps(y + t * y_stride, __mmask16(store),
+                          _mm512_add_ps(acc[t], _mm512_setzero_ps()));
+}
+
 // The tiles for 1..quant_dot_lane_tile_tokens_max tokens.
 template <int Bytes, int Quants, bool Fifth, PrefetchInto P>
 PENSIEVE_AVX512_FN void k4_lane_tiles(const std::byte* w, std::size_t rb, const QuantActRow* x,
@@ -180,6 +259,16 @@ PENSIEVE_AVX512_FN void q6_k_lane_tiles(const std::byte* w, std::size_t rb, cons
 }
 
 template <PrefetchInto P>
+PENSIEVE_AVX512_FN void iq4_xs_lane_tiles(const std::byte* w, std::size_t rb, const QuantActRow* x,
+                                          int n_tokens, std::int64_t nb, float* y,
+                                          std::int64_t y_stride, unsigned store,
+                                          const std::byte* pf, std::size_t pf_bytes) {
+  with_token_count<quant_dot_lane_tile_tokens_max>(n_tokens, [&]<int T>() {
+    iq4_xs_lane_tile<T, P>(w, rb, x, nb, y, y_stride, store, pf, pf_bytes);
+  });
+}
+
+template <PrefetchInto P>
 QuantDotLaneTileFn lane_tile_fn(DType t) {
   switch (t) {
     case DType::q4_k:
@@ -188,6 +277,8 @@ QuantDotLaneTileFn lane_tile_fn(DType t) {
       return k4_lane_tiles<176, 48, true, P>;
     case DType::q6_k:
       return q6_k_lane_tiles<P>;
+    case DType::iq4_xs:
+      return iq4_xs_lane_tiles<P>;
     default:
       return nullptr;
   }

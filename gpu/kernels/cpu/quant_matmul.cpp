@@ -158,7 +158,8 @@ void quant_matmul_many(ConstRowsView x, std::span<const WeightView> w,
     // Preferred: 16 rows in the lanes x 2 to 8 tokens (the K-quants), and
     // one token of the types the CPU's tuning names (cpu_tuning.hpp: on AMD
     // Zen 5 all three, one thread from the L2 reading Q4_K at 41.4 against
-    // 28.4 GB/s through the 8-row tiles, 2026-12-06; on AMD Zen 4 Q4_K only).
+    // 28.4 GB/s through the 8-row tiles, 2026-12-06; on AMD Zen 4 Q4_K and
+    // IQ4_XS).
     const bool lanes_for_one =
         batch == QuantBatchTiles::lane_tiles ||
         (batch == QuantBatchTiles::best && tuning.one_token_lane_tiles.has(w[i].dtype));
