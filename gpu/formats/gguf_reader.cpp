@@ -264,8 +264,7 @@ std::optional<DType> dtype_from_ggml(std::uint32_t ggml_type) {
     case GgmlType::q5_k: return DType::q5_k;
     case GgmlType::q6_k: return DType::q6_k;
     case GgmlType::iq4_nl: return DType::iq4_nl;
-    case GgmlType::iq4_xs:
-      return DType::iq4_xs;
+    case GgmlType::iq4_xs: return DType::iq4_xs;
   }
   return std::nullopt;
 }
@@ -298,8 +297,7 @@ GgmlType ggml_from_dtype(DType t) {
     case DType::q5_k: return GgmlType::q5_k;
     case DType::q6_k: return GgmlType::q6_k;
     case DType::iq4_nl: return GgmlType::iq4_nl;
-    case DType::iq4_xs:
-      return GgmlType::iq4_xs;
+    case DType::iq4_xs: return GgmlType::iq4_xs;
   }
   return GgmlType::f32;
 }

@@ -20,8 +20,7 @@ const char* dtype_name(DType t) {
     case DType::q5_k: return "Q5_K";
     case DType::q6_k: return "Q6_K";
     case DType::iq4_nl: return "IQ4_NL";
-    case DType::iq4_xs:
-      return "IQ4_XS";
+    case DType::iq4_xs: return "IQ4_XS";
   }
   return "?";
 }
@@ -39,8 +38,7 @@ std::int64_t dtype_block_elems(DType t) {
     case DType::q4_k:
     case DType::q5_k:
     case DType::q6_k:
-    case DType::iq4_xs:
-      return 256;
+    case DType::iq4_xs: return 256;
     case DType::f32:
     case DType::f16:
     case DType::bf16: return 1;
@@ -64,8 +62,7 @@ std::size_t dtype_block_bytes(DType t) {
     case DType::q5_k: return 176;  // f16 d, f16 dmin, 12 bytes scales, 32 bytes fifth bits, 128 nibbles
     case DType::q6_k: return 210;  // 128 bytes low 4 bits, 64 bytes high 2 bits, 16 int8 scales, f16 d
     case DType::iq4_nl: return 18; // f16 d, 16 bytes of nibbles indexing a 16-entry table
-    case DType::iq4_xs:
-      return 136;  // f16 d, u16 high scale bits, 4 bytes low scale bits, 128 nibbles
+    case DType::iq4_xs: return 136; // f16 d, u16 high scale bits, 4 bytes low scale bits, 128 nibbles
   }
   return 0;
 }

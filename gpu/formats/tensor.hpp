@@ -12,28 +12,15 @@ namespace pensieve::model {
 // The stored types, with ggml's block layouts for the quantised ones
 // (ggml-common.h: block_q4_0 ... block_q6_K, block_iq4_nl, block_iq4_xs).
 enum class DType : std::uint8_t {
-  f32,
-  f16,
-  bf16,
-  q8_0,
-  q4_0,
-  q4_k,
-  q4_1,
-  q5_0,
-  q5_1,
-  q2_k,
-  q3_k,
-  q5_k,
-  q6_k,
-  iq4_nl,
-  iq4_xs,
+  f32, f16, bf16, q8_0, q4_0, q4_k,
+  q4_1, q5_0, q5_1, q2_k, q3_k, q5_k, q6_k, iq4_nl, iq4_xs,
 };
 
 // Every DType, for tests and tables that cover them all.
 inline constexpr DType all_dtypes[] = {
-    DType::f32,  DType::f16,  DType::bf16, DType::q8_0,   DType::q4_0,
-    DType::q4_k, DType::q4_1, DType::q5_0, DType::q5_1,   DType::q2_k,
-    DType::q3_k, DType::q5_k, DType::q6_k, DType::iq4_nl, DType::iq4_xs,
+    DType::f32,  DType::f16,  DType::bf16, DType::q8_0, DType::q4_0,   DType::q4_k, DType::q4_1,
+    DType::q5_0, DType::q5_1, DType::q2_k, DType::q3_k, DType::q5_k, DType::q6_k, DType::iq4_nl,
+    DType::iq4_xs,
 };
 
 const char* dtype_name(DType t);

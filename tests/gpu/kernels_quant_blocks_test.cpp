@@ -125,8 +125,7 @@ std::vector<float> ref_q6_k(const std::uint8_t* x, std::int64_t nb) {
 
 // Legacy blocks: ggml's loops over j < 16 with the qh word shifted per element.
 std::vector<float> ref_legacy(DType t, const std::uint8_t* x, std::int64_t nb) {
-  static constexpr int iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                    1,    13,   25,  38,  53,  69,  89,  113};
+  const auto& iq4nl = pensieve::testing::iq4nl_grid_reference;
   const std::size_t bb = pensieve::model::dtype_block_bytes(t);
   std::vector<float> y(std::size_t(nb * 32));
   for (std::int64_t i = 0; i < nb; ++i, x += bb) {
@@ -163,8 +162,7 @@ std::vector<float> ref_legacy(DType t, const std::uint8_t* x, std::int64_t nb) {
 // ggml's dequantize_row_iq4_xs: per sub-block of 32 the 6-bit scale from a
 // nibble of scales_l and two bits of scales_h, d * (ls - 32), then the grid.
 std::vector<float> ref_iq4_xs(const std::uint8_t* x, std::int64_t nb) {
-  static constexpr std::int8_t grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                           1,    13,   25,  38,  53,  69,  89,  113};
+  const auto& grid = pensieve::testing::iq4nl_grid_reference;
   std::vector<float> y;
   for (std::int64_t i = 0; i < nb; ++i, x += 136) {
     const float d = f16(x);

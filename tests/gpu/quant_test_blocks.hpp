@@ -65,14 +65,18 @@ inline std::vector<std::byte> random_blocks(model::DType t, std::int64_t n_block
   return bytes;
 }
 
+// ggml's kvalues_iq4nl (IQ4_NL's and IQ4_XS's grid), written out here apart
+// from gpu/kernels' iq4nl_values so the tests check that table.
+inline constexpr int iq4nl_grid_reference[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                                 1,    13,   25,  38,  53,  69,  89,  113};
+
 // `rows` x `cols` floats as IQ4_XS blocks by a plain rounding (not
 // llama-quantize's search): per block d = amax / (127 * 31), per sub-block of
 // 32 the scale nearest amax_j / (127 d) in [1, 31], each value the nearest
 // grid point of d * scale * grid.
 inline std::vector<std::byte> iq4_xs_blocks_of(const float* w, std::int64_t rows,
                                                std::int64_t cols) {
-  static constexpr int grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                   1,    13,   25,  38,  53,  69,  89,  113};
+  const auto& grid = iq4nl_grid_reference;
   const std::int64_t nb = rows * cols / 256;
   std::vector<std::byte> out(std::size_t(nb) * 136);
   for (std::int64_t b = 0; b < nb; ++b) {

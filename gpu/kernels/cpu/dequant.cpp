@@ -93,9 +93,7 @@ void dequantize_row(DType t, const std::byte* row, std::int64_t n, float* out) {
     case DType::q5_0: dequantize_q5_0(row, n, out); return;
     case DType::q5_1: dequantize_q5_1(row, n, out); return;
     case DType::iq4_nl: dequantize_iq4_nl(row, n, out); return;
-    case DType::iq4_xs:
-      dequantize_iq4_xs(row, n, out);
-      return;
+    case DType::iq4_xs: dequantize_iq4_xs(row, n, out); return;
     case DType::q2_k: dequantize_q2_k(row, n, out); return;
     case DType::q3_k: dequantize_q3_k(row, n, out); return;
     case DType::q5_k: dequantize_q5_k(row, n, out); return;

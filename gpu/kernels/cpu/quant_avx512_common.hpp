@@ -94,6 +94,12 @@ PENSIEVE_AVX512_FN inline __m512i scales_by32(__m512i scales8, int first) {
   return _mm512_permutexvar_epi16(halves16(first, first + 1), scales8);
 }
 
+// IQ4_NL's grid (also IQ4_XS's) + 128, 1..241: vpdpbusd's unsigned operand,
+// the 128 taken off afterwards.
+PENSIEVE_AVX512_FN inline __m128i iq4nl_grid_plus128() {
+  return _mm_add_epi8(load128(iq4nl_values), _mm_set1_epi8(char(0x80)));
+}
+
 // IQ4_XS's 8 sub-block scales (-32..31) as i16, iq4_xs_scale for every j at
 // once: the low 4 bits nibble j % 2 of scales_l[j / 2], the high 2 bits
 // bits 2j of scales_h.

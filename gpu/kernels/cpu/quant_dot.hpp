@@ -36,8 +36,8 @@ enum class QuantDotPath : std::uint8_t {
 // list the paths' dispatch tables are made from (each path names its
 // kernel for type t dot_<t>, the portable one quant_dot_<t>).
 #define PENSIEVE_QUANT_DOT_TYPES(X) \
-  X(q8_0)                           \
-  X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(iq4_nl) X(q2_k) X(q3_k) X(q4_k) X(q5_k) X(q6_k) X(iq4_xs)
+  X(q8_0) X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(iq4_nl) X(q2_k) X(q3_k) X(q4_k) X(q5_k) X(q6_k) \
+  X(iq4_xs)
 
 // One weight row of n_blocks blocks against one quantised activation row.
 using QuantDotFn = float (*)(const std::byte* w_row, const QuantActRow& x, std::int64_t n_blocks);

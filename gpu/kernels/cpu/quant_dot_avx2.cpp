@@ -205,38 +205,43 @@ PENSIEVE_AVX2_FN float dot_q5_1(const std::byte* w, const QuantActRow& x, std::i
   return a.result();
 }
 
-// IQ4_NL: the nibbles index the grid with vpshufb; the grid values are
-// signed (-127..113), so |v| is the unsigned operand and v's sign moves onto
-// the activation, as for Q8_0.
+// IQ4_NL's grid in both 128-bit lanes, for vpshufb.
+PENSIEVE_AVX2_FN inline __m256i iq4nl_grid() {
+  const __m128i grid = _mm_loadu_si128(reinterpret_cast<const __m128i*>(iq4nl_values));
+  return _mm256_set_m128i(grid, grid);
+}
+
+// 32 grid values v (signed, -127..113) times 32 activations, as 16 i16 pair
+// sums: |v| is the unsigned operand and v's sign moves onto the activation,
+// as for Q8_0 (at most 2 x 127 x 127, within i16).
+PENSIEVE_AVX2_FN inline __m256i grid_pairs(__m256i v, const std::int8_t* x) {
+  return _mm256_maddubs_epi16(_mm256_abs_epi8(v), _mm256_sign_epi8(load256(x), v));
+}
+
+// IQ4_NL: the nibbles index the grid with vpshufb.
 PENSIEVE_AVX2_FN float dot_iq4_nl(const std::byte* w, const QuantActRow& x, std::int64_t nb) {
   qs::Acc a;
-  const __m128i grid128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(iq4nl_values));
-  const __m256i grid = _mm256_set_m128i(grid128, grid128);
+  const __m256i grid = iq4nl_grid();
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::byte* blk = w + b * 18;
-    const __m256i v = _mm256_shuffle_epi8(grid, nibbles32(blk + 2));
-    const __m256i xq = load256(x.q + b * 32);
-    const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(v), _mm256_sign_epi8(xq, v));
+    const __m256i p = grid_pairs(_mm256_shuffle_epi8(grid, nibbles32(blk + 2)), x.q + b * 32);
     qs::block(a, block_f16(blk) * x.d[b], hsum(_mm256_madd_epi16(p, _mm256_set1_epi16(1))));
   }
   return a.result();
 }
 
 // IQ4_XS: IQ4_NL's grid in sub-blocks of 32 of a 256 block, each with its
-// own 6-bit scale applied to the sub-block's pair sums by vpmaddwd (the
-// products stay within i16: at most 2 x 127 x 127).
+// own 6-bit scale applied to the sub-block's pair sums by vpmaddwd.
 PENSIEVE_AVX2_FN float dot_iq4_xs(const std::byte* w, const QuantActRow& x, std::int64_t nb) {
   qs::Acc a;
-  const __m128i grid128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(iq4nl_values));
-  const __m256i grid = _mm256_set_m128i(grid128, grid128);
+  const __m256i grid = iq4nl_grid();
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::byte* blk = w + b * 136;
     const std::int8_t* xq = x.q + b * 256;
     __m256i acc = _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
-      const __m256i v = _mm256_shuffle_epi8(grid, nibbles32(blk + 8 + 16 * j));
       const __m256i p =
-          _mm256_maddubs_epi16(_mm256_abs_epi8(v), _mm256_sign_epi8(load256(xq + 32 * j), v));
+          grid_pairs(_mm256_shuffle_epi8(grid, nibbles32(blk + 8 + 16 * j)), xq + 32 * j);
       acc = _mm256_add_epi32(
           acc, _mm256_madd_epi16(p, _mm256_set1_epi16(std::int16_t(iq4_xs_scale(blk, j)))));
     }

@@ -209,9 +209,7 @@ struct Q5 {
 struct Iq4Nl {
   static constexpr int bytes = 18, bias = 128;
   static constexpr bool mins = false;
-  PENSIEVE_AVX512_FN static __m128i grid() {
-    return _mm_add_epi8(load128(iq4nl_values), _mm_set1_epi8(char(0x80)));
-  }
+  PENSIEVE_AVX512_FN static __m128i grid() { return iq4nl_grid_plus128(); }
   PENSIEVE_AVX512_FN static __m512i two(const std::byte* b0, const std::byte* b1) {
     return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(grid()), nibbles64(b0 + 2, b1 + 2));
   }

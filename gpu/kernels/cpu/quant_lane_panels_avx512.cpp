@@ -10,7 +10,6 @@
 // integer sums are exact and lane r takes the reference's F32 steps in block
 // order with the same operands. The legacy blocks of 32 have their own
 // panels (quant_legacy_panels_avx512.cpp).
-#include "gpu/kernels/cpu/quant_blocks.hpp"
 #include "gpu/kernels/cpu/quant_lanes_avx512.hpp"
 
 #include <utility>
@@ -209,16 +208,13 @@ PENSIEVE_AVX512_FN void q2_unpack(const std::byte* w, std::size_t row_bytes, std
 // IQ4_XS (136 bytes): the nibbles at 8 in groups of 32 bytes, group G's
 // first 16 bytes sub-block 2G (low nibbles its quants 0-15, high 16-31), the
 // next 16 sub-block 2G + 1; each nibble indexes IQ4_NL's grid, taken here
-// as grid + 128 (1..241, unsigned), the 128 taken off by the bias. Sub-block
-// j's scale (-32..31) is nibble j of the scales_l dword at 4 and bits 2j of
-// scales_h (the high word of the dword at 0, whose low word is d).
+// as grid + 128 (1..241, unsigned), the 128 taken off by the bias; the
+// scales and d as iq4_xs_head has them.
 template <PrefetchInto P>
 PENSIEVE_AVX512_FN void iq4_xs_unpack(const std::byte* w, std::size_t row_bytes, std::int64_t nb,
                                       LaneBlock* out, const std::byte* pf, std::size_t pf_bytes) {
   const __m512i offsets = lane_offsets(row_bytes);
-  const __m512i m4 = _mm512_set1_epi8(0x0f);
-  const __m512i grid =
-      _mm512_broadcast_i32x4(_mm_add_epi8(load128(iq4nl_values), _mm_set1_epi8(char(0x80))));
+  const __m512i grid = _mm512_broadcast_i32x4(iq4nl_grid_plus128());
   LanePrefetch<P> prefetch(pf, pf_bytes, nb);
   for (std::int64_t b = 0; b < nb; ++b) {
     prefetch.block();
@@ -231,28 +227,22 @@ PENSIEVE_AVX512_FN void iq4_xs_unpack(const std::byte* w, std::size_t row_bytes,
       for (int j = 0; j < 8; ++j) {
         // Dword j: sub-block 2G + j / 4, its quant vectors j % 4 (low) and 4 + j % 4 (high).
         const int first = 16 * G + 8 * (j / 4) + j % 4;
-        L.q[first] = _mm512_shuffle_epi8(grid, _mm512_and_si512(bytes[j], m4));
-        L.q[first + 4] =
-            _mm512_shuffle_epi8(grid, _mm512_and_si512(_mm512_srli_epi32(bytes[j], 4), m4));
+        iq4_values(bytes[j], grid, L.q[first], L.q[first + 4]);
       }
     };
     group.template operator()<0>();
     group.template operator()<1>();
     group.template operator()<2>();
     group.template operator()<3>();
-    const __m512i head = gather16(wb, offsets), low = gather16(wb + 4, offsets);
-    const __m512i high = _mm512_srli_epi32(head, 16);
+    const Iq4XsHead h = iq4_xs_head(wb, offsets);
     PENSIEVE_LANES_UNROLL
     for (int j = 0; j < 8; ++j) {
-      const __m512i lo4 = _mm512_and_si512(_mm512_srli_epi32(low, 4 * j), _mm512_set1_epi32(0xf));
-      const __m512i hi2 = _mm512_and_si512(_mm512_srli_epi32(high, 2 * j), _mm512_set1_epi32(3));
-      L.scale[j] =
-          _mm512_sub_epi32(_mm512_or_si512(lo4, _mm512_slli_epi32(hi2, 4)), _mm512_set1_epi32(32));
+      L.scale[j] = iq4_xs_scale(h, j);
       // The scale in both i16 halves, against the sub-block's two bsums.
       const __m512i s16 = _mm512_and_si512(L.scale[j], _mm512_set1_epi32(0xffff));
       L.pairs2[j] = _mm512_or_si512(s16, _mm512_slli_epi32(s16, 16));
     }
-    L.d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head));
+    L.d = h.d;
   }
 }
 

@@ -24,7 +24,6 @@
 //
 // Like quant_tiles_avx512.cpp it builds with any -march, its functions
 // carrying their own target attribute.
-#include "gpu/kernels/cpu/quant_blocks.hpp"
 #include "gpu/kernels/cpu/quant_lanes_avx512.hpp"
 
 
@@ -165,18 +164,15 @@ PENSIEVE_AVX512_FN void q6_k_lane_tile(const std::byte* w, std::size_t row_bytes
 // high nibble one of the last 16; the nibbles index the grid + 128 (1..241,
 // unsigned, vpdpbusd's operand). Each sub-block's sum starts at -128 times
 // the activation's sum over it (its two bsums), so it holds the signed grid
-// values' sum, and is scaled by its rows' scales with one vpmulld. Sub-block
-// j's scale (-32..31) is nibble j of the scales_l dword at 4 and bits 2j of
-// scales_h (the high word of the dword at 0, whose low word is d).
+// values' sum, and is scaled by its rows' scales (iq4_xs_head) with one
+// vpmulld.
 template <int T, PrefetchInto P>
 PENSIEVE_AVX512_FN void iq4_xs_lane_tile(const std::byte* w, std::size_t row_bytes,
                                          const QuantActRow* x, std::int64_t nb, float* y,
                                          std::int64_t y_stride, unsigned store, const std::byte* pf,
                                          std::size_t pf_bytes) {
   const __m512i offsets = lane_offsets(row_bytes);
-  const __m512i m4 = _mm512_set1_epi8(0x0f);
-  const __m512i grid =
-      _mm512_broadcast_i32x4(_mm_add_epi8(load128(iq4nl_values), _mm_set1_epi8(char(0x80))));
+  const __m512i grid = _mm512_broadcast_i32x4(iq4nl_grid_plus128());
   __m512 acc[T];
   PENSIEVE_LANES_UNROLL
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
@@ -184,8 +180,7 @@ PENSIEVE_AVX512_FN void iq4_xs_lane_tile(const std::byte* w, std::size_t row_byt
   for (std::int64_t b = 0; b < nb; ++b) {
     prefetch.block();
     const std::byte* wb = w + b * 136;
-    const __m512i head = gather16(wb, offsets), low = gather16(wb + 4, offsets);
-    const __m512i high = _mm512_srli_epi32(head, 16);
+    const Iq4XsHead h = iq4_xs_head(wb, offsets);
     __m512i sum[T];
     PENSIEVE_LANES_UNROLL
     for (int t = 0; t < T; ++t) sum[t] = _mm512_setzero_si512();
@@ -198,15 +193,8 @@ PENSIEVE_AVX512_FN void iq4_xs_lane_tile(const std::byte* w, std::size_t row_byt
         const int s = 2 * G + half;  // dwords 4 half .. 4 half + 3
         __m512i lo[4], hi[4];
         PENSIEVE_LANES_UNROLL
-        for (int k = 0; k < 4; ++k) {
-          const __m512i v = bytes[4 * half + k];
-          lo[k] = _mm512_shuffle_epi8(grid, _mm512_and_si512(v, m4));
-          hi[k] = _mm512_shuffle_epi8(grid, _mm512_and_si512(_mm512_srli_epi32(v, 4), m4));
-        }
-        const __m512i lo4 = _mm512_and_si512(_mm512_srli_epi32(low, 4 * s), _mm512_set1_epi32(0xf));
-        const __m512i hi2 = _mm512_and_si512(_mm512_srli_epi32(high, 2 * s), _mm512_set1_epi32(3));
-        const __m512i scale = _mm512_sub_epi32(_mm512_or_si512(lo4, _mm512_slli_epi32(hi2, 4)),
-                                               _mm512_set1_epi32(32));
+        for (int k = 0; k < 4; ++k) iq4_values(bytes[4 * half + k], grid, lo[k], hi[k]);
+        const __m512i scale = iq4_xs_scale(h, s);
         PENSIEVE_LANES_UNROLL
         for (int t = 0; t < T; ++t) {
           const std::int8_t* xq = x[t].q + b * 256 + 32 * s;
@@ -226,10 +214,9 @@ PENSIEVE_AVX512_FN void iq4_xs_lane_tile(const std::byte* w, std::size_t row_byt
     group.template operator()<1>();
     group.template operator()<2>();
     group.template operator()<3>();
-    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head));
     PENSIEVE_LANES_UNROLL
     for (int t = 0; t < T; ++t)
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(x[t].d[b]), d),
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(x[t].d[b]), h.d),
                                _mm512_cvtepi32_ps(sum[t]), acc[t]);
   }
   PENSIEVE_LANES_UNROLL

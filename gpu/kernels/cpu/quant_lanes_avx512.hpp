@@ -221,6 +221,32 @@ PENSIEVE_LANES_INLINE void k4_group(const std::byte* wb, std::size_t row_bytes,
   }
 }
 
+// IQ4_XS (136 bytes): d (the F16 at 0) with scales_h above it, and the
+// scales_l dword at 4, per lane. Sub-block S's scale (-32..31) is nibble S
+// of scales_l with bits 2S of scales_h above it.
+struct Iq4XsHead {
+  __m512i low, high;
+  __m512 d;
+};
+PENSIEVE_LANES_INLINE Iq4XsHead iq4_xs_head(const std::byte* wb, __m512i offsets) {
+  const __m512i head = gather16(wb, offsets);
+  return {gather16(wb + 4, offsets), _mm512_srli_epi32(head, 16),
+          _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head))};
+}
+PENSIEVE_LANES_INLINE __m512i iq4_xs_scale(const Iq4XsHead& h, int s) {
+  const __m512i lo4 = _mm512_and_si512(_mm512_srli_epi32(h.low, 4 * s), _mm512_set1_epi32(0xf));
+  const __m512i hi2 = _mm512_and_si512(_mm512_srli_epi32(h.high, 2 * s), _mm512_set1_epi32(3));
+  return _mm512_sub_epi32(_mm512_or_si512(lo4, _mm512_slli_epi32(hi2, 4)), _mm512_set1_epi32(32));
+}
+// A transposed dword of nibbles (lane r: 4 bytes of row r) as its low
+// nibbles' and its high nibbles' grid values + 128 (grid: iq4nl_grid_plus128
+// in every 128-bit lane).
+PENSIEVE_LANES_INLINE void iq4_values(__m512i v, __m512i grid, __m512i& lo, __m512i& hi) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  lo = _mm512_shuffle_epi8(grid, _mm512_and_si512(v, m4));
+  hi = _mm512_shuffle_epi8(grid, _mm512_and_si512(_mm512_srli_epi32(v, 4), m4));
+}
+
 // Q6_K (210 bytes): the 16 signed scale bytes at 192 as 4 dwords a lane,
 // and d (the F16 at 208, the high word at 206: a 4-byte gather at 208 would
 // read past the weight's last block).

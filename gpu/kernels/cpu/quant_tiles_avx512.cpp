@@ -6,7 +6,6 @@
 // it builds with any -march, its functions carrying their own target attribute.
 #include "gpu/kernels/cpu/prefetch.hpp"
 #include "gpu/kernels/cpu/quant_avx512_common.hpp"
-#include "gpu/kernels/cpu/quant_blocks.hpp"
 #include "gpu/kernels/cpu/quant_dot.hpp"
 
 #include <algorithm>
@@ -445,8 +444,7 @@ PENSIEVE_AVX512_FN void iq4_xs_dot_tile_one(const std::byte* w, std::size_t row_
                                             std::size_t pf_bytes) {
   constexpr std::int64_t pass = 8;
   const __m512i m4 = _mm512_set1_epi8(0x0f);
-  const __m512i grid =
-      _mm512_broadcast_i32x4(_mm_add_epi8(load128(iq4nl_values), _mm_set1_epi8(char(0x80))));
+  const __m512i grid = _mm512_broadcast_i32x4(iq4nl_grid_plus128());
   // Dwords 4k..4k + 3 take sub-block 4h + k's scale.
   const __m512i lanes0 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   const __m512i lanes1 = _mm512_add_epi32(lanes0, _mm512_set1_epi32(4));
