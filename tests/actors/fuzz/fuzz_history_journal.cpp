@@ -6,6 +6,7 @@
 // then account for every byte (replayed, torn tail, or corruption), and what
 // it recovered must encode and replay back to the same conversations.
 #include "actors/history_record.hpp"
+#include "tests/gpu/fuzz/seed_hook.hpp"
 
 #include <zlib.h>
 
@@ -80,13 +81,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   return 0;
 }
 
-#ifdef PENSIEVE_FUZZ_SEEDS
-// Writes the seed corpus into argv[1]: journals that replay, one with a torn
+// Writes the seed corpus into dir: journals that replay, one with a torn
 // tail, and one that is corrupt (each behind the mode byte).
-int main(int argc, char** argv) {
-  if (argc != 2) return 2;
+int pensieve_fuzz_write_seeds(const std::string& dir) {
   auto write = [&](const std::string& name, char mode, const std::vector<std::byte>& bytes) {
-    std::ofstream f(std::string(argv[1]) + "/" + name, std::ios::binary);
+    std::ofstream f(dir + "/" + name, std::ios::binary);
     f.put(mode);
     f.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
   };
@@ -112,4 +111,3 @@ int main(int argc, char** argv) {
   write("untouched-turn", 1, idle);
   return 0;
 }
-#endif

@@ -11,6 +11,7 @@
 // ASan and UBSan catch anything else.
 #include "gpu/kv/chunk_checksum.hpp"
 #include "gpu/kv/chunk_header.hpp"
+#include "tests/gpu/fuzz/seed_hook.hpp"
 
 #include <zlib.h>
 
@@ -95,13 +96,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   return 0;
 }
 
-#ifdef PENSIEVE_FUZZ_SEEDS
-// Writes the seed corpus into argv[1]: the slot as the store writes it, torn,
+// Writes the seed corpus into dir: the slot as the store writes it, torn,
 // stale, for other tokens, and one with its payload flipped.
-int main(int argc, char** argv) {
-  if (argc != 2) return 2;
+int pensieve_fuzz_write_seeds(const std::string& dir) {
   auto write = [&](const std::string& name, char mode, const std::vector<std::byte>& bytes) {
-    std::ofstream f(std::string(argv[1]) + "/" + name, std::ios::binary);
+    std::ofstream f(dir + "/" + name, std::ios::binary);
     f.put(mode);
     f.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
   };
@@ -137,4 +136,3 @@ int main(int argc, char** argv) {
   write("flipped", 0, flipped);
   return 0;
 }
-#endif

@@ -24,8 +24,7 @@ text=$root/gpu/text
 common=("$formats/gguf_reader.cpp" "$formats/gguf_file.cpp" "$formats/gguf_value.cpp" "$model/gguf_tokenizer.cpp"
         "$formats/mmap_file.cpp" "$formats/tensor.cpp" "$text/pre_tokenizer.cpp" "$text/pre_split_passes.cpp"
         "$text/unicode_tables.cpp" "$text"/unicode_categories/*.cpp)
-# The targets after the model files carry their own seed writer, built from
-# the same file with -DPENSIEVE_FUZZ_SEEDS.
+# The targets after the model files write their own seeds (seed_hook.hpp).
 libs=()
 case $target in
   gguf) fuzz=$root/tests/gpu/fuzz/fuzz_gguf.cpp
@@ -65,11 +64,15 @@ corpus=$work/corpus_$target
 rm -rf "$work"/corpus_*
 mkdir -p "$corpus"
 flags=(-std=c++20 -O1 -g -I"$root" -DBOOST_JSON_NO_LIB -DBOOST_CONTAINER_NO_LIB)
-# Seeds: built with the same compiler, no sanitizers needed.
+"$cxx" "${flags[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+  "$fuzz" "${sources[@]}" "${libs[@]}" -o "$work/fuzz_$target"
 case $target in
   gguf|safetensors)
+    # Both model formats' seeds come from their writers (needing no sanitizers
+    # nor debug information, so built at -O0).
     mkdir -p "$work/corpus_gguf" "$work/corpus_safetensors"
-    "$cxx" "${flags[@]}" "$root/tests/gpu/fuzz/make_seeds.cpp" "$formats/gguf_writer.cpp" "$formats/gguf_value.cpp" \
+    "$cxx" -std=c++20 -O0 -I"$root" -DBOOST_JSON_NO_LIB -DBOOST_CONTAINER_NO_LIB \
+      "$root/tests/gpu/fuzz/make_seeds.cpp" "$formats/gguf_writer.cpp" "$formats/gguf_value.cpp" \
       "$formats/gguf_reader.cpp" "$formats/gguf_file.cpp" "$formats/mmap_file.cpp" "$formats/safetensors_writer.cpp" \
       "$formats/tensor.cpp" "$json_src" -o "$work/make_seeds"
     "$work/make_seeds" "$work/corpus_gguf" "$work/corpus_safetensors" ;;
@@ -77,12 +80,13 @@ case $target in
     # The template parser's seeds: the real chat templates the oracle test uses.
     cp "$root"/tests/gpu/chat_templates/templates/*.jinja "$corpus/" ;;
   *)
-    "$cxx" "${flags[@]}" -DPENSIEVE_FUZZ_SEEDS "$fuzz" "${sources[@]}" "${libs[@]}" \
-      -o "$work/make_seeds_$target"
-    "$work/make_seeds_$target" "$corpus" ;;
+    # The target writes its own seeds (tests/gpu/fuzz/seed_hook.hpp).
+    PENSIEVE_FUZZ_WRITE_SEEDS=$corpus "$work/fuzz_$target"
+    if [[ -z $(ls -A "$corpus") ]]; then
+      echo "run_fuzz.sh: $target wrote no seeds into $corpus" >&2
+      exit 1
+    fi ;;
 esac
-"$cxx" "${flags[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-  "$fuzz" "${sources[@]}" "${libs[@]}" -o "$work/fuzz_$target"
 # -rss_limit_mb: a parser that allocates what a fuzzed length asks for fails here.
 "$work/fuzz_$target" -seed=1 -runs="$runs" -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
   -artifact_prefix="$work/crash_${target}_" "$corpus"

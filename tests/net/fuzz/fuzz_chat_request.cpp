@@ -4,6 +4,7 @@
 // A request that parses must be within the limits the parsers enforce; ASan
 // and UBSan catch anything else.
 #include "net/chat_request_json.hpp"
+#include "tests/gpu/fuzz/seed_hook.hpp"
 
 #include <cmath>
 #include <cstddef>
@@ -49,11 +50,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   return 0;
 }
 
-#ifdef PENSIEVE_FUZZ_SEEDS
-// Writes the seed corpus into argv[1]: requests the routes accept and a few
+// Writes the seed corpus into dir: requests the routes accept and a few
 // they refuse, so fuzzing starts inside the grammar.
-int main(int argc, char** argv) {
-  if (argc != 2) return 2;
+int pensieve_fuzz_write_seeds(const std::string& dir) {
   const char* seeds[] = {
       R"({"model":"m","messages":[{"role":"user","content":"Hi"}]})",
       R"({"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"},)"
@@ -72,8 +71,7 @@ int main(int argc, char** argv) {
   };
   int i = 0;
   for (const char* s : seeds) {
-    std::ofstream(std::string(argv[1]) + "/seed" + std::to_string(i++) + ".json") << s;
+    std::ofstream(dir + "/seed" + std::to_string(i++) + ".json") << s;
   }
   return 0;
 }
-#endif

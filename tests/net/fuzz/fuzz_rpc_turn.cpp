@@ -8,6 +8,7 @@
 // answers the call with; a turn the conversion accepts must be within the
 // bounds every front end enforces. ASan and UBSan catch anything else.
 #include "net/rpc_convert.hpp"
+#include "tests/gpu/fuzz/seed_hook.hpp"
 
 #include <capnp/serialize.h>
 #include <kj/array.h>
@@ -84,16 +85,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   return 0;
 }
 
-#ifdef PENSIEVE_FUZZ_SEEDS
-// Writes the seed corpus into argv[1]: calls the service accepts, ones it
+// Writes the seed corpus into dir: calls the service accepts, ones it
 // refuses (bounds, a stop list far over the limit, an empty content) and a
 // root of the wrong kind, so fuzzing starts inside the schema.
-int main(int argc, char** argv) {
-  if (argc != 2) return 2;
+int pensieve_fuzz_write_seeds(const std::string& dir) {
   int n = 0;
   auto write = [&](capnp::MessageBuilder& message) {
     auto flat = capnp::messageToFlatArray(message);
-    std::ofstream f(std::string(argv[1]) + "/seed" + std::to_string(n++), std::ios::binary);
+    std::ofstream f(dir + "/seed" + std::to_string(n++), std::ios::binary);
     f.write(reinterpret_cast<const char*>(flat.begin()), std::streamsize(flat.asBytes().size()));
   };
   auto turn = [&](const char* content, int stops, float temperature, int max_tokens) {
@@ -129,4 +128,3 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
-#endif

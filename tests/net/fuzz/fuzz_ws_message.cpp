@@ -4,6 +4,7 @@
 // the error, or the JSON that echoes the message's strings. A message that
 // parses has content; ASan and UBSan catch anything else.
 #include "net/ws_chat_protocol.hpp"
+#include "tests/gpu/fuzz/seed_hook.hpp"
 
 #include <boost/json.hpp>
 
@@ -52,11 +53,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   return 0;
 }
 
-#ifdef PENSIEVE_FUZZ_SEEDS
-// Writes the seed corpus into argv[1]: one message of every type, and a few
+// Writes the seed corpus into dir: one message of every type, and a few
 // the server refuses.
-int main(int argc, char** argv) {
-  if (argc != 2) return 2;
+int pensieve_fuzz_write_seeds(const std::string& dir) {
   const char* seeds[] = {
       R"({"type":"open"})",
       R"({"type":"open","conversation":"conv_0123"})",
@@ -71,8 +70,7 @@ int main(int argc, char** argv) {
   };
   int i = 0;
   for (const char* s : seeds) {
-    std::ofstream(std::string(argv[1]) + "/seed" + std::to_string(i++) + ".json") << s;
+    std::ofstream(dir + "/seed" + std::to_string(i++) + ".json") << s;
   }
   return 0;
 }
-#endif
