@@ -38,6 +38,14 @@ constexpr int kTurnsPerTenant = 4;
 constexpr int kAdmitted = 12;
 constexpr int kClients = 10 * kTenants * kTurnsPerTenant;
 constexpr int kRounds = 2;
+// A refusal within 100 ms; under ASan (5-20x slower) the slowest refusal took
+// 100-177 ms on 2 cores of an AMD EPYC Zen 4 (2026-12-07): the bound there
+// is 0.5 s.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr double kRefusalSeconds = 0.5;
+#else
+constexpr double kRefusalSeconds = 0.100;
+#endif
 constexpr int kMaxTokens = 8;
 constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 
@@ -136,7 +144,7 @@ TEST_CASE("at 10x the admission limit every accepted turn completes and every re
     CHECK_FALSE(o.retry_after.empty());
     slowest_refusal = std::max(slowest_refusal, o.seconds);
   }
-  CHECK(slowest_refusal < 0.100);
+  CHECK(slowest_refusal < kRefusalSeconds);
   REQUIRE(accepted.size() >= std::size_t(kAdmitted));
   CHECK(rate_limited > 0);
   std::sort(accepted.begin(), accepted.end());
