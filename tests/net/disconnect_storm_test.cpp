@@ -8,6 +8,7 @@
 #include "tests/net/http_client.hpp"
 #include "tests/net/server_fixture.hpp"
 #include "tests/tiny_model.hpp"
+#include "tests/under_sanitizer.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/detached.hpp>
@@ -38,11 +39,7 @@ constexpr std::int64_t kRssMarginBytes = std::int64_t{16} << 20;
 // TSan's shadow grow with every page touched, so RSS says nothing of a leak:
 // LeakSanitizer and the test's counts of blocks, tasks and connections are
 // the checks under it.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kRssMeaningful = false;
-#else
-constexpr bool kRssMeaningful = true;
-#endif
+constexpr bool kRssMeaningful = !testing::under_sanitizer;
 constexpr int kClients = 32;
 constexpr int kConversations = 40;  // a quarter of the requests are turns of these
 constexpr int kMaxTokens = 48;

@@ -3,12 +3,13 @@
 // 12, and 160 clients at once. Every accepted turn completes in full; every
 // refusal is a 429 (the tenant's limit) or a 503 (the scheduler's), with
 // Retry-After, within 100 ms. Prints the accepted turns' p50 and p99.
-#include "net/engine_backend.hpp"
 #include "net/api_keys.hpp"
+#include "net/engine_backend.hpp"
 #include "net/http_server.hpp"
 #include "net/openai_routes.hpp"
 #include "net/tenant_limits.hpp"
 #include "tests/tiny_model.hpp"
+#include "tests/under_sanitizer.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -41,11 +42,7 @@ constexpr int kRounds = 2;
 // A refusal within 100 ms; under ASan (5-20x slower) the slowest refusal took
 // 100-177 ms on 2 cores of an AMD EPYC Zen 4 (2026-12-07): the bound there
 // is 0.5 s.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr double kRefusalSeconds = 0.5;
-#else
-constexpr double kRefusalSeconds = 0.100;
-#endif
+constexpr double kRefusalSeconds = testing::under_sanitizer ? 0.5 : 0.100;
 constexpr int kMaxTokens = 8;
 constexpr auto tuple_awaitable = asio::as_tuple(asio::use_awaitable);
 

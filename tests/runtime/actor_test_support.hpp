@@ -3,6 +3,7 @@
 // rethrow what it threw; a gate a handler can wait on; the message count,
 // scaled down under sanitizers.
 #include "runtime/mailbox.hpp"
+#include "tests/under_sanitizer.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -15,17 +16,7 @@ namespace pensieve::rt::test {
 
 namespace asio = boost::asio;
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-inline constexpr bool under_sanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-inline constexpr bool under_sanitizer = true;
-#else
-inline constexpr bool under_sanitizer = false;
-#endif
-#else
-inline constexpr bool under_sanitizer = false;
-#endif
+using pensieve::testing::under_sanitizer;
 
 // 10^6 normally; 10^5 under a sanitizer, which is 5-20x slower.
 inline constexpr std::uint64_t million_or_less = under_sanitizer ? 100'000 : 1'000'000;
