@@ -71,8 +71,7 @@ case $target in
     # Both model formats' seeds come from their writers (needing no sanitizers
     # nor debug information, so built at -O0).
     mkdir -p "$work/corpus_gguf" "$work/corpus_safetensors"
-    "$cxx" -std=c++20 -O0 -I"$root" -DBOOST_JSON_NO_LIB -DBOOST_CONTAINER_NO_LIB \
-      "$root/tests/gpu/fuzz/make_seeds.cpp" "$formats/gguf_writer.cpp" "$formats/gguf_value.cpp" \
+    "$cxx" "${flags[@]}" -O0 -g0 "$root/tests/gpu/fuzz/make_seeds.cpp" "$formats/gguf_writer.cpp" "$formats/gguf_value.cpp" \
       "$formats/gguf_reader.cpp" "$formats/gguf_file.cpp" "$formats/mmap_file.cpp" "$formats/safetensors_writer.cpp" \
       "$formats/tensor.cpp" "$json_src" -o "$work/make_seeds"
     "$work/make_seeds" "$work/corpus_gguf" "$work/corpus_safetensors" ;;
