@@ -143,6 +143,11 @@ double ratio_error(double simulated, double measured) { return measured > 0 ? si
 double Calibration::throughput_error() const { return ratio_error(simulated.turns_per_s, measured.turns_per_s); }
 double Calibration::ttft_mean_error() const { return ratio_error(simulated.ttft_mean_s, measured.ttft_mean_s); }
 double Calibration::ttft_p50_error() const { return ratio_error(simulated.ttft_p50_s, measured.ttft_p50_s); }
+double Calibration::max_drift() const {
+  double worst = 0;
+  for (double d : round_drift) worst = std::max(worst, std::abs(d));
+  return worst;
+}
 
 Result<Calibration> calibrate_cpu(const CalibrationOptions& o) {
   Calibration c;
@@ -154,6 +159,8 @@ Result<Calibration> calibrate_cpu(const CalibrationOptions& o) {
   if (!convs) return convs.error();
   std::vector<bench::ReplayResult> replays;
   std::vector<ProbeResult> probes;
+  std::vector<std::vector<actors::IterationRecord>>
+      round_iterations;  // the engine's, each replay's
   {
     IterationLog log;            // outlives the engine, which fills it
     boost::asio::io_context io;  // outlives the engine, which completes operations on it
@@ -176,10 +183,8 @@ Result<Calibration> calibrate_cpu(const CalibrationOptions& o) {
       const actors::SchedulerStats after = stats();  // every record of the replay is logged
       replays.back().scheduler.prefill_tokens = after.prefill_tokens - before.prefill_tokens;
       replays.back().scheduler.reused_tokens = after.reused_tokens - before.reused_tokens;
-      auto iterations = log.take();
-      if (round == 0) {
-        for (const auto& e : iterations) c.engine_iterations.push_back(e.record);
-      }
+      auto& records = round_iterations.emplace_back();
+      for (const auto& e : log.take()) records.push_back(e.record);
     }
   }
   for (std::size_t i = 0; i < probes.front().compute.size(); ++i) {
@@ -248,12 +253,21 @@ Result<Calibration> calibrate_cpu(const CalibrationOptions& o) {
     double context = 0;
     for (const bench::TurnSample& t : replayed.turns) context += t.prompt_tokens + 0.5 * t.completion_tokens;
     context /= double(std::max<std::size_t>(1, replayed.turns.size()));
-    for (const actors::IterationRecord& r : c.engine_iterations) {
-      std::vector<BatchRow> rows(std::size_t(r.decode_tokens), BatchRow{std::int64_t(context), 1, true});
-      if (r.prefill_tokens > 0) rows.push_back({std::int64_t(context / 2), r.prefill_tokens, true});
-      const double model_ms = iteration_cost(c.fit.device, *shape, 1, rows, 0).total_s * 1e3;
-      (r.prefill_tokens > 0 ? c.with_prefill_ms : c.decode_only_ms) += r.compute_ms;
-      (r.prefill_tokens > 0 ? c.with_prefill_model_ms : c.decode_only_model_ms) += model_ms;
+    c.engine_iterations = round_iterations.front();
+    for (std::size_t round = 0; round < round_iterations.size(); ++round) {
+      double measured_ms = 0, model_total_ms = 0;
+      for (const actors::IterationRecord& r : round_iterations[round]) {
+        std::vector<BatchRow> rows(std::size_t(r.decode_tokens),
+                                   BatchRow{std::int64_t(context), 1, true});
+        if (r.prefill_tokens > 0)
+          rows.push_back({std::int64_t(context / 2), r.prefill_tokens, true});
+        const double model_ms = iteration_cost(c.fit.device, *shape, 1, rows, 0).total_s * 1e3;
+        measured_ms += r.compute_ms, model_total_ms += model_ms;
+        if (round > 0) continue;
+        (r.prefill_tokens > 0 ? c.with_prefill_ms : c.decode_only_ms) += r.compute_ms;
+        (r.prefill_tokens > 0 ? c.with_prefill_model_ms : c.decode_only_model_ms) += model_ms;
+      }
+      c.round_drift.push_back(model_total_ms > 0 ? measured_ms / model_total_ms - 1.0 : 0.0);
     }
   }
   c.simulated_iterations = simulated->iterations;
@@ -310,6 +324,20 @@ std::string render_calibration(const Calibration& c) {
                 "prefill %.1f ms measured, %.1f modelled\n",
                 c.decode_only_ms, c.decode_only_model_ms, c.with_prefill_ms, c.with_prefill_model_ms);
   out += line;
+  std::string drifts;
+  for (double d : c.round_drift) {
+    std::snprintf(line, sizeof line, "%s%+.1f%%", drifts.empty() ? "" : ", ", 100.0 * d);
+    drifts += line;
+  }
+  out += "  each round's forward passes over the fit's pricing of them: " + drifts + "\n";
+  if (c.max_drift() > calibration_drift_limit) {
+    std::snprintf(line, sizeof line,
+                  "  warning: a round ran %.0f%% off the probes' speed (the machine changed "
+                  "speed); the figures below "
+                  "compare two speeds: calibrate again on a quiet machine\n",
+                  100.0 * c.max_drift());
+    out += line;
+  }
   row("measured (engine)", c.measured);
   row("simulated (fitted)", c.simulated);
   std::snprintf(line, sizeof line, "simulated / measured - 1: throughput %+.1f%%, TTFT mean %+.1f%%, TTFT p50 %+.1f%%\n",

@@ -62,11 +62,23 @@ struct Calibration {
   // tokens, each decode row at the replay's mean context): decode-only
   // iterations and those with a prefill apart.
   double decode_only_ms = 0, decode_only_model_ms = 0, with_prefill_ms = 0, with_prefill_model_ms = 0;
+  // Each round's forward passes over the fit's pricing of them, less 1: the
+  // machine's speed during that replay against its speed in the probes. The
+  // simulator is given the probes' speed, so a round that ran at another
+  // tells nothing of it (a VM's neighbour, a core's clock: the first round
+  // +41% in one ctest run, AMD EPYC Zen 4, 2026-12-07, the TTFT then 26%
+  // off; -6% to +6% in eight runs alone).
+  std::vector<double> round_drift;
   std::uint64_t simulated_iterations = 0;
   double throughput_error() const;  // simulated / measured - 1
   double ttft_mean_error() const;
   double ttft_p50_error() const;
+  double max_drift() const;  // the largest |round_drift|
 };
+
+// A calibration whose rounds drifted more than this measured a machine that
+// changed speed, not the simulator: calibrate again.
+inline constexpr double calibration_drift_limit = 0.25;
 
 Result<Calibration> calibrate_cpu(const CalibrationOptions& options);
 

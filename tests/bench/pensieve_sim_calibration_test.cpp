@@ -116,10 +116,29 @@ TEST_CASE("pensieve-sim's fitted CPU preset: simulated throughput and mean TTFT 
   o.engine.model_path = path.string();
   o.engine.threads = 1;
   o.data = data.string();
+  // A calibration whose replay ran at another speed than its probes compares
+  // two speeds, not the simulator with the engine (cpu_calibration.hpp,
+  // round_drift): it is taken again, three times at most.
   auto c = sim::calibrate_cpu(o);
+  for (int attempt = 1; c && c->max_drift() > sim::calibration_drift_limit && attempt < 3;
+       ++attempt) {
+    std::fprintf(stderr,
+                 "calibration attempt %d: a round ran %.0f%% off the probes' speed; again\n",
+                 attempt, 100.0 * c->max_drift());
+    c = sim::calibrate_cpu(o);
+  }
   std::filesystem::remove_all(dir);
   REQUIRE(c.has_value());
   INFO(sim::render_calibration(*c));
+  if (c->max_drift() > sim::calibration_drift_limit) {
+    std::fprintf(stderr,
+                 "SKIPPED: in three calibrations a replay ran over %.0f%% off its probes' speed: "
+                 "this machine "
+                 "changes speed within seconds, and the comparison needs it steady\n%s",
+                 100.0 * sim::calibration_drift_limit, sim::render_calibration(*c).c_str());
+    std::exit(testing::skip_exit_code);
+  }
+  CHECK(c->round_drift.size() == o.rounds);
   CHECK(c->measured.turns == c->simulated.turns);
   CHECK(c->measured.turns == c->workload.turns());
   // The simulator computes what the engine computed (the same token counts, the same reuse).
