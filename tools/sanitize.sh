@@ -3,8 +3,9 @@
 # then runs the suites that have raced before (seeded sampling, cancel,
 # disconnect, shutdown, and the whole runtime suite) again, ROUNDS times in
 # all. A sanitizer report fails the test that made it, so this fails too.
-#   usage: tools/sanitize.sh [asan|tsan] [ROUNDS]     (asan and 3 by default)
-#   PENSIEVE_SANITIZE_SUITES="runtime actors" narrows the suites.
+#   usage: tools/sanitize.sh [asan|asan-ci|tsan] [ROUNDS]     (asan and 3 by default)
+#   PENSIEVE_SANITIZE_SUITES="runtime actors" narrows the suites (the only
+#   ones asan-ci, CI's preset, defines).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=${1:-asan}
