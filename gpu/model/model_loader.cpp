@@ -5,8 +5,12 @@
 #include "gpu/model/hf_loader.hpp"
 #include "gpu/model/llama2c_loader.hpp"
 
+#include <algorithm>
 #include <array>
+#include <cctype>
+#include <cstdio>
 #include <fstream>
+#include <string>
 
 namespace pensieve::model {
 
@@ -31,6 +35,21 @@ Result<ModelFormat> detect_model_format(const std::filesystem::path& path) {
   in.read(magic.data(), magic.size());
   if (!in) return fail(path.string() + ": too short to be a model file");
   if (looks_like_gguf(std::as_bytes(std::span(magic)))) return ModelFormat::gguf;
+  // A file named .gguf without the magic is not a llama2.c checkpoint: most
+  // often a download or a llama-quantize run that stopped before writing its
+  // header (zeros where the header goes), which the llama2.c reader would
+  // report as a header of absurd sizes.
+  std::string ext = path.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
+  if (ext == ".gguf") {
+    char bytes[16];
+    std::snprintf(bytes, sizeof bytes, "%02x %02x %02x %02x", static_cast<unsigned char>(magic[0]),
+                  static_cast<unsigned char>(magic[1]), static_cast<unsigned char>(magic[2]),
+                  static_cast<unsigned char>(magic[3]));
+    return fail(path.string() + ": not a GGUF file: it begins with the bytes " + bytes +
+                ", not \"GGUF\" (a download or a conversion that did not finish?)");
+  }
   return ModelFormat::llama2c;
 }
 

@@ -198,6 +198,20 @@ TEST_CASE("load_model tells the formats apart by content", "[safetensors]") {
   CHECK_THAT(truncated.error().message, Catch::Contains("renamed.bin: GGUF: truncated"));
   std::ofstream(dir / "tiny.bin") << "xy";
   CHECK_FALSE(bool(detect_model_format(dir / "tiny.bin")));
+  // What an interrupted llama-quantize leaves: zeros where the header goes.
+  std::ofstream(dir / "unfinished.GGUF", std::ios::binary) << std::string(4096, '\0');
+  auto unfinished = load_model(dir / "unfinished.GGUF");
+  REQUIRE_FALSE(bool(unfinished));
+  CHECK(unfinished.error().message ==
+        (dir / "unfinished.GGUF").string() +
+            ": not a GGUF file: it begins with the bytes 00 00 00 00, not \"GGUF\" (a "
+            "download or a conversion that did not finish?)");
+  // Without the name, the same bytes are a llama2.c checkpoint, whose reader refuses them.
+  std::ofstream(dir / "zeros.bin", std::ios::binary) << std::string(4096, '\0');
+  auto zeros = detect_model_format(dir / "zeros.bin");
+  REQUIRE_OK(zeros);
+  CHECK(*zeros == ModelFormat::llama2c);
+  CHECK_FALSE(bool(load_model(dir / "zeros.bin")));
 }
 
 TEST_CASE("the Hugging Face export keeps a sentencepiece vocabulary and its merge order", "[safetensors]") {
