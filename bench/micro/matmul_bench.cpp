@@ -253,8 +253,9 @@ struct DramDecode {
 // the K-quants Q4_K and Q6_K on their 8-row tiles and lane tiles (each
 // prefetch) too.
 void dram_decode_types(benchmark::internal::Benchmark* b) {
-  for (DType t :
-       {DType::f16, DType::q8_0, DType::q4_0, DType::q4_k, DType::q5_k, DType::q6_k, DType::iq4_xs})
+  for (DType t : {DType::f16, DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
+                  DType::iq4_nl, DType::q2_k, DType::q3_k, DType::q4_k, DType::q5_k, DType::q6_k,
+                  DType::iq4_xs})
     b->Args({int(t), 0});
   for (int kernel : {1, 2, 3, 4}) {
     b->Args({int(DType::q4_k), kernel});
