@@ -10,7 +10,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=${1:-asan}
 rounds=${2:-3}
-read -r -a suites <<<"${PENSIEVE_SANITIZE_SUITES:-runtime actors net}"
+# asan-ci defines the runtime and actors suites only (CMakePresets.json).
+default_suites="runtime actors net"
+[[ $preset == asan-ci ]] && default_suites="runtime actors"
+read -r -a suites <<<"${PENSIEVE_SANITIZE_SUITES:-$default_suites}"
 tools/setup.sh "$preset"
 targets=()
 for s in "${suites[@]}"; do targets+=("test_$s"); done

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace pensieve::kernels::cpu {
@@ -103,6 +105,16 @@ void q8_matmul_many(ConstRowsView x, std::span<const WeightView> w, std::span<co
                              : token_tiles ? q8_rows_vnni_tokens()
                              : vnni        ? q8_rows_vnni_decode()
                                            : nullptr;
+#if defined(PENSIEVE_WEIGHT_KERNELS_UNINSTRUMENTED)
+  // As quant_dot.cpp's handed_out: the asan-ci build's VNNI rows are uninstrumented.
+  if (vnni_rows) {
+    std::fputs(
+        "pensieve: the Q8_0 VNNI rows, uninstrumented in this asan-ci build: run this test with "
+        "the asan preset\n",
+        stderr);
+    std::abort();
+  }
+#endif
   pool.parallel_for(
       first[w.size()],
       [&](std::size_t begin, std::size_t end, std::size_t thread) {
