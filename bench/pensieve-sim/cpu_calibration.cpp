@@ -159,8 +159,8 @@ Result<Calibration> calibrate_cpu(const CalibrationOptions& o) {
   if (!convs) return convs.error();
   std::vector<bench::ReplayResult> replays;
   std::vector<ProbeResult> probes;
-  std::vector<std::vector<actors::IterationRecord>>
-      round_iterations;  // the engine's, each replay's
+  // The engine's iterations, a list per replay.
+  std::vector<std::vector<actors::IterationRecord>> round_iterations;
   {
     IterationLog log;            // outlives the engine, which fills it
     boost::asio::io_context io;  // outlives the engine, which completes operations on it
