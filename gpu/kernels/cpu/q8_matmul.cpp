@@ -2,12 +2,11 @@
 
 #include "gpu/formats/half.hpp"
 #include "gpu/kernels/cpu/q8_rows_vnni.hpp"
+#include "gpu/kernels/cpu/weight_kernel_guard.hpp"
 
 #include <algorithm>
 #include <cassert>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
 namespace pensieve::kernels::cpu {
@@ -101,20 +100,11 @@ void q8_matmul_many(ConstRowsView x, std::span<const WeightView> w, std::span<co
     cost += double(x.rows) * double(w[i].rows) * double(w[i].cols);
   }
   const Q8Rows q = quantize_rows_q8(x, scratch, batched);
-  const Q8RowsFn vnni_rows = batched       ? q8_rows_vnni_batched()
-                             : token_tiles ? q8_rows_vnni_tokens()
-                             : vnni        ? q8_rows_vnni_decode()
-                                           : nullptr;
-#if defined(PENSIEVE_WEIGHT_KERNELS_UNINSTRUMENTED)
-  // As quant_dot.cpp's handed_out: the asan-ci build's VNNI rows are uninstrumented.
-  if (vnni_rows) {
-    std::fputs(
-        "pensieve: the Q8_0 VNNI rows, uninstrumented in this asan-ci build: run this test with "
-        "the asan preset\n",
-        stderr);
-    std::abort();
-  }
-#endif
+  const Q8RowsFn vnni_rows = handed_out(batched       ? q8_rows_vnni_batched()
+                                        : token_tiles ? q8_rows_vnni_tokens()
+                                        : vnni        ? q8_rows_vnni_decode()
+                                                      : nullptr,
+                                        "the Q8_0 VNNI rows");
   pool.parallel_for(
       first[w.size()],
       [&](std::size_t begin, std::size_t end, std::size_t thread) {

@@ -2,34 +2,18 @@
 
 #include "gpu/kernels/cpu/q8_matmul.hpp"
 #include "gpu/kernels/cpu/quant_dot_steps.hpp"
+#include "gpu/kernels/cpu/weight_kernel_guard.hpp"
 
 #include <cassert>
-#include <cstdio>
-#include <cstdlib>
 
 namespace pensieve::kernels::cpu {
 
 using model::DType;
 namespace qs = quant_steps;
 
-namespace {
+constexpr const char* kernel_what = "a quantised-weight SIMD kernel";
 
-// The asan-ci build (gpu/CMakeLists.txt) leaves the SIMD kernels handed out
-// here uninstrumented, since the only suites it builds never run them: one
-// that does stops here, rather than run unchecked code under a sanitizer.
-template <class Fn>
-Fn handed_out(Fn fn) {
-#if defined(PENSIEVE_WEIGHT_KERNELS_UNINSTRUMENTED)
-  if (fn) {
-    std::fputs(
-        "pensieve: a quantised-weight SIMD kernel, uninstrumented in this asan-ci build: run this "
-        "test with the asan preset\n",
-        stderr);
-    std::abort();
-  }
-#endif
-  return fn;
-}
+namespace {
 
 // Legacy blocks of 32: `quant(blk, j)` is element j's integer quant.
 template <class Quant>
@@ -280,40 +264,40 @@ QuantDotPath quant_dot_best_path(DType t) {
 QuantDotFn quant_dot_fn(DType t, QuantDotPath path) {
   if (path == QuantDotPath::best) path = quant_dot_best_path(t);
   if (path == QuantDotPath::portable) return scalar_fn(t);
-  return handed_out(vector_fn(t, path));
+  return handed_out(vector_fn(t, path), kernel_what);
 }
 
 QuantDotRowsFn quant_dot_rows_fn(DType t, QuantDotPath path) {
   if (path == QuantDotPath::best) path = quant_dot_best_path(t);
   if (path != QuantDotPath::avx512 || !cpu_has_avx512_vnni()) return nullptr;
-  return handed_out(quant_dot_avx512_rows_fn(t));
+  return handed_out(quant_dot_avx512_rows_fn(t), kernel_what);
 }
 
 QuantDotTileFn quant_dot_tile_fn(DType t, QuantDotPath path) {
   if (path == QuantDotPath::best) path = quant_dot_best_path(t);
   if (path != QuantDotPath::avx512 || !cpu_has_avx512_vnni()) return nullptr;
-  return handed_out(quant_dot_avx512_tile_fn(t));
+  return handed_out(quant_dot_avx512_tile_fn(t), kernel_what);
 }
 
 QuantDotTokenTileFn quant_dot_token_tile_fn(DType t, QuantDotPath path) {
   if (path == QuantDotPath::best) path = quant_dot_best_path(t);
   if (path == QuantDotPath::avx512 && cpu_has_avx512_vnni())
-    return handed_out(quant_dot_avx512_token_tile_fn(t));
+    return handed_out(quant_dot_avx512_token_tile_fn(t), kernel_what);
   if (path == QuantDotPath::avx2 && cpu_has_avx2_f16c())
-    return handed_out(quant_dot_avx2_token_tile_fn(t));
+    return handed_out(quant_dot_avx2_token_tile_fn(t), kernel_what);
   return nullptr;
 }
 
 QuantDotLaneTileFn quant_dot_lane_tile_fn(DType t, QuantDotPath path, PrefetchInto pf) {
   if (path == QuantDotPath::best) path = quant_dot_best_path(t);
   if (path != QuantDotPath::avx512 || !cpu_has_avx512_vnni()) return nullptr;
-  return handed_out(quant_dot_avx512_lane_tile_fn(t, pf));
+  return handed_out(quant_dot_avx512_lane_tile_fn(t, pf), kernel_what);
 }
 
 QuantDotLanePanelFn quant_dot_lane_panel_fn(DType t, QuantDotPath path, PrefetchInto pf) {
   if (path == QuantDotPath::best) path = quant_dot_best_path(t);
   if (path != QuantDotPath::avx512 || !cpu_has_avx512_vnni()) return nullptr;
-  return handed_out(quant_dot_avx512_lane_panel_fn(t, pf));
+  return handed_out(quant_dot_avx512_lane_panel_fn(t, pf), kernel_what);
 }
 
 std::size_t quant_dot_lane_panel_bytes(DType t, std::int64_t n_blocks) {
