@@ -67,7 +67,7 @@ struct Calibration {
   // simulator is given the probes' speed, so a round that ran at another
   // tells nothing of it (a VM's neighbour, a core's clock: the first round
   // +41% in one ctest run, AMD EPYC Zen 4, 2026-12-07, the TTFT then 26%
-  // off; -6% to +6% in eight runs alone).
+  // off; -6% to +13% in nine runs alone).
   std::vector<double> round_drift;
   std::uint64_t simulated_iterations = 0;
   double throughput_error() const;  // simulated / measured - 1

@@ -131,11 +131,11 @@ TEST_CASE("pensieve-sim's fitted CPU preset: simulated throughput and mean TTFT 
   REQUIRE(c.has_value());
   INFO(sim::render_calibration(*c));
   if (c->max_drift() > sim::calibration_drift_limit) {
-    std::fprintf(stderr,
-                 "SKIPPED: in three calibrations a replay ran over %.0f%% off its probes' speed: "
-                 "this machine "
-                 "changes speed within seconds, and the comparison needs it steady\n%s",
-                 100.0 * sim::calibration_drift_limit, sim::render_calibration(*c).c_str());
+    std::fprintf(
+        stderr,
+        "SKIPPED: in three calibrations a replay ran over %.0f%% off its probes' speed: "
+        "this machine changes speed within seconds, and the comparison needs it steady\n%s",
+        100.0 * sim::calibration_drift_limit, sim::render_calibration(*c).c_str());
     std::exit(testing::skip_exit_code);
   }
   CHECK(c->round_drift.size() == o.rounds);
